@@ -1,0 +1,33 @@
+# Every target that needs Python runs `setup` first; setup is a no-op once .venv matches pyproject.toml.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.medsnip-installed
+DEMO_OUT ?= build/demo
+
+.PHONY: setup demo test bench lint clean
+
+setup: $(STAMP)
+
+# torch is pinned to the CPU build that pip finds on this kind of machine; an unpinned torch pulls CUDA.
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check torch==2.13.0
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,bench]'
+	touch $(STAMP)
+
+demo: setup
+	$(PY) -m corpusbuild.demo --out $(DEMO_OUT)
+
+test: setup
+	$(PY) -m pytest -q tests
+
+bench: setup
+	$(PY) bench/run_benchmarks.py --out docs/benchmarks.md
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+clean:
+	rm -rf build .pytest_cache

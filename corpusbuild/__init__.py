@@ -1,0 +1,1 @@
+"""corpusbuild: raw biomedical sources to sharded, reproducible ~1000-character snippets."""

@@ -1,0 +1,72 @@
+"""Finding input files (files, folders, globs), ordering them, and opening them (gzip/bz2 aware)."""
+
+from __future__ import annotations
+
+import bz2
+import glob
+import gzip
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import BinaryIO
+
+from corpusbuild.errors import InputProblem
+
+# pubmed26n0001.xml.gz, medline14n0123.xml: two-digit year + "n" + four-digit sequence number.
+SEQUENCE_RE = re.compile(r"(\d{2})n(\d{4})\.xml(?:\.gz)?$")
+_GLOB_CHARS = set("*?[")
+
+
+def expand_inputs(specs: Sequence[str], suffixes: Sequence[str]) -> tuple[list[Path], list[InputProblem]]:
+    """Expand each spec (a file, a folder searched recursively for `suffixes`, or a glob) into files.
+
+    Returns the files in the order given (duplicates dropped) and a problem for every spec that names
+    nothing, so one bad path is reported without hiding the others.
+    """
+    found: list[Path] = []
+    problems: list[InputProblem] = []
+    for spec in specs:
+        if _GLOB_CHARS & set(spec):
+            matches = sorted(Path(p) for p in glob.glob(spec, recursive=True))
+            files = [m for m in matches if m.is_file()]
+            if not files:
+                problems.append(InputProblem(spec, "glob matches no file"))
+            found.extend(files)
+            continue
+        path = Path(spec)
+        if path.is_dir():
+            files = sorted(p for p in path.rglob("*") if p.is_file() and p.name.endswith(tuple(suffixes)))
+            if not files:
+                problems.append(InputProblem(spec, f"folder holds no {'/'.join(suffixes)} file"))
+            found.extend(files)
+        elif path.exists():
+            found.append(path)
+        else:
+            problems.append(InputProblem(spec, "no such file or directory"))
+    unique: dict[Path, Path] = {}
+    for path in found:
+        unique.setdefault(path.resolve(), path)
+    return list(unique.values()), problems
+
+
+def sequence_of(path: Path) -> tuple[int, int] | None:
+    """(year, sequence) from an NLM file name such as pubmed26n1335.xml.gz, else None."""
+    match = SEQUENCE_RE.search(path.name)
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def order_inputs(paths: Sequence[Path]) -> list[Path]:
+    """The order updates are applied in: numbered NLM files by (year, sequence number), then files
+    without a sequence number (efetch results, medsamp2014.xml) in the order they were given."""
+    numbered = [(sequence_of(p), i, p) for i, p in enumerate(paths) if sequence_of(p) is not None]
+    unnumbered = [p for p in paths if sequence_of(p) is None]
+    return [p for _, _, p in sorted(numbered)] + unnumbered
+
+
+def decompressed(raw: BinaryIO, magic: bytes) -> BinaryIO:
+    """Wrap a raw byte stream in the decompressor its first bytes call for (gzip, bzip2, or none)."""
+    if magic.startswith(b"\x1f\x8b"):
+        return gzip.GzipFile(fileobj=raw, mode="rb")
+    if magic.startswith(b"BZh"):
+        return bz2.BZ2File(raw, mode="rb")
+    return raw

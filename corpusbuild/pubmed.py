@@ -1,0 +1,126 @@
+"""PubMed citations to snippets: clean the fields, chunk the abstract, keep MeSH and chemicals in meta.
+
+Also the map task the sharded build engine runs for each PubMed/MEDLINE XML file.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from corpusbuild.chunking import chunk_text
+from corpusbuild.cleaning import clean_text, collapse_whitespace
+from corpusbuild.inputs import decompressed
+from corpusbuild.pubmed_xml import Deletion, FileSummary, RawArticle, SkippedRecord, iter_pubmed_records
+from corpusbuild.shardbuild import EVENT_DELETE, EVENT_RECORD, EVENT_SKIP, FileTask, PartWriter
+from medsnip.buildrecord import HashingReader
+from medsnip.snippet import dumps_snippet, make_snippet, shard_of
+
+SOURCE = "pubmed"
+
+
+@dataclass(frozen=True)
+class ChunkingParams:
+    """How documents become snippets; part of every build record and every resume key."""
+
+    chunk: bool = True
+    chunk_size: int = 1000
+    chunk_overlap: int = 200
+    keep_no_abstract: bool = False
+
+    def to_dict(self) -> dict:
+        return {
+            "chunk": self.chunk,
+            "chunk_size": self.chunk_size,
+            "chunk_overlap": self.chunk_overlap,
+            "keep_no_abstract": self.keep_no_abstract,
+            "splitter": "langchain RecursiveCharacterTextSplitter (separators \\n\\n, \\n, space, '')",
+        }
+
+    @classmethod
+    def from_dict(cls, values: dict) -> ChunkingParams:
+        return cls(**{name: values[name] for name in ("chunk", "chunk_size", "chunk_overlap", "keep_no_abstract")})
+
+
+def abstract_text(sections: list[tuple[str | None, str]]) -> str:
+    """Abstract sections as `LABEL: text`, one per line so the splitter prefers section boundaries."""
+    parts = []
+    for label, text in sections:
+        text = clean_text(text)
+        if not text:
+            continue
+        label = clean_text(label) if label else ""
+        parts.append(f"{label}: {text}" if label else text)
+    return "\n".join(parts)
+
+
+def pubmed_meta(article: RawArticle) -> dict:
+    return {
+        "pmid": article.pmid,
+        "year": article.year,
+        "journal": collapse_whitespace(article.journal) if article.journal else None,
+        "languages": article.languages,
+        "publication_types": article.publication_types,
+        "mesh": article.mesh,
+        "chemicals": article.chemicals,
+        "keywords": [collapse_whitespace(keyword) for keyword in article.keywords],
+    }
+
+
+def article_block(article: RawArticle, params: ChunkingParams) -> tuple[bytes, str | None]:
+    """The snippet lines of one citation, or (b"", reason) when it yields no snippet."""
+    title = clean_text(article.title)
+    abstract = abstract_text(article.sections)
+    if not abstract:
+        if not params.keep_no_abstract:
+            return b"", "no_abstract"
+        if not title:
+            return b"", "no_title_no_abstract"
+        chunks = [""]
+    elif params.chunk:
+        chunks = chunk_text(abstract, params.chunk_size, params.chunk_overlap)
+    else:
+        chunks = [abstract]
+    meta = pubmed_meta(article)
+    doc_id = str(article.pmid)
+    block = b"".join(
+        dumps_snippet(make_snippet(SOURCE, doc_id, index, title, chunk, meta))
+        for index, chunk in enumerate(chunks)
+    )
+    return block, None
+
+
+def map_pubmed_file(task: FileTask, reader: HashingReader, magic: bytes, writer: PartWriter) -> dict:
+    """Map task for one PubMed/MEDLINE XML file: every citation, skip and deletion becomes an event."""
+    params = ChunkingParams.from_dict(task.params)
+    num_shards = task.num_shards
+    stats: Counter = Counter()
+    skipped: Counter = Counter()
+    problems: list[dict] = []
+    summary = FileSummary()
+    stream = decompressed(reader, magic)
+    for record in iter_pubmed_records(stream, task.path, summary):
+        if isinstance(record, RawArticle):
+            stats["articles"] += 1
+            block, reason = article_block(record, params)
+            shard = shard_of(str(record.pmid), num_shards)
+            if reason:
+                skipped[reason] += 1
+                writer.add(shard, record.pmid, EVENT_SKIP, reason=reason)
+            else:
+                stats["snippets"] += block.count(b"\n")
+                writer.add(shard, record.pmid, EVENT_RECORD, block)
+        elif isinstance(record, Deletion):
+            stats["deletions"] += len(record.pmids)
+            for pmid in record.pmids:
+                writer.add(shard_of(str(pmid), num_shards), pmid, EVENT_DELETE)
+        elif isinstance(record, SkippedRecord):
+            skipped[record.reason] += 1
+            writer.add(shard_of(str(record.pmid), num_shards), record.pmid, EVENT_SKIP, reason=record.reason)
+        else:
+            stats["bad_records"] += 1
+            problems.append(record.problem.to_dict())
+    return {
+        "stats": {**stats, "skipped": dict(sorted(skipped.items())), "format": summary.root_tag},
+        "problems": problems,
+    }

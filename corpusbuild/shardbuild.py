@@ -1,0 +1,561 @@
+"""The sharded, resumable build engine every source uses.
+
+Map: one task per input file parses it and writes, per output shard, the snippet lines of each
+document plus a sorted index of events (record, skip, delete) keyed by document. Reduce: one task per
+shard merges those indexes across files in input order; the last event for a document wins, which
+gives NLM's "latest version of each citation" semantics however many workers ran. Publish: shards are
+hard-linked into the output folder under temp names and renamed; build.json is written last and is
+the commit point.
+
+Every task writes into a temp name and renames on completion, with a marker; re-running the same
+command skips tasks whose marker matches (same input stat, same parameters), so a killed run resumes
+and ends byte-identical to an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+import itertools
+import multiprocessing
+import os
+import shutil
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from corpusbuild.errors import InputError, InputProblem
+from medsnip import __version__
+from medsnip.buildrecord import (
+    BUILD_RECORD,
+    RECORD_SCHEMA,
+    HashingReader,
+    read_json,
+    tool_identity,
+    write_build_record,
+    write_json,
+)
+from medsnip.snippet import SHARD_GLOB, shard_name
+
+EVENT_RECORD, EVENT_SKIP, EVENT_DELETE = 0, 1, 2
+WORK_DIR = ".work"
+TASK_MARKER = "task.json"
+ENGINE_FORMAT = 1  # bump when part files change shape, so old caches are not reused
+_FLUSH_BYTES = 8 << 20
+
+MapFunction = Callable[["FileTask", HashingReader, bytes, "PartWriter"], dict]
+
+
+class BuildAborted(Exception):
+    """--strict stopped the build at its first problem; nothing was published."""
+
+    def __init__(self, problem: InputProblem):
+        super().__init__(str(problem))
+        self.problem = problem
+
+
+class PartWriter:
+    """Writes one input file's contribution to every shard: blocks of snippet lines + an event index.
+
+    Blocks are buffered and appended in bulk so memory stays bounded (a few MB) for any file size;
+    the index holds only (key, position, kind, offset, length, reason) per document.
+    """
+
+    def __init__(self, directory: Path, num_shards: int):
+        self.directory = directory
+        self.num_shards = num_shards
+        self._buffers: dict[int, bytearray] = {}
+        self._offsets = [0] * num_shards
+        self._index: dict[int, list[tuple]] = {}
+        self._position = 0
+        self._buffered = 0
+
+    def add(self, shard: int, key: Any, kind: int, block: bytes = b"", reason: str | None = None) -> None:
+        offset = self._offsets[shard]
+        if block:
+            self._buffers.setdefault(shard, bytearray()).extend(block)
+            self._offsets[shard] += len(block)
+            self._buffered += len(block)
+        self._index.setdefault(shard, []).append((key, self._position, kind, offset, len(block), reason))
+        self._position += 1
+        if self._buffered >= _FLUSH_BYTES:
+            self._flush()
+
+    def _flush(self) -> None:
+        for shard, buffer in self._buffers.items():
+            if buffer:
+                with open(part_blocks_path(self.directory, shard), "ab") as handle:
+                    handle.write(buffer)
+                buffer.clear()
+        self._buffered = 0
+
+    def close(self) -> None:
+        self._flush()
+        for shard, entries in self._index.items():
+            entries.sort(key=lambda entry: (entry[0], entry[1]))
+            with open(part_index_path(self.directory, shard), "wb") as handle:
+                handle.write(orjson.dumps(entries))
+
+
+def part_blocks_path(directory: Path, shard: int) -> Path:
+    return directory / f"s{shard:05d}.jsonl"
+
+
+def part_index_path(directory: Path, shard: int) -> Path:
+    return directory / f"s{shard:05d}.idx.json"
+
+
+@dataclass(frozen=True)
+class FileTask:
+    """Parse one input file into parts (picklable: it crosses into worker processes)."""
+
+    path: str
+    order: int
+    key: str
+    parts_root: str
+    num_shards: int
+    params: dict
+
+    @property
+    def final_dir(self) -> Path:
+        return Path(self.parts_root) / self.key
+
+
+def file_task_key(path: Path, num_shards: int, source: str, params: dict) -> str:
+    """Resume key of a map task: the input's identity (resolved path, size, mtime) and everything that
+    shapes its parts. A changed input or parameter gives a new key, so stale parts are never reused."""
+    stat = path.stat()
+    identity = {
+        "engine": ENGINE_FORMAT,
+        "version": __version__,
+        "source": source,
+        "path": str(path.resolve()),
+        "bytes": stat.st_size,
+        "mtime_ns": stat.st_mtime_ns,
+        "shards": num_shards,
+        "params": params,
+    }
+    return hashlib.sha256(orjson.dumps(identity, option=orjson.OPT_SORT_KEYS)).hexdigest()[:24]
+
+
+def run_file_task(task: FileTask, map_function: MapFunction) -> dict:
+    """Run one map task; returns its result (also saved as the task marker when it succeeded)."""
+    final_dir = task.final_dir
+    temp_dir = final_dir.with_name(f"{task.key}.tmp-{os.getpid()}")
+    shutil.rmtree(temp_dir, ignore_errors=True)
+    temp_dir.mkdir(parents=True)
+    started = time.perf_counter()
+    try:
+        with open(task.path, "rb") as raw:
+            magic = raw.read(4)
+            raw.seek(0)
+            reader = HashingReader(raw)
+            writer = PartWriter(temp_dir, task.num_shards)
+            outcome = map_function(task, reader, magic, writer)
+            reader.drain()
+            writer.close()
+    except InputError as error:
+        shutil.rmtree(temp_dir, ignore_errors=True)
+        return _failed(task, error.problem, started)
+    except OSError as error:
+        shutil.rmtree(temp_dir, ignore_errors=True)
+        return _failed(task, InputProblem(task.path, f"cannot read: {error.strerror or error}"), started)
+    result = {
+        "status": "ok",
+        "key": task.key,
+        "path": task.path,
+        "order": task.order,
+        "bytes": reader.bytes_read,
+        "sha256": reader.hexdigest(),
+        "stats": outcome.get("stats", {}),
+        "problems": outcome.get("problems", []),
+        "seconds": round(time.perf_counter() - started, 3),
+    }
+    write_json(temp_dir / TASK_MARKER, result)
+    shutil.rmtree(final_dir, ignore_errors=True)
+    os.replace(temp_dir, final_dir)
+    return result
+
+
+def _failed(task: FileTask, problem: InputProblem, started: float) -> dict:
+    return {
+        "status": "failed",
+        "key": task.key,
+        "path": task.path,
+        "order": task.order,
+        "error": problem.to_dict(),
+        "problems": [problem.to_dict()],
+        "seconds": round(time.perf_counter() - started, 3),
+    }
+
+
+def load_finished_file_task(task: FileTask) -> dict | None:
+    marker = task.final_dir / TASK_MARKER
+    if not marker.is_file():
+        return None
+    result = read_json(marker)
+    result["order"] = task.order
+    return result if result.get("status") == "ok" else None
+
+
+@dataclass(frozen=True)
+class ShardTask:
+    """Merge every file's part for one shard into the final shard file (picklable)."""
+
+    shard: int
+    num_shards: int
+    parts: tuple[tuple[int, str], ...]  # (input order, part folder), in input order
+    out_dir: str
+
+    @property
+    def name(self) -> str:
+        return shard_name(self.shard, self.num_shards)
+
+    @property
+    def marker(self) -> Path:
+        return Path(self.out_dir) / f"{self.name}.done.json"
+
+
+def _events(entries: list, order: int) -> Iterator[tuple]:
+    for key, position, kind, offset, length, reason in entries:
+        yield (key, order, position, kind, offset, length, reason)
+
+
+def run_shard_task(task: ShardTask) -> dict:
+    """Reduce one shard: for each document the last event across files (in input order) wins."""
+    started = time.perf_counter()
+    streams = []
+    blocks: dict[int, Path] = {}
+    for order, part_dir in task.parts:
+        index_path = part_index_path(Path(part_dir), task.shard)
+        if index_path.is_file():
+            streams.append(_events(orjson.loads(index_path.read_bytes()), order))
+            blocks[order] = part_blocks_path(Path(part_dir), task.shard)
+    out_dir = Path(task.out_dir)
+    final_path = out_dir / task.name
+    temp_path = out_dir / f".{task.name}.tmp-{os.getpid()}"
+    counts: Counter = Counter()
+    skipped: Counter = Counter()
+    digest = hashlib.sha256()
+    handles: dict[int, Any] = {}
+    try:
+        with open(temp_path, "wb") as out:
+            merged = heapq.merge(*streams)
+            for _key, events in itertools.groupby(merged, key=lambda event: event[0]):
+                current = None
+                for event in events:
+                    kind = event[3]
+                    if kind == EVENT_DELETE:
+                        if current is not None:
+                            counts["deleted"] += 1
+                            current = None
+                        else:
+                            counts["delete_unmatched"] += 1
+                    else:
+                        if current is not None:
+                            counts["replaced"] += 1
+                        current = event
+                if current is None:
+                    continue
+                if current[3] == EVENT_SKIP:
+                    skipped[current[6]] += 1
+                    continue
+                order, offset, length = current[1], current[4], current[5]
+                handle = handles.get(order)
+                if handle is None:
+                    handle = handles[order] = open(blocks[order], "rb")
+                handle.seek(offset)
+                block = handle.read(length)
+                out.write(block)
+                digest.update(block)
+                counts["documents"] += 1
+                counts["snippets"] += block.count(b"\n")
+                counts["bytes"] += len(block)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temp_path, final_path)
+    finally:
+        for handle in handles.values():
+            handle.close()
+        temp_path.unlink(missing_ok=True)
+    result = {
+        "shard": task.shard,
+        "path": task.name,
+        "records": counts["snippets"],
+        "documents": counts["documents"],
+        "bytes": counts["bytes"],
+        "sha256": digest.hexdigest(),
+        "replaced": counts["replaced"],
+        "deleted": counts["deleted"],
+        "delete_unmatched": counts["delete_unmatched"],
+        "skipped": dict(sorted(skipped.items())),
+        "seconds": round(time.perf_counter() - started, 3),
+    }
+    write_json(task.marker, result)
+    return result
+
+
+def load_finished_shard_task(task: ShardTask) -> dict | None:
+    if task.marker.is_file() and (Path(task.out_dir) / task.name).is_file():
+        return read_json(task.marker)
+    return None
+
+
+@dataclass
+class BuildCallbacks:
+    """Hooks the CLI uses for progress; all optional."""
+
+    file_done: Callable[[dict, bool], None] = lambda result, reused: None
+    shard_done: Callable[[dict, bool], None] = lambda result, reused: None
+    phase: Callable[[str, int], None] = lambda name, total: None
+
+
+@dataclass
+class BuildOutcome:
+    record: dict
+    problems: list[dict] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def _run_tasks(
+    tasks: Sequence,
+    function: Callable,
+    extra_args: tuple,
+    workers: int,
+    on_result: Callable[[Any, dict], bool],
+) -> None:
+    """Run tasks inline (1 worker) or in a process pool; `on_result` returns False to stop early."""
+    if workers <= 1 or len(tasks) <= 1:
+        for task in tasks:
+            if not on_result(task, function(task, *extra_args)):
+                return
+        return
+    context = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        pending: dict[Future, Any] = {pool.submit(function, task, *extra_args): task for task in tasks}
+        try:
+            while pending:
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for future in done:
+                    task = pending.pop(future)
+                    if not on_result(task, future.result()):
+                        for other in pending:
+                            other.cancel()
+                        return
+        except BaseException:
+            for other in pending:
+                other.cancel()
+            raise
+
+
+def run_sharded_build(
+    *,
+    source: str,
+    inputs: Sequence[Path],
+    input_problems: Sequence[InputProblem],
+    out_dir: Path,
+    num_shards: int,
+    params: dict,
+    map_function: MapFunction,
+    workers: int = 1,
+    strict: bool = False,
+    keep_work: bool = True,
+    command: str = "",
+    callbacks: BuildCallbacks | None = None,
+) -> BuildOutcome:
+    """Map every input, reduce every shard, publish; returns the build record written."""
+    if num_shards < 1:
+        raise ValueError(f"--shards must be >= 1, got {num_shards}")
+    callbacks = callbacks or BuildCallbacks()
+    started = time.perf_counter()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    work = out_dir / WORK_DIR
+    parts_root = work / "parts"
+    parts_root.mkdir(parents=True, exist_ok=True)
+    problems: list[dict] = [problem.to_dict() for problem in input_problems]
+    if strict and problems:
+        raise BuildAborted(input_problems[0])
+
+    tasks = [
+        FileTask(str(path), order, file_task_key(path, num_shards, source, params), str(parts_root), num_shards, params)
+        for order, path in enumerate(inputs)
+    ]
+    results: dict[int, dict] = {}
+    todo = []
+    for task in tasks:
+        finished = load_finished_file_task(task)
+        if finished is not None:
+            results[task.order] = finished
+        else:
+            todo.append(task)
+    reused_files = len(results)
+    callbacks.phase("parse", len(tasks))
+    for task in tasks:
+        if task.order in results:
+            callbacks.file_done(results[task.order], True)
+
+    def on_file(task: FileTask, result: dict) -> bool:
+        results[task.order] = result
+        callbacks.file_done(result, False)
+        if strict and result["problems"]:
+            raise BuildAborted(InputProblem(**result["problems"][0]))
+        return True
+
+    map_started = time.perf_counter()
+    _run_tasks(todo, run_file_task, (map_function,), workers, on_file)
+    map_seconds = time.perf_counter() - map_started
+
+    ordered = [results[task.order] for task in tasks]
+    for result in ordered:
+        problems.extend(result["problems"])
+    good = [(task.order, str(task.final_dir)) for task, result in zip(tasks, ordered) if result["status"] == "ok"]
+    reduce_key = hashlib.sha256(
+        orjson.dumps({"parts": [Path(d).name for _, d in good], "shards": num_shards})
+    ).hexdigest()[:24]
+    reduce_dir = work / "reduce" / reduce_key
+    reduce_dir.mkdir(parents=True, exist_ok=True)
+    shard_tasks = [ShardTask(shard, num_shards, tuple(good), str(reduce_dir)) for shard in range(num_shards)]
+    shard_results: dict[int, dict] = {}
+    shard_todo = []
+    for task in shard_tasks:
+        finished = load_finished_shard_task(task)
+        if finished is not None:
+            shard_results[task.shard] = finished
+        else:
+            shard_todo.append(task)
+    reused_shards = len(shard_results)
+    callbacks.phase("merge", num_shards)
+    for result in shard_results.values():
+        callbacks.shard_done(result, True)
+
+    def on_shard(task: ShardTask, result: dict) -> bool:
+        shard_results[task.shard] = result
+        callbacks.shard_done(result, False)
+        return True
+
+    reduce_started = time.perf_counter()
+    _run_tasks(shard_todo, run_shard_task, (), workers, on_shard)
+    reduce_seconds = time.perf_counter() - reduce_started
+
+    outputs = [shard_results[shard] for shard in range(num_shards)]
+    record = _build_record(
+        source=source,
+        command=command,
+        params=params,
+        num_shards=num_shards,
+        ordered=ordered,
+        outputs=outputs,
+        problems=problems,
+        run={
+            "workers": workers,
+            "reused_file_tasks": reused_files,
+            "reused_shard_tasks": reused_shards,
+            "seconds": {
+                "parse": round(map_seconds, 3),
+                "merge": round(reduce_seconds, 3),
+                "total": round(time.perf_counter() - started, 3),
+            },
+        },
+    )
+    _publish(out_dir, reduce_dir, [result["path"] for result in outputs], record)
+    if keep_work:
+        _prune_work(work, {Path(d).name for _, d in good}, reduce_key)
+    else:
+        shutil.rmtree(work, ignore_errors=True)
+    return BuildOutcome(record=record, problems=problems)
+
+
+def _build_record(*, source, command, params, num_shards, ordered, outputs, problems, run) -> dict:
+    skipped: Counter = Counter()
+    for output in outputs:
+        skipped.update(output["skipped"])
+    parse_totals: Counter = Counter()
+    for result in ordered:
+        for name, value in result.get("stats", {}).items():
+            if isinstance(value, int):
+                parse_totals[name] += value
+    failed = [result for result in ordered if result["status"] != "ok"]
+    return {
+        "schema": RECORD_SCHEMA,
+        "tool": tool_identity(),
+        "stage": f"corpusbuild.{source}",
+        "source": source,
+        "command": command,
+        "complete": not problems,
+        "params": {
+            **params,
+            "shards": num_shards,
+            "shard_hash": "blake2b(doc_id utf-8, digest_size=8) big-endian mod shards",
+            "order_in_shard": "document key ascending, then chunk",
+        },
+        "inputs": [_input_entry(result) for result in ordered],
+        "outputs": [
+            {key: output[key] for key in ("path", "records", "documents", "bytes", "sha256")}
+            for output in outputs
+        ],
+        "counts": {
+            "input_files": len(ordered),
+            "input_files_failed": len(failed),
+            **dict(sorted(parse_totals.items())),
+            "documents": sum(output["documents"] for output in outputs),
+            "snippets": sum(output["records"] for output in outputs),
+            "replaced": sum(output["replaced"] for output in outputs),
+            "deleted": sum(output["deleted"] for output in outputs),
+            "delete_unmatched": sum(output["delete_unmatched"] for output in outputs),
+            "skipped": dict(sorted(skipped.items())),
+            "errors": len(problems),
+        },
+        "errors": problems,
+        "upstream": None,
+        "run": run,
+    }
+
+
+def _input_entry(result: dict) -> dict:
+    entry = {"path": result["path"], "status": result["status"]}
+    if result["status"] == "ok":
+        entry.update(bytes=result["bytes"], sha256=result["sha256"], stats=result["stats"])
+    else:
+        entry["error"] = result["error"]
+    return entry
+
+
+def _publish(out_dir: Path, reduce_dir: Path, names: list[str], record: dict) -> None:
+    """Swap the new shards in and write build.json last (the commit point).
+
+    The old build.json goes first, so a kill during the swap leaves a folder that says "unfinished"
+    rather than an old record describing new files; re-running finishes the swap from the cache.
+    """
+    (out_dir / BUILD_RECORD).unlink(missing_ok=True)
+    for name in names:
+        temp = out_dir / f".{name}.publish"
+        temp.unlink(missing_ok=True)
+        try:
+            os.link(reduce_dir / name, temp)
+        except OSError:
+            shutil.copyfile(reduce_dir / name, temp)
+        os.replace(temp, out_dir / name)
+    wanted = set(names)
+    for stale in out_dir.glob(SHARD_GLOB):
+        if stale.name not in wanted:
+            stale.unlink()
+    write_build_record(out_dir, record)
+
+
+def _prune_work(work: Path, keep_parts: set[str], keep_reduce: str) -> None:
+    """Drop cached parts and merges that the current inputs no longer use (and dead temp folders)."""
+    for entry in (work / "parts").iterdir():
+        if entry.name not in keep_parts:
+            shutil.rmtree(entry, ignore_errors=True)
+    for entry in (work / "reduce").iterdir():
+        if entry.name != keep_reduce:
+            shutil.rmtree(entry, ignore_errors=True)

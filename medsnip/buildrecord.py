@@ -1,0 +1,112 @@
+"""The build record (`build.json`) written beside every output, and the file helpers it relies on.
+
+A record lists the tool version, the parameters, every input and output with bytes and sha256, counts,
+errors and the upstream record's hash (lineage). Later stages trust files only after checking it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import orjson
+
+from medsnip import __version__
+
+BUILD_RECORD = "build.json"
+RECORD_SCHEMA = "medsnip.build/1"
+_CHUNK = 1 << 20
+
+
+def tool_identity() -> dict[str, str]:
+    return {"name": "medsnip", "version": __version__}
+
+
+def sha256_file(path: Path) -> tuple[str, int]:
+    """(hex sha256, size in bytes) of a file, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as handle:
+        while block := handle.read(_CHUNK):
+            digest.update(block)
+            size += len(block)
+    return digest.hexdigest(), size
+
+
+class HashingReader:
+    """A read-only binary file wrapper that hashes exactly the bytes handed out.
+
+    Lets a parser compute an input's sha256 in the same pass that parses it.
+    """
+
+    def __init__(self, raw: BinaryIO):
+        self._raw = raw
+        self._digest = hashlib.sha256()
+        self.bytes_read = 0
+
+    def read(self, size: int = -1) -> bytes:
+        block = self._raw.read(size)
+        self._digest.update(block)
+        self.bytes_read += len(block)
+        return block
+
+    def drain(self) -> None:
+        """Hash whatever the parser did not read (trailing bytes), so the digest covers the file."""
+        while self.read(_CHUNK):
+            pass
+
+    def hexdigest(self) -> str:
+        return self._digest.hexdigest()
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write to a temp file in the same folder, fsync, then rename over `path`."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600; outputs are meant to be shared
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def dumps_record(record: dict[str, Any]) -> bytes:
+    return orjson.dumps(record, option=orjson.OPT_INDENT_2) + b"\n"
+
+
+def write_json(path: Path, record: dict[str, Any]) -> None:
+    atomic_write_bytes(path, dumps_record(record))
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    with open(path, "rb") as handle:
+        return orjson.loads(handle.read())
+
+
+def write_build_record(directory: Path, record: dict[str, Any]) -> Path:
+    path = directory / BUILD_RECORD
+    write_json(path, record)
+    return path
+
+
+def read_build_record(directory: Path) -> dict[str, Any]:
+    path = directory / BUILD_RECORD
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no build record (was the build completed?)")
+    record = read_json(path)
+    if record.get("schema") != RECORD_SCHEMA:
+        raise ValueError(f"{path}: not a medsnip build record (schema {record.get('schema')!r})")
+    return record
+
+
+def record_hash(directory: Path) -> str:
+    """sha256 of a directory's build.json: what downstream records cite as lineage."""
+    return sha256_file(directory / BUILD_RECORD)[0]
