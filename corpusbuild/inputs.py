@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import bz2
 import glob
-import gzip
 import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import BinaryIO
+
+from isal import igzip  # ISA-L gzip: same format as the gzip module, 2-3x faster to decompress
 
 from corpusbuild.errors import InputProblem
 
@@ -66,7 +67,7 @@ def order_inputs(paths: Sequence[Path]) -> list[Path]:
 def decompressed(raw: BinaryIO, magic: bytes) -> BinaryIO:
     """Wrap a raw byte stream in the decompressor its first bytes call for (gzip, bzip2, or none)."""
     if magic.startswith(b"\x1f\x8b"):
-        return gzip.GzipFile(fileobj=raw, mode="rb")
+        return igzip.IGzipFile(fileobj=raw, mode="rb")
     if magic.startswith(b"BZh"):
         return bz2.BZ2File(raw, mode="rb")
     return raw

@@ -99,7 +99,7 @@ def map_pubmed_file(task: FileTask, reader: HashingReader, magic: bytes, writer:
     problems: list[dict] = []
     summary = FileSummary()
     stream = decompressed(reader, magic)
-    for record in iter_pubmed_records(stream, task.path, summary):
+    for record in iter_pubmed_records(stream, task.path, summary, not params.keep_no_abstract):
         if isinstance(record, RawArticle):
             stats["articles"] += 1
             block, reason = article_block(record, params)
@@ -110,13 +110,14 @@ def map_pubmed_file(task: FileTask, reader: HashingReader, magic: bytes, writer:
             else:
                 stats["snippets"] += block.count(b"\n")
                 writer.add(shard, record.pmid, EVENT_RECORD, block)
+        elif isinstance(record, SkippedRecord):
+            stats["articles"] += 1
+            skipped[record.reason] += 1
+            writer.add(shard_of(str(record.pmid), num_shards), record.pmid, EVENT_SKIP, reason=record.reason)
         elif isinstance(record, Deletion):
             stats["deletions"] += len(record.pmids)
             for pmid in record.pmids:
                 writer.add(shard_of(str(pmid), num_shards), pmid, EVENT_DELETE)
-        elif isinstance(record, SkippedRecord):
-            skipped[record.reason] += 1
-            writer.add(shard_of(str(record.pmid), num_shards), record.pmid, EVENT_SKIP, reason=record.reason)
         else:
             stats["bad_records"] += 1
             problems.append(record.problem.to_dict())

@@ -7,6 +7,7 @@ errors and the upstream record's hash (lineage). Later stages trust files only a
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import tempfile
 from pathlib import Path
@@ -36,22 +37,28 @@ def sha256_file(path: Path) -> tuple[str, int]:
     return digest.hexdigest(), size
 
 
-class HashingReader:
-    """A read-only binary file wrapper that hashes exactly the bytes handed out.
+class HashingReader(io.RawIOBase):
+    """A read-only binary stream that hashes exactly the bytes handed out.
 
-    Lets a parser compute an input's sha256 in the same pass that parses it.
+    Lets a parser compute an input's sha256 in the same pass that parses it; decompressors wrap it
+    like any raw file (it implements readinto).
     """
 
     def __init__(self, raw: BinaryIO):
+        super().__init__()
         self._raw = raw
         self._digest = hashlib.sha256()
         self.bytes_read = 0
 
-    def read(self, size: int = -1) -> bytes:
-        block = self._raw.read(size)
-        self._digest.update(block)
-        self.bytes_read += len(block)
-        return block
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        count = self._raw.readinto(buffer)
+        if count:
+            self._digest.update(memoryview(buffer)[:count])
+            self.bytes_read += count
+        return count
 
     def drain(self) -> None:
         """Hash whatever the parser did not read (trailing bytes), so the digest covers the file."""

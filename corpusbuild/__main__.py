@@ -1,0 +1,3 @@
+from corpusbuild.cli import main
+
+main()

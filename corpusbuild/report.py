@@ -1,0 +1,94 @@
+"""What a person sees while a build runs (progress bars) and after it (a summary table)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from corpusbuild.shardbuild import BuildCallbacks
+
+console = Console(stderr=True)
+
+
+class BuildProgress:
+    """Rich progress bars for the parse and merge phases, fed by the engine's callbacks."""
+
+    def __init__(self, enabled: bool = True):
+        self.progress = Progress(
+            TextColumn("{task.description:<14}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[detail]}"),
+            TimeElapsedColumn(),
+            console=console,
+            disable=not enabled,
+        )
+        self._tasks: dict[str, int] = {}
+        self._documents = 0
+
+    def __enter__(self) -> BuildProgress:
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.progress.__exit__(*exc)
+
+    def callbacks(self) -> BuildCallbacks:
+        return BuildCallbacks(file_done=self._file_done, shard_done=self._shard_done, phase=self._phase)
+
+    def _phase(self, name: str, total: int) -> None:
+        label = {"parse": "parsing files", "merge": "writing shards"}.get(name, name)
+        self._tasks[name] = self.progress.add_task(label, total=total, detail="")
+
+    def _file_done(self, result: dict, reused: bool) -> None:
+        self._documents += result.get("stats", {}).get("articles", 0)
+        detail = f"{self._documents:,} records read"
+        if result["status"] != "ok":
+            console.print(f"[red]error[/red] {_problem_text(result['error'])}")
+        self.progress.update(self._tasks["parse"], advance=1, detail=detail)
+
+    def _shard_done(self, result: dict, reused: bool) -> None:
+        self.progress.update(self._tasks["merge"], advance=1, detail=f"{result['records']:,} snippets")
+
+
+def _problem_text(problem: dict) -> str:
+    where = problem["file"]
+    if problem.get("line") is not None:
+        where += f":{problem['line']}"
+    if problem.get("element"):
+        where += f" ({problem['element']})"
+    return f"{where}: {problem['message']}"
+
+
+def print_summary(record: dict, out_console: Console | None = None, document_label: str = "articles") -> None:
+    """The end-of-run table: files, records, replacements, deletions, skips, snippets, shards, speed."""
+    out_console = out_console or Console()
+    counts = record["counts"]
+    run = record["run"]
+    seconds = run["seconds"]["total"]
+    table = Table(title=f"corpusbuild {record['source']}: {'complete' if record['complete'] else 'FAILED'}")
+    table.add_column("what")
+    table.add_column("count", justify="right")
+    reused = run["reused_file_tasks"]
+    table.add_row("input files", f"{counts['input_files']:,} ({reused} reused from an earlier run)")
+    table.add_row("input files failed", f"{counts['input_files_failed']:,}")
+    table.add_row(f"{document_label} read", f"{counts.get('articles', 0):,}")
+    table.add_row("deletions listed", f"{counts.get('deletions', 0):,}")
+    table.add_row(f"{document_label} kept", f"{counts['documents']:,}")
+    table.add_row("replaced by a later version", f"{counts['replaced']:,}")
+    table.add_row("deleted", f"{counts['deleted']:,}")
+    table.add_row("deletions of unseen ids", f"{counts['delete_unmatched']:,}")
+    for reason, number in counts["skipped"].items():
+        table.add_row(f"skipped: {reason}", f"{number:,}")
+    table.add_row("bad records", f"{counts.get('bad_records', 0):,}")
+    table.add_row("snippets", f"{counts['snippets']:,}")
+    table.add_row("shards", f"{len(record['outputs']):,}")
+    table.add_row("time", f"{seconds:.2f} s ({run['workers']} workers)")
+    rate = counts.get("articles", 0) / seconds if seconds > 0 else 0.0
+    table.add_row(f"{document_label}/s", f"{rate:,.0f}")
+    out_console.print(table)
+    for problem in record["errors"][:20]:
+        console.print(f"[red]error[/red] {_problem_text(problem)}")
+    if len(record["errors"]) > 20:
+        console.print(f"... and {len(record['errors']) - 20} more errors (see build.json)")

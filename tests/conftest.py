@@ -1,0 +1,75 @@
+"""Shared fixtures: the bundled real samples, and real-format files derived from them."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from corpusbuild.cli import main as corpusbuild_main
+from corpusbuild.scaleup import load_template_articles, renumbered, without_abstract, write_pubmed_file
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLES = REPO / "samples"
+PUBMED_SAMPLES = SAMPLES / "pubmed"
+
+
+@pytest.fixture(scope="session")
+def pubmed_samples() -> Path:
+    return PUBMED_SAMPLES
+
+
+@pytest.fixture
+def run_corpusbuild():
+    """Invoke the corpusbuild CLI in-process; returns click's Result."""
+
+    def run(*args: str):
+        return CliRunner().invoke(corpusbuild_main, [str(a) for a in args], catch_exceptions=False)
+
+    return run
+
+
+def _template(pmid: str):
+    templates = {a.findtext("MedlineCitation/PMID"): a for a in load_template_articles(sorted(PUBMED_SAMPLES.iterdir()))}
+    return templates[pmid]
+
+
+@pytest.fixture
+def update_chain(tmp_path: Path) -> dict:
+    """A baseline file, the real update file pubmed20n1016, a later update and medsamp2014.
+
+    The real samples share no PMIDs, so two real-format files are made here by editing copies of real
+    records (only their PMIDs change, or an abstract is removed):
+      pubmed20n0999.xml.gz ("baseline"): older versions of PMIDs that pubmed20n1016 updates or deletes,
+        one that medsamp2014's DeleteCitation removes, and two that no real file touches;
+      pubmed20n1017.xml.gz ("later update"): re-adds a PMID n1016 deleted, drops the abstract of one,
+        and deletes a baseline-only PMID.
+    """
+    folder = tmp_path / "chain"
+    folder.mkdir()
+    baseline = folder / "pubmed20n0999.xml.gz"
+    write_pubmed_file(
+        baseline,
+        [
+            renumbered(_template("10540283"), 30137523),  # n1016 has the real 30137523: replaced
+            renumbered(_template("27797938"), 30170222),  # n1016 replaces, n1017 drops its abstract
+            renumbered(_template("28775130"), 31844204),  # n1016's DeleteCitation removes it
+            renumbered(_template("29963580"), 23203860),  # medsamp2014's DeleteCitation removes it
+            renumbered(_template("11748933"), 40000001),  # n1017 deletes it
+            renumbered(_template("9997"), 40000002),  # nobody touches it
+        ],
+    )
+    update_1016 = folder / "pubmed20n1016.xml.gz"
+    shutil.copyfile(PUBMED_SAMPLES / "pubmed20n1016.xml.gz", update_1016)
+    real_30170222 = [a for a in load_template_articles([update_1016]) if a.findtext("MedlineCitation/PMID") == "30170222"][0]
+    later = folder / "pubmed20n1017.xml.gz"
+    write_pubmed_file(
+        later,
+        [renumbered(_template("30108519"), 31844204), without_abstract(real_30170222)],
+        deletions=[40000001],
+    )
+    medsamp = folder / "medsamp2014.xml"
+    shutil.copyfile(PUBMED_SAMPLES / "medsamp2014.xml", medsamp)
+    return {"baseline": baseline, "n1016": update_1016, "n1017": later, "medsamp": medsamp, "folder": folder}
