@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import click
+from rich.markup import escape
 
 from corpusbuild.chunking import validate_chunking
 from corpusbuild.inputs import expand_inputs, order_inputs
@@ -79,7 +80,7 @@ def pubmed(inputs, out_dir, shards, workers, chunk_size, chunk_overlap, no_chunk
                 callbacks=progress.callbacks(),
             )
     except BuildAborted as error:
-        console.print(f"[red]stopped (--strict)[/red]: {error}")
+        console.print(f"[red]stopped (--strict)[/red]: {escape(str(error))}")
         console.print("nothing was published; an earlier complete output in the folder is untouched")
         sys.exit(1)
     print_summary(outcome.record)

@@ -332,7 +332,7 @@ def iter_pubmed_records(
     except etree.XMLSyntaxError as error:
         line = error.lineno if error.lineno else last_line
         message = error.msg or str(error)
-        if "Document is empty" in message:
+        if "Document is empty" in message or (summary.records == 0 and "no element found" in message):
             raise InputError(InputProblem(file_label, "empty file: no XML content", line=1)) from error
         raise InputError(InputProblem(file_label, f"malformed XML: {message}", line=line)) from error
     except (EOFError, zlib.error, OSError) as error:  # gzip/bz2 raise EOFError or OSError

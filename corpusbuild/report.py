@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from corpusbuild.errors import InputProblem
 from corpusbuild.shardbuild import BuildCallbacks
 
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)  # never wrap: paths must stay copyable
 
 
 class BuildProgress:
@@ -45,20 +47,15 @@ class BuildProgress:
         self._documents += result.get("stats", {}).get("articles", 0)
         detail = f"{self._documents:,} records read"
         if result["status"] != "ok":
-            console.print(f"[red]error[/red] {_problem_text(result['error'])}")
+            console.print(f"[red]error[/red] {escape(problem_text(result['error']))}")
         self.progress.update(self._tasks["parse"], advance=1, detail=detail)
 
     def _shard_done(self, result: dict, reused: bool) -> None:
         self.progress.update(self._tasks["merge"], advance=1, detail=f"{result['records']:,} snippets")
 
 
-def _problem_text(problem: dict) -> str:
-    where = problem["file"]
-    if problem.get("line") is not None:
-        where += f":{problem['line']}"
-    if problem.get("element"):
-        where += f" ({problem['element']})"
-    return f"{where}: {problem['message']}"
+def problem_text(problem: dict) -> str:
+    return str(InputProblem(**problem))
 
 
 def print_summary(record: dict, out_console: Console | None = None, document_label: str = "articles") -> None:
@@ -89,6 +86,6 @@ def print_summary(record: dict, out_console: Console | None = None, document_lab
     table.add_row(f"{document_label}/s", f"{rate:,.0f}")
     out_console.print(table)
     for problem in record["errors"][:20]:
-        console.print(f"[red]error[/red] {_problem_text(problem)}")
+        console.print(f"[red]error[/red] {escape(problem_text(problem))}")
     if len(record["errors"]) > 20:
         console.print(f"... and {len(record['errors']) - 20} more errors (see build.json)")
