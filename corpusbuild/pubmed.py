@@ -58,7 +58,7 @@ def pubmed_meta(article: RawArticle) -> dict:
     return {
         "pmid": article.pmid,
         "year": article.year,
-        "journal": collapse_whitespace(article.journal) if article.journal else None,
+        "journal": article.journal,  # NLM's controlled journal title, already stripped
         "languages": article.languages,
         "publication_types": article.publication_types,
         "mesh": article.mesh,

@@ -82,7 +82,11 @@ def _text(element) -> str:
 
 
 def _first(element, tag: str):
-    """First direct child with `tag` (iterchildren filters in C; find() goes through ElementPath)."""
+    """First direct child with `tag`. The wanted child is usually the first (PMID in MedlineCitation,
+    MedlineCitation in PubmedArticle), so that is checked before iterchildren (find() would go
+    through the much slower ElementPath)."""
+    if len(element) and element[0].tag == tag:
+        return element[0]
     for child in element.iterchildren(tag):
         return child
     return None
@@ -134,17 +138,14 @@ def _mesh(heading_list) -> list[dict]:
 def _chemicals(chemical_list) -> list[dict]:
     chemicals = []
     for chemical in chemical_list.iterchildren("Chemical"):
-        substance = _first(chemical, "NameOfSubstance")
-        if substance is None:
-            continue
-        registry = _first(chemical, "RegistryNumber")
-        chemicals.append(
-            {
-                "ui": substance.get("UI"),
-                "name": _plain(substance),
-                "registry_number": (_plain(registry) or None) if registry is not None else None,
-            }
-        )
+        substance = registry = None
+        for part in chemical:
+            if part.tag == "NameOfSubstance":
+                substance = part
+            elif part.tag == "RegistryNumber":
+                registry = _plain(part) or None
+        if substance is not None:
+            chemicals.append({"ui": substance.get("UI"), "name": _plain(substance), "registry_number": registry})
     return chemicals
 
 

@@ -245,7 +245,7 @@ def run_shard_task(task: ShardTask) -> dict:
     digest = hashlib.sha256()
     handles: dict[int, Any] = {}
     try:
-        with open(temp_path, "wb") as out:
+        with open(temp_path, "wb", buffering=1 << 20) as out:
             merged = heapq.merge(*streams)
             for _key, events in itertools.groupby(merged, key=lambda event: event[0]):
                 current = None

@@ -1,0 +1,1 @@
+"""refkit: reference collection and noise generation land with the refkit issue."""

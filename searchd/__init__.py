@@ -1,0 +1,1 @@
+"""searchd: the gRPC hybrid-search daemon lands with the searchd issue."""
