@@ -45,8 +45,9 @@ def main() -> None:
     help="Keep parsed parts in OUT/.work so adding update files later re-parses only those.",
 )
 @click.option("--quiet", is_flag=True, help="No progress bars.")
-def pubmed(inputs, out_dir, shards, workers, chunk_size, chunk_overlap, no_chunk, keep_no_abstract, strict,
-           keep_work, quiet) -> None:
+def pubmed(
+    inputs, out_dir, shards, workers, chunk_size, chunk_overlap, no_chunk, keep_no_abstract, strict, keep_work, quiet
+) -> None:
     """PubMed baseline/update XML (pubmedYYnNNNN.xml[.gz], legacy MedlineCitationSet) to snippets.
 
     INPUT is a file, a folder (searched for *.xml and *.xml.gz) or a glob. Numbered files are applied

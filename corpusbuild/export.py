@@ -67,14 +67,17 @@ def _write_jsonl(lines: Iterator[bytes], handle, medrag: bool) -> int:
     for line in lines:
         if medrag:
             snippet = orjson.loads(line)
-            line = orjson.dumps(
-                {
-                    "id": medrag_id(snippet),
-                    "title": snippet["title"],
-                    "content": snippet["content"],
-                    "contents": snippet["contents"],
-                }
-            ) + b"\n"
+            line = (
+                orjson.dumps(
+                    {
+                        "id": medrag_id(snippet),
+                        "title": snippet["title"],
+                        "content": snippet["content"],
+                        "contents": snippet["contents"],
+                    }
+                )
+                + b"\n"
+            )
         handle.write(line)
         written += 1
     return written

@@ -84,8 +84,7 @@ def article_block(article: RawArticle, params: ChunkingParams) -> tuple[bytes, s
     meta = pubmed_meta(article)
     doc_id = str(article.pmid)
     block = b"".join(
-        dumps_snippet(make_snippet(SOURCE, doc_id, index, title, chunk, meta))
-        for index, chunk in enumerate(chunks)
+        dumps_snippet(make_snippet(SOURCE, doc_id, index, title, chunk, meta)) for index, chunk in enumerate(chunks)
     )
     return block, None
 

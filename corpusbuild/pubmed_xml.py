@@ -182,9 +182,7 @@ def _article_fields(citation, pmid: int, line: int, skip_without_abstract: bool)
                 if _plain(child):
                     languages.append(_plain(child))
             elif tag == "PublicationTypeList":
-                pub_types = [
-                    {"ui": pt.get("UI"), "name": _plain(pt)} for pt in child.iterchildren("PublicationType")
-                ]
+                pub_types = [{"ui": pt.get("UI"), "name": _plain(pt)} for pt in child.iterchildren("PublicationType")]
     elif skip_without_abstract:
         return SkippedRecord(pmid=pmid, line=line, reason="no_abstract")
     mesh: list[dict] = []
@@ -325,8 +323,7 @@ def iter_pubmed_records(
                 raise InputError(
                     InputProblem(
                         file_label,
-                        f"not PubMed XML: root element <{root.tag}>, "
-                        f"expected <{ROOT_TAGS[0]}> or <{ROOT_TAGS[1]}>",
+                        f"not PubMed XML: root element <{root.tag}>, expected <{ROOT_TAGS[0]}> or <{ROOT_TAGS[1]}>",
                         line=root.sourceline,
                     )
                 )

@@ -15,19 +15,18 @@ and ends byte-identical to an uninterrupted one.
 from __future__ import annotations
 
 import hashlib
-import heapq
-import itertools
 import multiprocessing
 import os
 import shutil
 import time
-from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import orjson
 
 from corpusbuild.errors import InputError, InputProblem
@@ -46,7 +45,8 @@ from medsnip.snippet import SHARD_GLOB, shard_name
 EVENT_RECORD, EVENT_SKIP, EVENT_DELETE = 0, 1, 2
 WORK_DIR = ".work"
 TASK_MARKER = "task.json"
-ENGINE_FORMAT = 1  # bump when part files change shape, so old caches are not reused
+REASONS_FILE = "reasons.json"
+ENGINE_FORMAT = 2  # bump when part files change shape, so old caches are not reused
 _FLUSH_BYTES = 8 << 20
 
 MapFunction = Callable[["FileTask", HashingReader, bytes, "PartWriter"], dict]
@@ -60,11 +60,18 @@ class BuildAborted(Exception):
         self.problem = problem
 
 
+EVENT_DTYPE = np.dtype(
+    [("key", "<i8"), ("position", "<i4"), ("kind", "u1"), ("reason", "<i2"), ("offset", "<i8"), ("length", "<i4")]
+)
+
+
 class PartWriter:
     """Writes one input file's contribution to every shard: blocks of snippet lines + an event index.
 
-    Blocks are buffered and appended in bulk so memory stays bounded (a few MB) for any file size;
-    the index holds only (key, position, kind, offset, length, reason) per document.
+    Blocks are buffered and appended in bulk, so memory stays bounded (a few MB) for any file size.
+    The index is a numpy array per shard, sorted by (key, position): 27 bytes per event, so merging a
+    shard across thousands of files never holds more than its own events. Keys are integers (the
+    PMID for PubMed); skip reasons are stored as codes into `reasons.json`.
     """
 
     def __init__(self, directory: Path, num_shards: int):
@@ -73,16 +80,18 @@ class PartWriter:
         self._buffers: dict[int, bytearray] = {}
         self._offsets = [0] * num_shards
         self._index: dict[int, list[tuple]] = {}
+        self._reasons: dict[str, int] = {}
         self._position = 0
         self._buffered = 0
 
-    def add(self, shard: int, key: Any, kind: int, block: bytes = b"", reason: str | None = None) -> None:
+    def add(self, shard: int, key: int, kind: int, block: bytes = b"", reason: str | None = None) -> None:
         offset = self._offsets[shard]
         if block:
             self._buffers.setdefault(shard, bytearray()).extend(block)
             self._offsets[shard] += len(block)
             self._buffered += len(block)
-        self._index.setdefault(shard, []).append((key, self._position, kind, offset, len(block), reason))
+        reason_code = -1 if reason is None else self._reasons.setdefault(reason, len(self._reasons))
+        self._index.setdefault(shard, []).append((key, self._position, kind, reason_code, offset, len(block)))
         self._position += 1
         if self._buffered >= _FLUSH_BYTES:
             self._flush()
@@ -98,9 +107,10 @@ class PartWriter:
     def close(self) -> None:
         self._flush()
         for shard, entries in self._index.items():
-            entries.sort(key=lambda entry: (entry[0], entry[1]))
-            with open(part_index_path(self.directory, shard), "wb") as handle:
-                handle.write(orjson.dumps(entries))
+            events = np.array(entries, dtype=EVENT_DTYPE)
+            events.sort(order=("key", "position"))
+            np.save(part_index_path(self.directory, shard), events, allow_pickle=False)
+        (self.directory / REASONS_FILE).write_bytes(orjson.dumps(sorted(self._reasons, key=self._reasons.get)))
 
 
 def part_blocks_path(directory: Path, shard: int) -> Path:
@@ -108,7 +118,31 @@ def part_blocks_path(directory: Path, shard: int) -> Path:
 
 
 def part_index_path(directory: Path, shard: int) -> Path:
-    return directory / f"s{shard:05d}.idx.json"
+    return directory / f"s{shard:05d}.events.npy"
+
+
+class BlockReader:
+    """Reads (offset, length) blocks from many part files with a bounded number of open files."""
+
+    def __init__(self, paths: dict[int, Path], max_open: int = 256):
+        self._paths = paths
+        self._open: OrderedDict[int, int] = OrderedDict()
+        self._max_open = max_open
+
+    def read(self, order: int, offset: int, length: int) -> bytes:
+        fd = self._open.get(order)
+        if fd is None:
+            if len(self._open) >= self._max_open:
+                os.close(self._open.popitem(last=False)[1])
+            fd = self._open[order] = os.open(self._paths[order], os.O_RDONLY)
+        else:
+            self._open.move_to_end(order)
+        return os.pread(fd, length, offset)
+
+    def close(self) -> None:
+        for fd in self._open.values():
+            os.close(fd)
+        self._open.clear()
 
 
 @dataclass(frozen=True)
@@ -222,67 +256,83 @@ class ShardTask:
         return Path(self.out_dir) / f"{self.name}.done.json"
 
 
-def _events(entries: list, order: int) -> Iterator[tuple]:
-    for key, position, kind, offset, length, reason in entries:
-        yield (key, order, position, kind, offset, length, reason)
+def _load_shard_events(task: ShardTask) -> tuple[np.ndarray, np.ndarray, dict[int, list[str]], dict[int, Path]]:
+    """Every file's events for this shard, sorted by (key, input order, position in file)."""
+    arrays, orders = [], []
+    reasons: dict[int, list[str]] = {}
+    blocks: dict[int, Path] = {}
+    for order, part_dir in task.parts:
+        index_path = part_index_path(Path(part_dir), task.shard)
+        if not index_path.is_file():
+            continue
+        events = np.load(index_path, allow_pickle=False)
+        arrays.append(events)
+        orders.append(np.full(len(events), order, dtype=np.int32))
+        reasons[order] = orjson.loads((Path(part_dir) / REASONS_FILE).read_bytes())
+        blocks[order] = part_blocks_path(Path(part_dir), task.shard)
+    if not arrays:
+        return np.empty(0, dtype=EVENT_DTYPE), np.empty(0, dtype=np.int32), reasons, blocks
+    events = np.concatenate(arrays)
+    order = np.concatenate(orders)
+    sort = np.lexsort((events["position"], order, events["key"]))
+    return events[sort], order[sort], reasons, blocks
 
 
 def run_shard_task(task: ShardTask) -> dict:
     """Reduce one shard: for each document the last event across files (in input order) wins."""
     started = time.perf_counter()
-    streams = []
-    blocks: dict[int, Path] = {}
-    for order, part_dir in task.parts:
-        index_path = part_index_path(Path(part_dir), task.shard)
-        if index_path.is_file():
-            streams.append(_events(orjson.loads(index_path.read_bytes()), order))
-            blocks[order] = part_blocks_path(Path(part_dir), task.shard)
+    events, orders, reasons, blocks = _load_shard_events(task)
+    keys = events["key"]
+    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]).tolist() if len(keys) else []
+    ends = [*starts[1:], len(keys)] if starts else []
+    kinds = events["kind"].tolist()
+    reason_codes = events["reason"].tolist()
+    offsets = events["offset"].tolist()
+    lengths = events["length"].tolist()
+    orders = orders.tolist()
     out_dir = Path(task.out_dir)
     final_path = out_dir / task.name
     temp_path = out_dir / f".{task.name}.tmp-{os.getpid()}"
     counts: Counter = Counter()
     skipped: Counter = Counter()
     digest = hashlib.sha256()
-    handles: dict[int, Any] = {}
+    reader = BlockReader(blocks)
     try:
         with open(temp_path, "wb", buffering=1 << 20) as out:
-            merged = heapq.merge(*streams)
-            for _key, events in itertools.groupby(merged, key=lambda event: event[0]):
-                current = None
-                for event in events:
-                    kind = event[3]
-                    if kind == EVENT_DELETE:
-                        if current is not None:
-                            counts["deleted"] += 1
-                            current = None
+            for first, end in zip(starts, ends, strict=True):
+                winner = first
+                if end - first > 1:  # several versions of one document: replay them in order
+                    winner = None
+                    for event in range(first, end):
+                        if kinds[event] == EVENT_DELETE:
+                            if winner is not None:
+                                counts["deleted"] += 1
+                                winner = None
+                            else:
+                                counts["delete_unmatched"] += 1
                         else:
-                            counts["delete_unmatched"] += 1
-                    else:
-                        if current is not None:
-                            counts["replaced"] += 1
-                        current = event
-                if current is None:
-                    continue
-                if current[3] == EVENT_SKIP:
-                    skipped[current[6]] += 1
-                    continue
-                order, offset, length = current[1], current[4], current[5]
-                handle = handles.get(order)
-                if handle is None:
-                    handle = handles[order] = open(blocks[order], "rb")
-                handle.seek(offset)
-                block = handle.read(length)
-                out.write(block)
-                digest.update(block)
-                counts["documents"] += 1
-                counts["snippets"] += block.count(b"\n")
-                counts["bytes"] += len(block)
+                            if winner is not None:
+                                counts["replaced"] += 1
+                            winner = event
+                    if winner is None:
+                        continue
+                kind = kinds[winner]
+                if kind == EVENT_DELETE:
+                    counts["delete_unmatched"] += 1
+                elif kind == EVENT_SKIP:
+                    skipped[reasons[orders[winner]][reason_codes[winner]]] += 1
+                else:
+                    block = reader.read(orders[winner], offsets[winner], lengths[winner])
+                    out.write(block)
+                    digest.update(block)
+                    counts["documents"] += 1
+                    counts["snippets"] += block.count(b"\n")
+                    counts["bytes"] += len(block)
             out.flush()
             os.fsync(out.fileno())
         os.replace(temp_path, final_path)
     finally:
-        for handle in handles.values():
-            handle.close()
+        reader.close()
         temp_path.unlink(missing_ok=True)
     result = {
         "shard": task.shard,
@@ -417,7 +467,11 @@ def run_sharded_build(
     ordered = [results[task.order] for task in tasks]
     for result in ordered:
         problems.extend(result["problems"])
-    good = [(task.order, str(task.final_dir)) for task, result in zip(tasks, ordered) if result["status"] == "ok"]
+    good = [
+        (task.order, str(task.final_dir))
+        for task, result in zip(tasks, ordered, strict=True)
+        if result["status"] == "ok"
+    ]
     reduce_key = hashlib.sha256(
         orjson.dumps({"parts": [Path(d).name for _, d in good], "shards": num_shards})
     ).hexdigest()[:24]
@@ -499,8 +553,7 @@ def _build_record(*, source, command, params, num_shards, ordered, outputs, prob
         },
         "inputs": [_input_entry(result) for result in ordered],
         "outputs": [
-            {key: output[key] for key in ("path", "records", "documents", "bytes", "sha256")}
-            for output in outputs
+            {key: output[key] for key in ("path", "records", "documents", "bytes", "sha256")} for output in outputs
         ],
         "counts": {
             "input_files": len(ordered),

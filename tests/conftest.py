@@ -32,7 +32,9 @@ def run_corpusbuild():
 
 
 def _template(pmid: str):
-    templates = {a.findtext("MedlineCitation/PMID"): a for a in load_template_articles(sorted(PUBMED_SAMPLES.iterdir()))}
+    templates = {
+        a.findtext("MedlineCitation/PMID"): a for a in load_template_articles(sorted(PUBMED_SAMPLES.iterdir()))
+    }
     return templates[pmid]
 
 
@@ -63,7 +65,9 @@ def update_chain(tmp_path: Path) -> dict:
     )
     update_1016 = folder / "pubmed20n1016.xml.gz"
     shutil.copyfile(PUBMED_SAMPLES / "pubmed20n1016.xml.gz", update_1016)
-    real_30170222 = [a for a in load_template_articles([update_1016]) if a.findtext("MedlineCitation/PMID") == "30170222"][0]
+    real_30170222 = [
+        a for a in load_template_articles([update_1016]) if a.findtext("MedlineCitation/PMID") == "30170222"
+    ][0]
     later = folder / "pubmed20n1017.xml.gz"
     write_pubmed_file(
         later,

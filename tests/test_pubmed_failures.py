@@ -12,10 +12,10 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO
-from corpusbuild.scaleup import write_scaled_pubmed
 from helpers import by_pmid, record_without_run, shard_bytes
+
+from corpusbuild.scaleup import write_scaled_pubmed
 from medsnip.buildrecord import read_build_record
 
 SAMPLE_FILES = ("pubmed1.xml", "pubmed4.xml", "pubmed5.xml")
@@ -99,7 +99,9 @@ def test_every_bad_input_is_reported_and_the_rest_still_builds(tmp_path, pubmed_
 
 def test_strict_stops_at_the_first_error_and_keeps_the_earlier_build(tmp_path, pubmed_samples, run_corpusbuild):
     out = tmp_path / "out"
-    assert run_corpusbuild("pubmed", *good_inputs(pubmed_samples), "--out", out, "--shards", 2, "--quiet").exit_code == 0
+    assert (
+        run_corpusbuild("pubmed", *good_inputs(pubmed_samples), "--out", out, "--shards", 2, "--quiet").exit_code == 0
+    )
     before = shard_bytes(out)
     record_before = (out / "build.json").read_bytes()
     bad = make_bad_files(tmp_path / "bad", pubmed_samples)
