@@ -435,10 +435,14 @@ def run_sharded_build(
     if strict and problems:
         raise BuildAborted(input_problems[0])
 
-    tasks = [
-        FileTask(str(path), order, file_task_key(path, num_shards, source, params), str(parts_root), num_shards, params)
-        for order, path in enumerate(inputs)
-    ]
+    tasks = []
+    for path in inputs:
+        try:
+            key = file_task_key(path, num_shards, source, params)
+        except OSError as error:  # vanished or unreadable since the inputs were listed
+            problems.append(InputProblem(str(path), f"cannot read: {error.strerror or error}").to_dict())
+            continue
+        tasks.append(FileTask(str(path), len(tasks), key, str(parts_root), num_shards, params))
     results: dict[int, dict] = {}
     todo = []
     for task in tasks:
