@@ -432,8 +432,6 @@ def run_sharded_build(
     parts_root = work / "parts"
     parts_root.mkdir(parents=True, exist_ok=True)
     problems: list[dict] = [problem.to_dict() for problem in input_problems]
-    if strict and problems:
-        raise BuildAborted(input_problems[0])
 
     tasks = []
     for path in inputs:
@@ -443,6 +441,8 @@ def run_sharded_build(
             problems.append(InputProblem(str(path), f"cannot read: {error.strerror or error}").to_dict())
             continue
         tasks.append(FileTask(str(path), len(tasks), key, str(parts_root), num_shards, params))
+    if strict and problems:
+        raise BuildAborted(InputProblem(**problems[0]))
     results: dict[int, dict] = {}
     todo = []
     for task in tasks:
