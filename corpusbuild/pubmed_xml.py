@@ -117,18 +117,25 @@ def _mesh(heading_list) -> list[dict]:
         descriptor = None
         qualifiers = []
         for part in heading:
-            if part.tag == "DescriptorName":
+            tag = part.tag
+            if tag == "DescriptorName":
                 descriptor = part
-            elif part.tag == "QualifierName":
+            elif tag == "QualifierName":
+                attributes = part.attrib
                 qualifiers.append(
-                    {"ui": part.get("UI"), "name": _plain(part), "major": part.get("MajorTopicYN") == "Y"}
+                    {
+                        "ui": attributes.get("UI"),
+                        "name": (part.text or "").strip(),
+                        "major": attributes.get("MajorTopicYN") == "Y",
+                    }
                 )
         if descriptor is not None:
+            attributes = descriptor.attrib
             headings.append(
                 {
-                    "ui": descriptor.get("UI"),
-                    "name": _plain(descriptor),
-                    "major": descriptor.get("MajorTopicYN") == "Y",
+                    "ui": attributes.get("UI"),
+                    "name": (descriptor.text or "").strip(),
+                    "major": attributes.get("MajorTopicYN") == "Y",
                     "qualifiers": qualifiers,
                 }
             )
