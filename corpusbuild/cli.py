@@ -14,7 +14,7 @@ from corpusbuild.chunking import validate_chunking
 from corpusbuild.inputs import expand_inputs, order_inputs
 from corpusbuild.pubmed import ChunkingParams, map_pubmed_file
 from corpusbuild.report import BuildProgress, console, print_summary
-from corpusbuild.shardbuild import BuildAborted, run_sharded_build
+from corpusbuild.shardbuild import BuildAborted, BuildLocked, run_sharded_build
 from medsnip import __version__
 
 PUBMED_SUFFIXES = (".xml", ".xml.gz")
@@ -80,6 +80,9 @@ def pubmed(
                 command=command,
                 callbacks=progress.callbacks(),
             )
+    except BuildLocked as error:
+        console.print(f"[red]error[/red]: {escape(str(error))}")
+        sys.exit(1)
     except BuildAborted as error:
         console.print(f"[red]stopped (--strict)[/red]: {escape(str(error))}")
         console.print("nothing was published; an earlier complete output in the folder is untouched")

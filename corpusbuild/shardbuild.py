@@ -14,6 +14,7 @@ and ends byte-identical to an uninterrupted one.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import multiprocessing
 import os
@@ -22,6 +23,7 @@ import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -407,7 +409,31 @@ def _run_tasks(
             raise
 
 
-def run_sharded_build(
+class BuildLocked(Exception):
+    """Another build is writing to the same output folder."""
+
+
+@contextmanager
+def _exclusive(out_dir: Path):
+    """Hold an exclusive lock on the output folder so two builds cannot interleave their shards."""
+    lock_path = out_dir / WORK_DIR / "lock"
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "a+b") as handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as error:
+            raise BuildLocked(f"{out_dir}: another corpusbuild is writing to this folder") from error
+        yield
+
+
+def run_sharded_build(*, out_dir: Path, **options) -> BuildOutcome:
+    """Map every input, reduce every shard, publish (see `_run_build`), holding the folder's lock."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with _exclusive(out_dir):
+        return _run_build(out_dir=out_dir, **options)
+
+
+def _run_build(
     *,
     source: str,
     inputs: Sequence[Path],
@@ -528,7 +554,8 @@ def run_sharded_build(
     if keep_work:
         _prune_work(work, {Path(d).name for _, d in good}, reduce_key)
     else:
-        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(parts_root, ignore_errors=True)
+        shutil.rmtree(work / "reduce", ignore_errors=True)
     return BuildOutcome(record=record, problems=problems)
 
 
@@ -536,11 +563,11 @@ def _build_record(*, source, command, params, num_shards, ordered, outputs, prob
     skipped: Counter = Counter()
     for output in outputs:
         skipped.update(output["skipped"])
-    parse_totals: Counter = Counter()
+    parse_totals: Counter = Counter()  # what the files held, before replacements and deletions
     for result in ordered:
-        for name, value in result.get("stats", {}).items():
-            if isinstance(value, int):
-                parse_totals[name] += value
+        stats = result.get("stats", {})
+        for name in ("articles", "deletions", "bad_records"):
+            parse_totals[name] += stats.get(name, 0)
     failed = [result for result in ordered if result["status"] != "ok"]
     return {
         "schema": RECORD_SCHEMA,

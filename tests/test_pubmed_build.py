@@ -190,3 +190,22 @@ def test_export_refuses_a_corrupted_shard(tmp_path, pubmed_samples, run_corpusbu
     target = tmp_path / "x.jsonl"
     result = run_corpusbuild("export", out, "--format", "jsonl", "--out", target)
     assert result.exit_code == 1 and not target.exists()
+
+
+def test_a_second_build_into_the_same_folder_is_refused(tmp_path, pubmed_samples, run_corpusbuild):
+    import fcntl
+
+    out = tmp_path / "pubmed"
+    (out / ".work").mkdir(parents=True)
+    with open(out / ".work" / "lock", "a+b") as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)
+        result = run_corpusbuild("pubmed", pubmed_samples, "--out", out, "--quiet")
+    assert result.exit_code == 1 and "another corpusbuild is writing to this folder" in result.output
+    assert not (out / "build.json").exists()
+
+
+def test_no_keep_work_leaves_only_the_output(tmp_path, pubmed_samples, run_corpusbuild):
+    out = tmp_path / "pubmed"
+    run_corpusbuild("pubmed", pubmed_samples, "--out", out, "--shards", 2, "--no-keep-work", "--quiet")
+    assert not (out / ".work" / "parts").exists() and not (out / ".work" / "reduce").exists()
+    assert run_corpusbuild("verify", out).exit_code == 0
