@@ -378,6 +378,19 @@ class BuildOutcome:
         return not self.problems
 
 
+def _split_finished(tasks: Sequence, load: Callable, key: Callable) -> tuple[dict[int, dict], list]:
+    """Split tasks into those a marker says are done (their results, by key) and those still to run."""
+    finished: dict[int, dict] = {}
+    todo = []
+    for task in tasks:
+        result = load(task)
+        if result is None:
+            todo.append(task)
+        else:
+            finished[key(task)] = result
+    return finished, todo
+
+
 def _run_tasks(
     tasks: Sequence,
     function: Callable,
@@ -469,14 +482,7 @@ def _run_build(
         tasks.append(FileTask(str(path), len(tasks), key, str(parts_root), num_shards, params))
     if strict and problems:
         raise BuildAborted(InputProblem(**problems[0]))
-    results: dict[int, dict] = {}
-    todo = []
-    for task in tasks:
-        finished = load_finished_file_task(task)
-        if finished is not None:
-            results[task.order] = finished
-        else:
-            todo.append(task)
+    results, todo = _split_finished(tasks, load_finished_file_task, lambda task: task.order)
     reused_files = len(results)
     callbacks.phase("parse", len(tasks))
     for task in tasks:
@@ -508,14 +514,7 @@ def _run_build(
     reduce_dir = work / "reduce" / reduce_key
     reduce_dir.mkdir(parents=True, exist_ok=True)
     shard_tasks = [ShardTask(shard, num_shards, tuple(good), str(reduce_dir)) for shard in range(num_shards)]
-    shard_results: dict[int, dict] = {}
-    shard_todo = []
-    for task in shard_tasks:
-        finished = load_finished_shard_task(task)
-        if finished is not None:
-            shard_results[task.shard] = finished
-        else:
-            shard_todo.append(task)
+    shard_results, shard_todo = _split_finished(shard_tasks, load_finished_shard_task, lambda task: task.shard)
     reused_shards = len(shard_results)
     callbacks.phase("merge", num_shards)
     for result in shard_results.values():
