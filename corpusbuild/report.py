@@ -28,6 +28,7 @@ class BuildProgress:
         )
         self._tasks: dict[str, int] = {}
         self._documents = 0
+        self._snippets = 0
 
     def __enter__(self) -> BuildProgress:
         self.progress.__enter__()
@@ -51,7 +52,8 @@ class BuildProgress:
         self.progress.update(self._tasks["parse"], advance=1, detail=detail)
 
     def _shard_done(self, result: dict, reused: bool) -> None:
-        self.progress.update(self._tasks["merge"], advance=1, detail=f"{result['records']:,} snippets")
+        self._snippets += result["records"]
+        self.progress.update(self._tasks["merge"], advance=1, detail=f"{self._snippets:,} snippets written")
 
 
 def problem_text(problem: dict) -> str:
