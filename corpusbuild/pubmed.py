@@ -14,7 +14,7 @@ from corpusbuild.inputs import decompressed
 from corpusbuild.pubmed_xml import Deletion, FileSummary, RawArticle, SkippedRecord, iter_pubmed_records
 from corpusbuild.shardbuild import EVENT_DELETE, EVENT_RECORD, EVENT_SKIP, FileTask, PartWriter
 from medsnip.buildrecord import HashingReader
-from medsnip.snippet import dumps_snippet, make_snippet, shard_of
+from medsnip.snippet import shard_of, snippet_lines
 
 SOURCE = "pubmed"
 
@@ -81,12 +81,7 @@ def article_block(article: RawArticle, params: ChunkingParams) -> tuple[bytes, s
         chunks = chunk_text(abstract, params.chunk_size, params.chunk_overlap)
     else:
         chunks = [abstract]
-    meta = pubmed_meta(article)
-    doc_id = str(article.pmid)
-    block = b"".join(
-        dumps_snippet(make_snippet(SOURCE, doc_id, index, title, chunk, meta)) for index, chunk in enumerate(chunks)
-    )
-    return block, None
+    return snippet_lines(SOURCE, str(article.pmid), title, chunks, pubmed_meta(article)), None
 
 
 def map_pubmed_file(task: FileTask, reader: HashingReader, magic: bytes, writer: PartWriter) -> dict:

@@ -7,6 +7,7 @@ Yields raw (uncleaned) fields; cleaning and chunking happen downstream.
 
 from __future__ import annotations
 
+import io
 import re
 import zlib
 from collections.abc import Iterator
@@ -218,6 +219,17 @@ def _article_fields(citation, pmid: int, line: int, skip_without_abstract: bool)
     )
 
 
+def _record_tags(head: bytes) -> tuple[str, ...]:
+    """The record elements to stop at, chosen from the file's first bytes: a PubmedArticleSet also
+    holds MedlineCitation elements (inside each PubmedArticle), and stopping there too would cost an
+    event per citation."""
+    if b"<PubmedArticleSet" in head:
+        return ("PubmedArticle", "PubmedBookArticle", "DeleteCitation")
+    if b"<MedlineCitationSet" in head:
+        return ("MedlineCitation", "DeleteCitation")
+    return _RECORD_TAGS
+
+
 def _parse_pmid(text: str | None) -> int | None:
     text = (text or "").strip()
     return int(text) if text.isdigit() else None
@@ -248,19 +260,19 @@ def iter_pubmed_records(
     not a number) so the caller can report it and go on.
     """
     summary = summary if summary is not None else FileSummary()
-    context = etree.iterparse(
-        stream,
-        events=("end",),
-        tag=_RECORD_TAGS,
-        no_network=True,
-        load_dtd=False,
-        resolve_entities=False,
-        huge_tree=True,
-        remove_blank_text=False,
-    )
     ordinal = 0
     last_line = 0
     try:
+        stream = io.BufferedReader(stream, buffer_size=1 << 16)
+        context = etree.iterparse(
+            stream,
+            events=("end",),
+            tag=_record_tags(stream.peek(1 << 13)),
+            no_network=True,
+            load_dtd=False,
+            resolve_entities=False,
+            huge_tree=True,
+        )
         for _event, element in context:
             if summary.root_tag is None:
                 summary.root_tag = element.getroottree().getroot().tag

@@ -51,6 +51,27 @@ def dumps_snippet(snippet: dict[str, Any]) -> bytes:
     return orjson.dumps(snippet) + b"\n"
 
 
+def snippet_lines(source: str, doc_id: str, title: str, chunks: list[str], meta: dict[str, Any]) -> bytes:
+    """The lines of every chunk of one document: the same bytes as `dumps_snippet(make_snippet(...))`
+    per chunk, with `meta` serialised once for the document instead of once per chunk."""
+    meta_json = b',"meta":' + orjson.dumps(meta) + b"}\n"
+    lines = []
+    for index, content in enumerate(chunks):
+        head = orjson.dumps(
+            {
+                "id": snippet_id(source, doc_id, index),
+                "title": title,
+                "content": content,
+                "contents": join_contents(title, content),
+                "source": source,
+                "doc_id": doc_id,
+                "chunk": index,
+            }
+        )
+        lines.append(head[:-1] + meta_json)
+    return b"".join(lines)
+
+
 def stable_hash(doc_id: str) -> int:
     """First 8 bytes (big-endian) of BLAKE2b-64 over the UTF-8 doc_id.
 

@@ -67,3 +67,12 @@ def test_block_reader_keeps_a_bounded_number_of_files_open(tmp_path):
         assert reader.read(order, 3, 2) == bytes([65 + order]) * 2
         assert len(reader._open) <= 2
     reader.close()
+
+
+def test_snippet_lines_are_the_canonical_snippet_bytes():
+    from medsnip.snippet import dumps_snippet, make_snippet, snippet_lines
+
+    meta = {"pmid": 1, "mesh": [{"ui": "D1", "name": "Ünïcode", "major": True, "qualifiers": []}]}
+    chunks = ["first chunk", "second “chunk”", ""]
+    expected = b"".join(dumps_snippet(make_snippet("pubmed", "1", i, "A title", c, meta)) for i, c in enumerate(chunks))
+    assert snippet_lines("pubmed", "1", "A title", chunks, meta) == expected
