@@ -18,6 +18,7 @@ thousands of seeded random texts.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from bisect import bisect_left, bisect_right
 from functools import lru_cache
@@ -131,3 +132,28 @@ def chunk_text(text: str, chunk_size: int = 1000, chunk_overlap: int = 200) -> l
         stripped = text.strip()
         return [stripped] if stripped else []
     return _splitter(chunk_size, chunk_overlap).split_text(text)
+
+
+@dataclasses.dataclass(frozen=True)
+class ChunkingParams:
+    """How documents become snippets; part of every build record and every resume key."""
+
+    chunk: bool = True
+    chunk_size: int = 1000
+    chunk_overlap: int = 200
+
+    def chunks(self, text: str) -> list[str]:
+        """The snippets' contents for one document's text (one snippet with `chunk=False`)."""
+        if not self.chunk:
+            stripped = text.strip()
+            return [stripped] if stripped else []
+        return chunk_text(text, self.chunk_size, self.chunk_overlap)
+
+    def to_dict(self) -> dict:
+        values = dataclasses.asdict(self)
+        values["splitter"] = "RecursiveCharacterTextSplitter semantics (separators \\n\\n, \\n, space, '')"
+        return values
+
+    @classmethod
+    def from_dict(cls, values: dict):
+        return cls(**{field.name: values[field.name] for field in dataclasses.fields(cls)})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shlex
 import sys
@@ -10,9 +11,9 @@ from pathlib import Path
 import click
 from rich.markup import escape
 
-from corpusbuild.chunking import validate_chunking
+from corpusbuild.chunking import ChunkingParams, validate_chunking
 from corpusbuild.inputs import expand_inputs, order_inputs
-from corpusbuild.pubmed import ChunkingParams, map_pubmed_file
+from corpusbuild.pubmed import PubmedParams, map_pubmed_file
 from corpusbuild.report import BuildProgress, console, print_summary
 from corpusbuild.shardbuild import BuildAborted, BuildLocked, run_sharded_build
 from medsnip import __version__
@@ -26,58 +27,65 @@ def main() -> None:
     """Build reproducible ~1000-character snippet shards from biomedical sources."""
 
 
-@main.command()
-@click.argument("inputs", nargs=-1, required=True)
-@click.option("--out", "out_dir", required=True, type=click.Path(path_type=Path), help="Output folder.")
-@click.option("--shards", default=32, show_default=True, type=click.IntRange(1, 65536), help="Number of shards.")
-@click.option(
-    "--workers", default=os.cpu_count() or 1, show_default=True, type=click.IntRange(1), help="Worker processes."
-)
-@click.option("--chunk-size", default=1000, show_default=True, type=int, help="Max characters per snippet.")
-@click.option("--chunk-overlap", default=200, show_default=True, type=int, help="Characters shared by chunks.")
-@click.option("--no-chunk", is_flag=True, help="One snippet per abstract (MedRAG's PubMed corpus).")
-@click.option("--keep-no-abstract", is_flag=True, help="Keep articles without an abstract as title-only snippets.")
-@click.option("--strict", is_flag=True, help="Stop at the first error; publish nothing.")
-@click.option(
-    "--keep-work/--no-keep-work",
-    default=True,
-    show_default=True,
-    help="Keep parsed parts in OUT/.work so adding update files later re-parses only those.",
-)
-@click.option("--quiet", is_flag=True, help="No progress bars.")
-def pubmed(
-    inputs, out_dir, shards, workers, chunk_size, chunk_overlap, no_chunk, keep_no_abstract, strict, keep_work, quiet
-) -> None:
-    """PubMed baseline/update XML (pubmedYYnNNNN.xml[.gz], legacy MedlineCitationSet) to snippets.
+def build_options(command):
+    """The options every source command shares: output, sharding, workers, chunking, failure policy."""
+    options = [
+        click.argument("inputs", nargs=-1, required=True),
+        click.option("--out", "out_dir", required=True, type=click.Path(path_type=Path), help="Output folder."),
+        click.option("--shards", default=32, show_default=True, type=click.IntRange(1, 65536), help="Shards."),
+        click.option("--workers", default=os.cpu_count() or 1, show_default=True, type=click.IntRange(1)),
+        click.option("--chunk-size", default=1000, show_default=True, type=int, help="Max characters a snippet."),
+        click.option("--chunk-overlap", default=200, show_default=True, type=int, help="Characters chunks share."),
+        click.option("--no-chunk", is_flag=True, help="One snippet per document."),
+        click.option("--strict", is_flag=True, help="Stop at the first error; publish nothing."),
+        click.option(
+            "--keep-work/--no-keep-work",
+            default=True,
+            show_default=True,
+            help="Keep parsed parts in OUT/.work so re-runs with more inputs re-parse only the new ones.",
+        ),
+        click.option("--quiet", is_flag=True, help="No progress bars."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
 
-    INPUT is a file, a folder (searched for *.xml and *.xml.gz) or a glob. Numbered files are applied
-    in sequence-number order, unnumbered ones after them in the order given: a later record for a PMID
-    replaces an earlier one and a DeleteCitation removes it.
-    """
+
+def chunking_params(chunk_size: int, chunk_overlap: int, no_chunk: bool) -> ChunkingParams:
     try:
         validate_chunking(chunk_size, chunk_overlap)
     except ValueError as error:
         raise click.BadParameter(str(error)) from error
-    params = ChunkingParams(
-        chunk=not no_chunk, chunk_size=chunk_size, chunk_overlap=chunk_overlap, keep_no_abstract=keep_no_abstract
-    )
-    files, problems = expand_inputs(inputs, PUBMED_SUFFIXES)
-    files = order_inputs(files)
-    command = shlex.join(["corpusbuild", *sys.argv[1:]])
+    return ChunkingParams(chunk=not no_chunk, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
+
+
+def run_build(
+    *,
+    source: str,
+    files: list[Path],
+    problems: list,
+    params: dict,
+    map_function,
+    options: dict,
+    on_duplicate: str,
+    document_label: str,
+) -> None:
+    """Run the sharded build with progress bars, print the summary, exit 1 on any problem."""
     try:
-        with BuildProgress(enabled=not quiet) as progress:
+        with BuildProgress(enabled=not options["quiet"]) as progress:
             outcome = run_sharded_build(
-                source="pubmed",
+                source=source,
                 inputs=files,
                 input_problems=problems,
-                out_dir=out_dir,
-                num_shards=shards,
-                params=params.to_dict(),
-                map_function=map_pubmed_file,
-                workers=workers,
-                strict=strict,
-                keep_work=keep_work,
-                command=command,
+                out_dir=options["out_dir"],
+                num_shards=options["shards"],
+                params=params,
+                map_function=map_function,
+                workers=options["workers"],
+                strict=options["strict"],
+                keep_work=options["keep_work"],
+                on_duplicate=on_duplicate,
+                command=shlex.join(["corpusbuild", *sys.argv[1:]]),
                 callbacks=progress.callbacks(),
             )
     except BuildLocked as error:
@@ -87,13 +95,38 @@ def pubmed(
         console.print(f"[red]stopped (--strict)[/red]: {escape(str(error))}")
         console.print("nothing was published; an earlier complete output in the folder is untouched")
         sys.exit(1)
-    print_summary(outcome.record)
+    print_summary(outcome.record, document_label=document_label)
     if not outcome.ok:
         console.print(
             f"[red]{len(outcome.problems)} problem(s)[/red]: the shards hold every file that could be read;"
             " build.json lists the problems and says complete: false"
         )
         sys.exit(1)
+
+
+@main.command()
+@build_options
+@click.option("--keep-no-abstract", is_flag=True, help="Keep articles without an abstract as title-only snippets.")
+def pubmed(inputs, chunk_size, chunk_overlap, no_chunk, keep_no_abstract, **options) -> None:
+    """PubMed baseline/update XML (pubmedYYnNNNN.xml[.gz], legacy MedlineCitationSet) to snippets.
+
+    INPUT is a file, a folder (searched for *.xml and *.xml.gz) or a glob. Numbered files are applied
+    in sequence-number order, unnumbered ones after them in the order given: a later record for a PMID
+    replaces an earlier one and a DeleteCitation removes it.
+    """
+    chunking = chunking_params(chunk_size, chunk_overlap, no_chunk)
+    params = PubmedParams(**dataclasses.asdict(chunking), keep_no_abstract=keep_no_abstract)
+    files, problems = expand_inputs(inputs, PUBMED_SUFFIXES)
+    run_build(
+        source="pubmed",
+        files=order_inputs(files),
+        problems=problems,
+        params=params.to_dict(),
+        map_function=map_pubmed_file,
+        options=options,
+        on_duplicate="replace",
+        document_label="articles",
+    )
 
 
 @main.command()

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from corpusbuild.chunking import chunk_text
+from corpusbuild.chunking import ChunkingParams
 from corpusbuild.cleaning import clean_text, collapse_whitespace
 from corpusbuild.inputs import decompressed
 from corpusbuild.pubmed_xml import Deletion, FileSummary, RawArticle, SkippedRecord, iter_pubmed_records
@@ -20,26 +20,10 @@ SOURCE = "pubmed"
 
 
 @dataclass(frozen=True)
-class ChunkingParams:
-    """How documents become snippets; part of every build record and every resume key."""
+class PubmedParams(ChunkingParams):
+    """Chunking plus whether citations without an abstract are kept as title-only snippets."""
 
-    chunk: bool = True
-    chunk_size: int = 1000
-    chunk_overlap: int = 200
     keep_no_abstract: bool = False
-
-    def to_dict(self) -> dict:
-        return {
-            "chunk": self.chunk,
-            "chunk_size": self.chunk_size,
-            "chunk_overlap": self.chunk_overlap,
-            "keep_no_abstract": self.keep_no_abstract,
-            "splitter": "langchain RecursiveCharacterTextSplitter (separators \\n\\n, \\n, space, '')",
-        }
-
-    @classmethod
-    def from_dict(cls, values: dict) -> ChunkingParams:
-        return cls(**{name: values[name] for name in ("chunk", "chunk_size", "chunk_overlap", "keep_no_abstract")})
 
 
 def abstract_text(sections: list[tuple[str | None, str]]) -> str:
@@ -67,7 +51,7 @@ def pubmed_meta(article: RawArticle) -> dict:
     }
 
 
-def article_block(article: RawArticle, params: ChunkingParams) -> tuple[bytes, str | None]:
+def article_block(article: RawArticle, params: PubmedParams) -> tuple[bytes, str | None]:
     """The snippet lines of one citation, or (b"", reason) when it yields no snippet."""
     title = clean_text(article.title)
     abstract = abstract_text(article.sections)
@@ -77,16 +61,14 @@ def article_block(article: RawArticle, params: ChunkingParams) -> tuple[bytes, s
         if not title:
             return b"", "no_title_no_abstract"
         chunks = [""]
-    elif params.chunk:
-        chunks = chunk_text(abstract, params.chunk_size, params.chunk_overlap)
     else:
-        chunks = [abstract]
+        chunks = params.chunks(abstract)
     return snippet_lines(SOURCE, str(article.pmid), title, chunks, pubmed_meta(article)), None
 
 
 def map_pubmed_file(task: FileTask, reader: HashingReader, magic: bytes, writer: PartWriter) -> dict:
     """Map task for one PubMed/MEDLINE XML file: every citation, skip and deletion becomes an event."""
-    params = ChunkingParams.from_dict(task.params)
+    params = PubmedParams.from_dict(task.params)
     num_shards = task.num_shards
     stats: Counter = Counter()
     skipped: Counter = Counter()

@@ -248,6 +248,8 @@ class ShardTask:
     num_shards: int
     parts: tuple[tuple[int, str], ...]  # (input order, part folder), in input order
     out_dir: str
+    on_duplicate: str = "replace"  # "replace": the last version wins; "error": ids must be unique
+    inputs: tuple[str, ...] = ()  # input paths by order, to name files in duplicate-id errors
 
     @property
     def name(self) -> str:
@@ -297,12 +299,29 @@ def run_shard_task(task: ShardTask) -> dict:
     temp_path = out_dir / f".{task.name}.tmp-{os.getpid()}"
     counts: Counter = Counter()
     skipped: Counter = Counter()
+    problems: list[dict] = []
     digest = hashlib.sha256()
     reader = BlockReader(blocks)
     try:
         with open(temp_path, "wb", buffering=1 << 20) as out:
             for first, end in zip(starts, ends, strict=True):
                 winner = first
+                if end - first > 1 and task.on_duplicate == "error":
+                    kept = _first_of_each_id(task, range(first, end), kinds, orders, offsets, lengths, reader)
+                    for event, problem in kept:
+                        if problem:
+                            problems.append(problem)
+                            continue
+                        if kinds[event] == EVENT_SKIP:
+                            skipped[reasons[orders[event]][reason_codes[event]]] += 1
+                            continue
+                        block = reader.read(orders[event], offsets[event], lengths[event])
+                        out.write(block)
+                        digest.update(block)
+                        counts["documents"] += 1
+                        counts["snippets"] += block.count(b"\n")
+                        counts["bytes"] += len(block)
+                    continue
                 if end - first > 1:  # several versions of one document: replay them in order
                     winner = None
                     for event in range(first, end):
@@ -347,9 +366,31 @@ def run_shard_task(task: ShardTask) -> dict:
         "deleted": counts["deleted"],
         "delete_unmatched": counts["delete_unmatched"],
         "skipped": dict(sorted(skipped.items())),
+        "problems": problems,
         "seconds": round(time.perf_counter() - started, 3),
     }
     write_json(task.marker, result)
+    return result
+
+
+def _first_of_each_id(task, events, kinds, orders, offsets, lengths, reader) -> list[tuple[int, dict | None]]:
+    """For sources whose ids must be unique: events sharing a key are either one id seen twice (the
+    first occurrence is kept, the others reported) or different ids whose 63-bit keys collide (all
+    kept, in id order). Returns (event, problem-or-None) in output order."""
+    by_id: dict[str, list[int]] = {}
+    for event in events:
+        if kinds[event] == EVENT_SKIP:
+            by_id.setdefault(f"\x00skip{event}", []).append(event)
+            continue
+        first_line = reader.read(orders[event], offsets[event], lengths[event]).split(b"\n", 1)[0]
+        by_id.setdefault(orjson.loads(first_line)["doc_id"], []).append(event)
+    result: list[tuple[int, dict | None]] = []
+    for doc_id in sorted(by_id):
+        kept, *others = by_id[doc_id]
+        result.append((kept, None))
+        for other in others:
+            message = f"duplicate id {doc_id!r}: already in {task.inputs[orders[kept]]}; this copy is dropped"
+            result.append((other, InputProblem(task.inputs[orders[other]], message).to_dict()))
     return result
 
 
@@ -458,10 +499,15 @@ def _run_build(
     workers: int = 1,
     strict: bool = False,
     keep_work: bool = True,
+    on_duplicate: str = "replace",
     command: str = "",
     callbacks: BuildCallbacks | None = None,
 ) -> BuildOutcome:
-    """Map every input, reduce every shard, publish; returns the build record written."""
+    """Map every input, reduce every shard, publish; returns the build record written.
+
+    `on_duplicate` says what two records with the same key mean: "replace" (a later version; PubMed)
+    or "error" (ids must be unique; the first is kept and the others reported).
+    """
     if num_shards < 1:
         raise ValueError(f"--shards must be >= 1, got {num_shards}")
     callbacks = callbacks or BuildCallbacks()
@@ -509,11 +555,14 @@ def _run_build(
         if result["status"] == "ok"
     ]
     reduce_key = hashlib.sha256(
-        orjson.dumps({"parts": [Path(d).name for _, d in good], "shards": num_shards})
+        orjson.dumps({"parts": [Path(d).name for _, d in good], "shards": num_shards, "duplicates": on_duplicate})
     ).hexdigest()[:24]
     reduce_dir = work / "reduce" / reduce_key
     reduce_dir.mkdir(parents=True, exist_ok=True)
-    shard_tasks = [ShardTask(shard, num_shards, tuple(good), str(reduce_dir)) for shard in range(num_shards)]
+    paths = tuple(task.path for task in tasks)
+    shard_tasks = [
+        ShardTask(shard, num_shards, tuple(good), str(reduce_dir), on_duplicate, paths) for shard in range(num_shards)
+    ]
     shard_results, shard_todo = _split_finished(shard_tasks, load_finished_shard_task, lambda task: task.shard)
     reused_shards = len(shard_results)
     callbacks.phase("merge", num_shards)
@@ -530,6 +579,8 @@ def _run_build(
     reduce_seconds = time.perf_counter() - reduce_started
 
     outputs = [shard_results[shard] for shard in range(num_shards)]
+    for output in outputs:
+        problems.extend(output.get("problems", []))
     record = _build_record(
         source=source,
         command=command,
