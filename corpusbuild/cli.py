@@ -13,9 +13,14 @@ from rich.markup import escape
 
 from corpusbuild.chunking import ChunkingParams, validate_chunking
 from corpusbuild.inputs import expand_inputs, order_inputs
+from corpusbuild.jsonl import SOURCE_NAME_RE, map_jsonl_file
+from corpusbuild.jsonl import SUFFIXES as JSONL_SUFFIXES
 from corpusbuild.pubmed import PubmedParams, map_pubmed_file
 from corpusbuild.report import BuildProgress, console, print_summary
 from corpusbuild.shardbuild import BuildAborted, BuildLocked, run_sharded_build
+from corpusbuild.textbooks import SOURCE as TEXTBOOKS
+from corpusbuild.textbooks import SUFFIXES as TEXTBOOK_SUFFIXES
+from corpusbuild.textbooks import map_textbook_file
 from medsnip import __version__
 
 PUBMED_SUFFIXES = (".xml", ".xml.gz")
@@ -69,6 +74,7 @@ def run_build(
     options: dict,
     on_duplicate: str,
     document_label: str,
+    position_name: str = "record",
 ) -> None:
     """Run the sharded build with progress bars, print the summary, exit 1 on any problem."""
     try:
@@ -85,6 +91,7 @@ def run_build(
                 strict=options["strict"],
                 keep_work=options["keep_work"],
                 on_duplicate=on_duplicate,
+                position_name=position_name,
                 command=shlex.join(["corpusbuild", *sys.argv[1:]]),
                 callbacks=progress.callbacks(),
             )
@@ -126,6 +133,58 @@ def pubmed(inputs, chunk_size, chunk_overlap, no_chunk, keep_no_abstract, **opti
         options=options,
         on_duplicate="replace",
         document_label="articles",
+    )
+
+
+@main.command()
+@build_options
+def textbooks(inputs, chunk_size, chunk_overlap, no_chunk, **options) -> None:
+    """Plain-text textbooks (MedQA's Anatomy_Gray.txt, ...) to snippets, one document per book.
+
+    INPUT is a .txt file, a folder of them or a glob. Whitespace is collapsed, the text chunked, and
+    every chunk titled with the book name (the file name without .txt).
+    """
+    files, problems = expand_inputs(inputs, TEXTBOOK_SUFFIXES)
+    run_build(
+        source=TEXTBOOKS,
+        files=files,
+        problems=problems,
+        params=chunking_params(chunk_size, chunk_overlap, no_chunk).to_dict(),
+        map_function=map_textbook_file,
+        options=options,
+        on_duplicate="error",
+        document_label="books",
+    )
+
+
+@main.command()
+@build_options
+@click.option("--source", "source_name", required=True, help="Name of the collection (ids are SOURCE:id:chunk).")
+@click.option("--id-field", default="_id", show_default=True)
+@click.option("--title-field", default="title", show_default=True)
+@click.option("--text-field", default="text", show_default=True)
+def jsonl(inputs, chunk_size, chunk_overlap, no_chunk, source_name, id_field, title_field, text_field, **options):
+    """Any JSONL / JSONL.gz collection (BEIR's corpus.jsonl) to snippets.
+
+    Each line is a JSON object with an id, an optional title and a text; other fields go to meta.
+    Ids must be unique across all INPUT files. --no-chunk keeps one snippet per document so
+    relevance judgments keyed by document id still apply.
+    """
+    if not SOURCE_NAME_RE.match(source_name):
+        raise click.BadParameter("use lowercase letters, digits, '.', '_' or '-'", param_hint="--source")
+    files, problems = expand_inputs(inputs, JSONL_SUFFIXES)
+    params = chunking_params(chunk_size, chunk_overlap, no_chunk).to_dict()
+    params.update(source=source_name, id_field=id_field, title_field=title_field, text_field=text_field)
+    run_build(
+        source=source_name,
+        files=files,
+        problems=problems,
+        params=params,
+        map_function=map_jsonl_file,
+        options=options,
+        on_duplicate="error",
+        position_name="line",
+        document_label="documents",
     )
 
 

@@ -24,6 +24,7 @@ class PubmedParams(ChunkingParams):
     """Chunking plus whether citations without an abstract are kept as title-only snippets."""
 
     keep_no_abstract: bool = False
+    updates: bool = True  # later files update and delete earlier records (shown in the summary)
 
 
 def abstract_text(sections: list[tuple[str | None, str]]) -> str:

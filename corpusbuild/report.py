@@ -66,26 +66,27 @@ def print_summary(record: dict, out_console: Console | None = None, document_lab
     counts = record["counts"]
     run = record["run"]
     seconds = run["seconds"]["total"]
+    read = counts.get("articles") or counts.get("documents_read", 0)
     table = Table(title=f"corpusbuild {record['source']}: {'complete' if record['complete'] else 'FAILED'}")
     table.add_column("what")
     table.add_column("count", justify="right")
     reused = run["reused_file_tasks"]
     table.add_row("input files", f"{counts['input_files']:,} ({reused} reused from an earlier run)")
     table.add_row("input files failed", f"{counts['input_files_failed']:,}")
-    table.add_row(f"{document_label} read", f"{counts.get('articles', 0):,}")
-    table.add_row("deletions listed", f"{counts.get('deletions', 0):,}")
+    table.add_row(f"{document_label} read", f"{read:,}")
     table.add_row(f"{document_label} kept", f"{counts['documents']:,}")
-    table.add_row("replaced by a later version", f"{counts['replaced']:,}")
-    table.add_row("deleted", f"{counts['deleted']:,}")
-    table.add_row("deletions of unseen ids", f"{counts['delete_unmatched']:,}")
+    if record["params"].get("updates", False) or counts.get("deletions", 0) or counts["replaced"]:
+        table.add_row("deletions listed", f"{counts.get('deletions', 0):,}")
+        table.add_row("replaced by a later version", f"{counts['replaced']:,}")
+        table.add_row("deleted", f"{counts['deleted']:,}")
+        table.add_row("deletions of unseen ids", f"{counts['delete_unmatched']:,}")
     for reason, number in counts["skipped"].items():
         table.add_row(f"skipped: {reason}", f"{number:,}")
     table.add_row("bad records", f"{counts.get('bad_records', 0):,}")
     table.add_row("snippets", f"{counts['snippets']:,}")
     table.add_row("shards", f"{len(record['outputs']):,}")
     table.add_row("time", f"{seconds:.2f} s ({run['workers']} workers)")
-    rate = counts.get("articles", 0) / seconds if seconds > 0 else 0.0
-    table.add_row(f"{document_label}/s", f"{rate:,.0f}")
+    table.add_row(f"{document_label}/s", f"{read / seconds if seconds > 0 else 0.0:,.0f}")
     out_console.print(table)
     for problem in record["errors"][:20]:
         console.print(f"[red]error[/red] {escape(problem_text(problem))}")

@@ -86,7 +86,19 @@ class PartWriter:
         self._position = 0
         self._buffered = 0
 
-    def add(self, shard: int, key: int, kind: int, block: bytes = b"", reason: str | None = None) -> None:
+    def add(
+        self,
+        shard: int,
+        key: int,
+        kind: int,
+        block: bytes = b"",
+        reason: str | None = None,
+        position: int | None = None,
+    ) -> None:
+        """Record one event. `position` (default: a running count) orders events of one key within
+        the file and is reported in duplicate-id errors, so line-based sources pass the line number."""
+        if position is not None:
+            self._position = position
         offset = self._offsets[shard]
         if block:
             self._buffers.setdefault(shard, bytearray()).extend(block)
@@ -250,6 +262,7 @@ class ShardTask:
     out_dir: str
     on_duplicate: str = "replace"  # "replace": the last version wins; "error": ids must be unique
     inputs: tuple[str, ...] = ()  # input paths by order, to name files in duplicate-id errors
+    position_name: str = "record"  # what an event's position counts in this source ("line" for JSONL)
 
     @property
     def name(self) -> str:
@@ -293,6 +306,7 @@ def run_shard_task(task: ShardTask) -> dict:
     reason_codes = events["reason"].tolist()
     offsets = events["offset"].tolist()
     lengths = events["length"].tolist()
+    positions = events["position"].tolist()
     orders = orders.tolist()
     out_dir = Path(task.out_dir)
     final_path = out_dir / task.name
@@ -307,7 +321,9 @@ def run_shard_task(task: ShardTask) -> dict:
             for first, end in zip(starts, ends, strict=True):
                 winner = first
                 if end - first > 1 and task.on_duplicate == "error":
-                    kept = _first_of_each_id(task, range(first, end), kinds, orders, offsets, lengths, reader)
+                    kept = _first_of_each_id(
+                        task, range(first, end), kinds, orders, positions, offsets, lengths, reader
+                    )
                     for event, problem in kept:
                         if problem:
                             problems.append(problem)
@@ -373,7 +389,9 @@ def run_shard_task(task: ShardTask) -> dict:
     return result
 
 
-def _first_of_each_id(task, events, kinds, orders, offsets, lengths, reader) -> list[tuple[int, dict | None]]:
+def _first_of_each_id(
+    task, events, kinds, orders, positions, offsets, lengths, reader
+) -> list[tuple[int, dict | None]]:
     """For sources whose ids must be unique: events sharing a key are either one id seen twice (the
     first occurrence is kept, the others reported) or different ids whose 63-bit keys collide (all
     kept, in id order). Returns (event, problem-or-None) in output order."""
@@ -389,8 +407,11 @@ def _first_of_each_id(task, events, kinds, orders, offsets, lengths, reader) -> 
         kept, *others = by_id[doc_id]
         result.append((kept, None))
         for other in others:
-            message = f"duplicate id {doc_id!r}: already in {task.inputs[orders[kept]]}; this copy is dropped"
-            result.append((other, InputProblem(task.inputs[orders[other]], message).to_dict()))
+            first_at = f"{task.inputs[orders[kept]]} {task.position_name} {positions[kept]}"
+            message = f"duplicate id {doc_id!r} (first at {first_at}); this copy is dropped"
+            where = {"line": positions[other]} if task.position_name == "line" else {}
+            problem = InputProblem(task.inputs[orders[other]], message, **where)
+            result.append((other, problem.to_dict()))
     return result
 
 
@@ -500,6 +521,7 @@ def _run_build(
     strict: bool = False,
     keep_work: bool = True,
     on_duplicate: str = "replace",
+    position_name: str = "record",
     command: str = "",
     callbacks: BuildCallbacks | None = None,
 ) -> BuildOutcome:
@@ -561,7 +583,8 @@ def _run_build(
     reduce_dir.mkdir(parents=True, exist_ok=True)
     paths = tuple(task.path for task in tasks)
     shard_tasks = [
-        ShardTask(shard, num_shards, tuple(good), str(reduce_dir), on_duplicate, paths) for shard in range(num_shards)
+        ShardTask(shard, num_shards, tuple(good), str(reduce_dir), on_duplicate, paths, position_name)
+        for shard in range(num_shards)
     ]
     shard_results, shard_todo = _split_finished(shard_tasks, load_finished_shard_task, lambda task: task.shard)
     reused_shards = len(shard_results)
@@ -616,8 +639,9 @@ def _build_record(*, source, command, params, num_shards, ordered, outputs, prob
     parse_totals: Counter = Counter()  # what the files held, before replacements and deletions
     for result in ordered:
         stats = result.get("stats", {})
-        for name in ("articles", "deletions", "bad_records"):
-            parse_totals[name] += stats.get(name, 0)
+        for name in ("articles", "documents_read", "deletions", "bad_records"):
+            if name in stats:
+                parse_totals[name] += stats[name]
     failed = [result for result in ordered if result["status"] != "ok"]
     return {
         "schema": RECORD_SCHEMA,

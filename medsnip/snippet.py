@@ -80,6 +80,13 @@ def stable_hash(doc_id: str) -> int:
     return int.from_bytes(hashlib.blake2b(doc_id.encode("utf-8"), digest_size=8).digest(), "big")
 
 
+def document_key(doc_id: str) -> int:
+    """Sort key of a document whose id is not a number: stable_hash(doc_id) >> 1 (fits a signed int64).
+
+    Shards are ordered by this key (PubMed and Wikipedia use their numeric ids instead)."""
+    return stable_hash(doc_id) >> 1
+
+
 def shard_of(doc_id: str, num_shards: int) -> int:
     """The shard a document (and all of its chunks) goes to."""
     return stable_hash(doc_id) % num_shards

@@ -6,10 +6,10 @@ import random
 
 import pytest
 from langchain_text_splitters import RecursiveCharacterTextSplitter
-from realtext import pubmed_texts, pubmedqa_abstracts, textbook_books
 
 from corpusbuild.chunking import chunk_text, validate_chunking
 from corpusbuild.pubmed import abstract_text
+from realtext import pubmed_texts, pubmedqa_abstracts, textbook_books
 
 
 def stock(text: str, size: int = 1000, overlap: int = 200) -> list[str]:

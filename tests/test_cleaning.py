@@ -8,9 +8,9 @@ import unicodedata
 import ftfy
 import pytest
 from ftfy.badness import is_bad
-from realtext import pubmed_texts, pubmedqa_abstracts, textbook_books
 
 from corpusbuild.cleaning import _MOJIBAKE_ANCHOR_RE, clean_text, collapse_whitespace, looks_like_mojibake
+from realtext import pubmed_texts, pubmedqa_abstracts, textbook_books
 
 
 def reference_clean(text: str) -> str:

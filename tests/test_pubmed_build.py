@@ -7,8 +7,8 @@ import json
 
 import orjson
 import pyarrow.parquet as pq
-from helpers import all_snippets, by_pmid, record_without_run, shard_bytes
 
+from helpers import all_snippets, by_pmid, record_without_run, shard_bytes
 from medsnip.buildrecord import read_build_record
 from medsnip.snippet import SNIPPET_FIELDS, shard_of
 

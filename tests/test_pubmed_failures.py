@@ -12,10 +12,10 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO
-from helpers import by_pmid, record_without_run, shard_bytes
 
+from conftest import REPO
 from corpusbuild.scaleup import write_scaled_pubmed
+from helpers import by_pmid, record_without_run, shard_bytes
 from medsnip.buildrecord import read_build_record
 
 SAMPLE_FILES = ("pubmed1.xml", "pubmed4.xml", "pubmed5.xml")
