@@ -18,6 +18,8 @@ from corpusbuild.jsonl import SUFFIXES as JSONL_SUFFIXES
 from corpusbuild.pubmed import PubmedParams, map_pubmed_file
 from corpusbuild.report import BuildProgress, console, print_summary
 from corpusbuild.shardbuild import BuildAborted, BuildLocked, run_sharded_build
+from corpusbuild.statpearls import SUFFIXES as NXML_SUFFIXES
+from corpusbuild.statpearls import map_nxml_file
 from corpusbuild.textbooks import SOURCE as TEXTBOOKS
 from corpusbuild.textbooks import SUFFIXES as TEXTBOOK_SUFFIXES
 from corpusbuild.textbooks import map_textbook_file
@@ -154,6 +156,32 @@ def textbooks(inputs, chunk_size, chunk_overlap, no_chunk, **options) -> None:
         options=options,
         on_duplicate="error",
         document_label="books",
+    )
+
+
+@main.command()
+@build_options
+@click.option("--source", "source_name", default="statpearls", show_default=True, help="Source name in ids.")
+def statpearls(inputs, chunk_size, chunk_overlap, no_chunk, source_name, **options) -> None:
+    """StatPearls (NCBI Bookshelf BITS) tarball or NXML files, and PMC JATS articles, to paragraphs.
+
+    INPUT is the statpearls_NBK430685.tar.gz tarball (read without unpacking), a folder of .nxml
+    files or single files. A snippet is a paragraph titled with its heading path.
+    """
+    if not SOURCE_NAME_RE.match(source_name):
+        raise click.BadParameter("use lowercase letters, digits, '.', '_' or '-'", param_hint="--source")
+    files, problems = expand_inputs(inputs, NXML_SUFFIXES)
+    params = chunking_params(chunk_size, chunk_overlap, no_chunk).to_dict()
+    params["source"] = source_name
+    run_build(
+        source=source_name,
+        files=files,
+        problems=problems,
+        params=params,
+        map_function=map_nxml_file,
+        options=options,
+        on_duplicate="error",
+        document_label="articles",
     )
 
 

@@ -1,0 +1,106 @@
+"""StatPearls (NCBI Bookshelf BITS) and PMC JATS articles to paragraph snippets.
+
+Input: the StatPearls tarball (`statpearls_NBK430685.tar.gz`, streamed member by member, never
+unpacked to disk), a folder of `.nxml` files, or single files. A snippet is a paragraph titled with
+its heading path (`Article -- Section -- Subsection`); short paragraphs merge into the previous one
+of the same section, list items are grouped, and nothing exceeds the chunk size (longer paragraphs
+are split by the recursive splitter). ids keep the article's file id and the paragraph index:
+`statpearls:article-17:3` (MedRAG export `article-17_3`).
+"""
+
+from __future__ import annotations
+
+import tarfile
+import zlib
+from pathlib import PurePosixPath
+
+from lxml import etree
+
+from corpusbuild.chunking import ChunkingParams
+from corpusbuild.errors import InputError, InputProblem
+from corpusbuild.inputs import decompressed
+from corpusbuild.nxml import NxmlDocument, merge_short_paragraphs, parse_nxml
+from corpusbuild.shardbuild import EVENT_RECORD, FileTask, PartWriter
+from medsnip.buildrecord import HashingReader
+from medsnip.snippet import document_key, dumps_snippet, make_snippet, shard_of
+
+SUFFIXES = (".nxml", ".nxml.gz", ".tar.gz", ".tgz", ".tar", ".tar.bz2")
+TAR_SUFFIXES = (".tar.gz", ".tgz", ".tar", ".tar.bz2")
+MIN_PARAGRAPH = 200  # shorter paragraphs merge into the previous one
+_PARSER = etree.XMLParser(no_network=True, load_dtd=False, resolve_entities=False, huge_tree=True)
+
+
+def document_snippets(document: NxmlDocument, doc_id: str, member: str, params: ChunkingParams, source: str) -> bytes:
+    """The snippet lines of one article: merged paragraphs, each split to the chunk size."""
+    lines = []
+    index = 0
+    limit = params.chunk_size
+    for path, text in merge_short_paragraphs(document.paragraphs, MIN_PARAGRAPH, limit):
+        title = " -- ".join(part for part in (document.title, *path) if part)
+        for content in params.chunks(text):
+            meta = {"file": member, "format": document.kind, "ids": document.ids, "section": list(path)}
+            lines.append(dumps_snippet(make_snippet(source, doc_id, index, title, content, meta)))
+            index += 1
+    return b"".join(lines)
+
+
+def _documents(data: bytes, label: str) -> list[NxmlDocument]:
+    if not data.strip():
+        raise InputError(InputProblem(label, "empty file: no XML content"))
+    try:
+        root = etree.fromstring(data, _PARSER)
+    except etree.XMLSyntaxError as error:
+        raise InputError(InputProblem(label, f"malformed XML: {error.msg}", line=error.lineno)) from error
+    try:
+        return parse_nxml(root)
+    except ValueError as error:
+        raise InputError(InputProblem(label, str(error), line=root.sourceline)) from error
+
+
+def _doc_ids(member: str, documents: list[NxmlDocument]) -> list[str]:
+    stem = PurePosixPath(member).name.split(".nxml")[0].removesuffix(".xml")
+    if len(documents) == 1:
+        return [stem]
+    return [f"PMC{d.ids['pmc']}" if "pmc" in d.ids else f"{stem}-{k}" for k, d in enumerate(documents)]
+
+
+def map_nxml_file(task: FileTask, reader: HashingReader, magic: bytes, writer: PartWriter) -> dict:
+    """Map task for one tarball or NXML file. In a tarball a bad member is reported and skipped."""
+    params = ChunkingParams.from_dict(task.params)
+    source = task.params["source"]
+    stats = {"documents_read": 0, "snippets": 0, "bad_records": 0}
+    problems: list[dict] = []
+
+    def add(member: str, data: bytes, label: str, position: int) -> None:
+        documents = _documents(data, label)
+        for doc_id, document in zip(_doc_ids(member, documents), documents, strict=True):
+            block = document_snippets(document, doc_id, member, params, source)
+            stats["documents_read"] += 1
+            stats["snippets"] += block.count(b"\n")
+            writer.add(shard_of(doc_id, task.num_shards), document_key(doc_id), EVENT_RECORD, block, position=position)
+
+    if task.path.endswith(TAR_SUFFIXES):
+        members = 0
+        try:
+            with tarfile.open(fileobj=reader, mode="r|*") as archive:
+                for position, member in enumerate(archive):
+                    if not member.isfile() or not member.name.endswith((".nxml", ".xml")):
+                        continue
+                    members += 1
+                    data = archive.extractfile(member).read()
+                    try:
+                        add(member.name, data, f"{task.path}:{member.name}", position)
+                    except InputError as error:  # one bad article does not sink the tarball
+                        stats["bad_records"] += 1
+                        problems.append(error.problem.to_dict())
+        except (tarfile.TarError, EOFError, OSError, zlib.error) as error:
+            raise InputError(InputProblem(task.path, f"truncated or corrupt tar archive ({error})")) from error
+        if members == 0:
+            raise InputError(InputProblem(task.path, "archive holds no .nxml file"))
+    else:
+        try:
+            data = decompressed(reader, magic).read()
+        except (EOFError, OSError, zlib.error) as error:
+            raise InputError(InputProblem(task.path, f"truncated or corrupt compressed stream ({error})")) from error
+        add(PurePosixPath(task.path).name, data, task.path, 0)
+    return {"stats": stats, "problems": problems}
