@@ -23,6 +23,8 @@ from corpusbuild.statpearls import map_nxml_file
 from corpusbuild.textbooks import SOURCE as TEXTBOOKS
 from corpusbuild.textbooks import SUFFIXES as TEXTBOOK_SUFFIXES
 from corpusbuild.textbooks import map_textbook_file
+from corpusbuild.wikipedia import SUFFIXES as WIKIPEDIA_SUFFIXES
+from corpusbuild.wikipedia import map_wikipedia_file
 from medsnip import __version__
 
 PUBMED_SUFFIXES = (".xml", ".xml.gz")
@@ -135,6 +137,28 @@ def pubmed(inputs, chunk_size, chunk_overlap, no_chunk, keep_no_abstract, **opti
         options=options,
         on_duplicate="replace",
         document_label="articles",
+    )
+
+
+@main.command()
+@build_options
+def wikipedia(inputs, chunk_size, chunk_overlap, no_chunk, **options) -> None:
+    """Wikipedia pages-articles[-multistream].xml[.bz2] dumps to section-titled snippets.
+
+    Main namespace only; redirects and disambiguation pages are skipped. Templates, references,
+    tables, files, categories and interlanguage links are dropped; chunk titles are
+    "Page -- Section".
+    """
+    files, problems = expand_inputs(inputs, WIKIPEDIA_SUFFIXES)
+    run_build(
+        source="wikipedia",
+        files=files,
+        problems=problems,
+        params=chunking_params(chunk_size, chunk_overlap, no_chunk).to_dict(),
+        map_function=map_wikipedia_file,
+        options=options,
+        on_duplicate="replace",  # a page in several dumps: the last file given wins (counted as replaced)
+        document_label="pages",
     )
 
 

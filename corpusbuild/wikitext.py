@@ -1,0 +1,136 @@
+"""Wikitext to plain text by section, with mwparserfromhell.
+
+Kept: running text, link labels, bold/italic contents, list items (one per line), section headings as
+the path of each section. Dropped: templates (infoboxes, citations, navboxes), <ref> and other
+non-prose tags, tables, comments, files and images, categories, interlanguage links, and the
+trailing reference/link sections.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import mwparserfromhell
+from mwparserfromhell.nodes import (
+    Argument,
+    Comment,
+    ExternalLink,
+    Heading,
+    HTMLEntity,
+    Tag,
+    Template,
+    Text,
+    Wikilink,
+)
+
+from corpusbuild.cleaning import clean_text
+
+_DROP_TAGS = {
+    "ref", "references", "table", "gallery", "math", "chem", "ce", "score", "timeline", "graph", "imagemap",
+    "syntaxhighlight", "source", "pre", "nowiki", "templatedata", "mapframe", "maplink", "noinclude", "div",
+}  # fmt: skip
+_LINK_PREFIXES_DROPPED = {"file", "image", "media", "category", "wikipedia", "wp", "special", "template", "help"}
+_INTERLANGUAGE_RE = re.compile(r"^(?:[a-z]{2,3}(?:-[a-z0-9]+)*|simple)$")
+_TRAILING_SECTIONS = {
+    "references", "external links", "see also", "further reading", "notes", "bibliography", "sources",
+    "footnotes", "citations", "notes and references", "references and notes", "works cited",
+}  # fmt: skip
+_DISAMBIGUATION_RE = re.compile(
+    r"\{\{\s*(?:disambiguation|disambig|dab|disamb|hndis|geodis|numberdis|letter-numbercombdisambig|"
+    r"hospital disambiguation|school disambiguation|mountainindex|set index article|surname|given name)\s*[|}]",
+    re.IGNORECASE,
+)
+_BLANK_LINES_RE = re.compile(r"\n\s*\n\s*")
+_STYLE_QUOTES_RE = re.compile(r"'{2,}")  # two or more quotes: italic and bold (style tags are not parsed)
+_LINE_SPACES_RE = re.compile(r"[ \t\r\f\v]+")
+
+
+@dataclass
+class WikiSection:
+    path: tuple[str, ...]  # headings below the page title
+    text: str
+
+
+def is_disambiguation(title: str, wikitext: str) -> bool:
+    return title.endswith("(disambiguation)") or bool(_DISAMBIGUATION_RE.search(wikitext))
+
+
+def _link_text(link: Wikilink) -> str:
+    target = str(link.title).strip().lstrip(":")
+    if ":" in target:
+        prefix = target.split(":", 1)[0].strip().lower()
+        if prefix in _LINK_PREFIXES_DROPPED or _INTERLANGUAGE_RE.match(prefix):
+            return ""
+    return plain_text(link.text if link.text is not None else link.title)
+
+
+def _node_text(node) -> str:
+    if isinstance(node, Text):
+        return node.value
+    if isinstance(node, Wikilink):
+        return _link_text(node)
+    if isinstance(node, Tag):
+        tag = str(node.tag).strip().lower()
+        if tag in _DROP_TAGS or node.wiki_markup == "{|":
+            return ""
+        if tag in ("li", "dt", "dd"):
+            return "\n"
+        if tag == "br" or tag == "hr":
+            return "\n"
+        if node.self_closing or node.contents is None:
+            return ""
+        return plain_text(node.contents)
+    if isinstance(node, ExternalLink):
+        return plain_text(node.title) if node.title is not None else ""
+    if isinstance(node, HTMLEntity):
+        return node.normalize()
+    if isinstance(node, Template | Comment | Argument):
+        return ""
+    if isinstance(node, Heading):
+        return plain_text(node.title)
+    return ""
+
+
+def plain_text(wikicode) -> str:
+    return "".join(_node_text(node) for node in wikicode.nodes)
+
+
+def tidy(text: str) -> str:
+    """Paragraphs separated by one blank line, lines trimmed, then ftfy/NFC per paragraph."""
+    text = _STYLE_QUOTES_RE.sub("", text)
+    paragraphs = []
+    for paragraph in _BLANK_LINES_RE.split(text):
+        lines = [_LINE_SPACES_RE.sub(" ", line).strip() for line in paragraph.split("\n")]
+        joined = "\n".join(line for line in lines if line)
+        if joined:
+            paragraphs.append("\n".join(clean_text(line) for line in joined.split("\n")))
+    return "\n\n".join(p for p in paragraphs if p)
+
+
+def wiki_sections(wikitext: str) -> list[WikiSection]:
+    """The page's prose by section (lead first), trailing reference/link sections dropped."""
+    code = mwparserfromhell.parse(wikitext, skip_style_tags=True)
+    sections: list[WikiSection] = []
+    headings: list[tuple[int, str]] = []
+    buffer: list[str] = []
+    skipping = False
+
+    def flush() -> None:
+        text = tidy("".join(buffer))
+        if text and not skipping:
+            sections.append(WikiSection(tuple(title for _, title in headings), text))
+        buffer.clear()
+
+    for node in code.nodes:
+        if isinstance(node, Heading):
+            flush()
+            title = clean_text(plain_text(node.title))
+            while headings and headings[-1][0] >= node.level:
+                headings.pop()
+            headings.append((node.level, title))
+            skipping = headings[0][1].lower() in _TRAILING_SECTIONS
+            continue
+        buffer.append(_node_text(node))
+    flush()
+    return sections
