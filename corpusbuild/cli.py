@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import shlex
 import sys
@@ -12,22 +11,11 @@ import click
 from rich.markup import escape
 
 from corpusbuild.chunking import ChunkingParams, validate_chunking
-from corpusbuild.inputs import expand_inputs, order_inputs
-from corpusbuild.jsonl import SOURCE_NAME_RE, map_jsonl_file
-from corpusbuild.jsonl import SUFFIXES as JSONL_SUFFIXES
-from corpusbuild.pubmed import PubmedParams, map_pubmed_file
+from corpusbuild.inputs import expand_inputs
 from corpusbuild.report import BuildProgress, console, print_summary
-from corpusbuild.shardbuild import BuildAborted, BuildLocked, run_sharded_build
-from corpusbuild.statpearls import SUFFIXES as NXML_SUFFIXES
-from corpusbuild.statpearls import map_nxml_file
-from corpusbuild.textbooks import SOURCE as TEXTBOOKS
-from corpusbuild.textbooks import SUFFIXES as TEXTBOOK_SUFFIXES
-from corpusbuild.textbooks import map_textbook_file
-from corpusbuild.wikipedia import SUFFIXES as WIKIPEDIA_SUFFIXES
-from corpusbuild.wikipedia import map_wikipedia_file
+from corpusbuild.shardbuild import BuildAborted, BuildLocked, BuildOutcome, run_sharded_build
+from corpusbuild.sources import KINDS, SOURCE_NAME_RE
 from medsnip import __version__
-
-PUBMED_SUFFIXES = (".xml", ".xml.gz")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -69,33 +57,27 @@ def chunking_params(chunk_size: int, chunk_overlap: int, no_chunk: bool) -> Chun
 
 
 def run_build(
-    *,
-    source: str,
-    files: list[Path],
-    problems: list,
-    params: dict,
-    map_function,
-    options: dict,
-    on_duplicate: str,
-    document_label: str,
-    position_name: str = "record",
-) -> None:
-    """Run the sharded build with progress bars, print the summary, exit 1 on any problem."""
+    *, kind: str, source: str, inputs, params: dict, options: dict, out_dir: Path | None = None
+) -> BuildOutcome:
+    """Build one source with progress bars and a summary; returns the outcome (the caller decides
+    the exit status)."""
+    source_kind = KINDS[kind]
+    files, problems = expand_inputs(inputs, source_kind.suffixes)
     try:
         with BuildProgress(enabled=not options["quiet"]) as progress:
             outcome = run_sharded_build(
                 source=source,
-                inputs=files,
+                inputs=source_kind.order(files),
                 input_problems=problems,
-                out_dir=options["out_dir"],
+                out_dir=out_dir or options["out_dir"],
                 num_shards=options["shards"],
                 params=params,
-                map_function=map_function,
+                map_function=source_kind.map_function,
                 workers=options["workers"],
                 strict=options["strict"],
                 keep_work=options["keep_work"],
-                on_duplicate=on_duplicate,
-                position_name=position_name,
+                on_duplicate=source_kind.on_duplicate,
+                position_name=source_kind.position_name,
                 command=shlex.join(["corpusbuild", *sys.argv[1:]]),
                 callbacks=progress.callbacks(),
             )
@@ -106,13 +88,22 @@ def run_build(
         console.print(f"[red]stopped (--strict)[/red]: {escape(str(error))}")
         console.print("nothing was published; an earlier complete output in the folder is untouched")
         sys.exit(1)
-    print_summary(outcome.record, document_label=document_label)
+    print_summary(outcome.record, document_label=source_kind.document_label)
+    return outcome
+
+
+def exit_on_problems(outcome: BuildOutcome) -> None:
     if not outcome.ok:
         console.print(
             f"[red]{len(outcome.problems)} problem(s)[/red]: the shards hold every file that could be read;"
             " build.json lists the problems and says complete: false"
         )
         sys.exit(1)
+
+
+def check_source_name(name: str) -> None:
+    if not SOURCE_NAME_RE.match(name):
+        raise click.BadParameter("use lowercase letters, digits, '.', '_' or '-'", param_hint="--source")
 
 
 @main.command()
@@ -126,18 +117,8 @@ def pubmed(inputs, chunk_size, chunk_overlap, no_chunk, keep_no_abstract, **opti
     replaces an earlier one and a DeleteCitation removes it.
     """
     chunking = chunking_params(chunk_size, chunk_overlap, no_chunk)
-    params = PubmedParams(**dataclasses.asdict(chunking), keep_no_abstract=keep_no_abstract)
-    files, problems = expand_inputs(inputs, PUBMED_SUFFIXES)
-    run_build(
-        source="pubmed",
-        files=order_inputs(files),
-        problems=problems,
-        params=params.to_dict(),
-        map_function=map_pubmed_file,
-        options=options,
-        on_duplicate="replace",
-        document_label="articles",
-    )
+    params = KINDS["pubmed"].params(chunking, "pubmed", keep_no_abstract=keep_no_abstract)
+    exit_on_problems(run_build(kind="pubmed", source="pubmed", inputs=inputs, params=params, options=options))
 
 
 @main.command()
@@ -147,19 +128,10 @@ def wikipedia(inputs, chunk_size, chunk_overlap, no_chunk, **options) -> None:
 
     Main namespace only; redirects and disambiguation pages are skipped. Templates, references,
     tables, files, categories and interlanguage links are dropped; chunk titles are
-    "Page -- Section".
+    "Page -- Section". A page in several dumps: the last file given wins.
     """
-    files, problems = expand_inputs(inputs, WIKIPEDIA_SUFFIXES)
-    run_build(
-        source="wikipedia",
-        files=files,
-        problems=problems,
-        params=chunking_params(chunk_size, chunk_overlap, no_chunk).to_dict(),
-        map_function=map_wikipedia_file,
-        options=options,
-        on_duplicate="replace",  # a page in several dumps: the last file given wins (counted as replaced)
-        document_label="pages",
-    )
+    params = KINDS["wikipedia"].params(chunking_params(chunk_size, chunk_overlap, no_chunk), "wikipedia")
+    exit_on_problems(run_build(kind="wikipedia", source="wikipedia", inputs=inputs, params=params, options=options))
 
 
 @main.command()
@@ -170,17 +142,8 @@ def textbooks(inputs, chunk_size, chunk_overlap, no_chunk, **options) -> None:
     INPUT is a .txt file, a folder of them or a glob. Whitespace is collapsed, the text chunked, and
     every chunk titled with the book name (the file name without .txt).
     """
-    files, problems = expand_inputs(inputs, TEXTBOOK_SUFFIXES)
-    run_build(
-        source=TEXTBOOKS,
-        files=files,
-        problems=problems,
-        params=chunking_params(chunk_size, chunk_overlap, no_chunk).to_dict(),
-        map_function=map_textbook_file,
-        options=options,
-        on_duplicate="error",
-        document_label="books",
-    )
+    params = KINDS["textbooks"].params(chunking_params(chunk_size, chunk_overlap, no_chunk), "textbooks")
+    exit_on_problems(run_build(kind="textbooks", source="textbooks", inputs=inputs, params=params, options=options))
 
 
 @main.command()
@@ -192,21 +155,9 @@ def statpearls(inputs, chunk_size, chunk_overlap, no_chunk, source_name, **optio
     INPUT is the statpearls_NBK430685.tar.gz tarball (read without unpacking), a folder of .nxml
     files or single files. A snippet is a paragraph titled with its heading path.
     """
-    if not SOURCE_NAME_RE.match(source_name):
-        raise click.BadParameter("use lowercase letters, digits, '.', '_' or '-'", param_hint="--source")
-    files, problems = expand_inputs(inputs, NXML_SUFFIXES)
-    params = chunking_params(chunk_size, chunk_overlap, no_chunk).to_dict()
-    params["source"] = source_name
-    run_build(
-        source=source_name,
-        files=files,
-        problems=problems,
-        params=params,
-        map_function=map_nxml_file,
-        options=options,
-        on_duplicate="error",
-        document_label="articles",
-    )
+    check_source_name(source_name)
+    params = KINDS["statpearls"].params(chunking_params(chunk_size, chunk_overlap, no_chunk), source_name)
+    exit_on_problems(run_build(kind="statpearls", source=source_name, inputs=inputs, params=params, options=options))
 
 
 @main.command()
@@ -222,22 +173,12 @@ def jsonl(inputs, chunk_size, chunk_overlap, no_chunk, source_name, id_field, ti
     Ids must be unique across all INPUT files. --no-chunk keeps one snippet per document so
     relevance judgments keyed by document id still apply.
     """
-    if not SOURCE_NAME_RE.match(source_name):
-        raise click.BadParameter("use lowercase letters, digits, '.', '_' or '-'", param_hint="--source")
-    files, problems = expand_inputs(inputs, JSONL_SUFFIXES)
-    params = chunking_params(chunk_size, chunk_overlap, no_chunk).to_dict()
-    params.update(source=source_name, id_field=id_field, title_field=title_field, text_field=text_field)
-    run_build(
-        source=source_name,
-        files=files,
-        problems=problems,
-        params=params,
-        map_function=map_jsonl_file,
-        options=options,
-        on_duplicate="error",
-        position_name="line",
-        document_label="documents",
+    check_source_name(source_name)
+    chunking = chunking_params(chunk_size, chunk_overlap, no_chunk)
+    params = KINDS["jsonl"].params(
+        chunking, source_name, id_field=id_field, title_field=title_field, text_field=text_field
     )
+    exit_on_problems(run_build(kind="jsonl", source=source_name, inputs=inputs, params=params, options=options))
 
 
 @main.command()

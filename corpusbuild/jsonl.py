@@ -8,8 +8,6 @@ its file and line (the first occurrence is kept).
 
 from __future__ import annotations
 
-import re
-
 import orjson
 
 from corpusbuild.chunking import ChunkingParams
@@ -21,7 +19,6 @@ from medsnip.buildrecord import HashingReader
 from medsnip.snippet import document_key, shard_of, snippet_lines
 
 SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.bz2")
-SOURCE_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 
 
 def map_jsonl_file(task: FileTask, reader: HashingReader, magic: bytes, writer: PartWriter) -> dict:
