@@ -12,10 +12,12 @@ from rich.markup import escape
 
 from corpusbuild.chunking import ChunkingParams, validate_chunking
 from corpusbuild.inputs import expand_inputs
+from corpusbuild.recipe import RecipeError, check_checksums, load_recipe, root_record
 from corpusbuild.report import BuildProgress, console, print_summary
 from corpusbuild.shardbuild import BuildAborted, BuildLocked, BuildOutcome, run_sharded_build
 from corpusbuild.sources import KINDS, SOURCE_NAME_RE
 from medsnip import __version__
+from medsnip.buildrecord import write_build_record
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -179,6 +181,53 @@ def jsonl(inputs, chunk_size, chunk_overlap, no_chunk, source_name, id_field, ti
         chunking, source_name, id_field=id_field, title_field=title_field, text_field=text_field
     )
     exit_on_problems(run_build(kind="jsonl", source=source_name, inputs=inputs, params=params, options=options))
+
+
+@main.command()
+@click.argument("recipe_path", metavar="RECIPE", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--out", "root", required=True, type=click.Path(path_type=Path), help="Corpus root folder.")
+@click.option("--var", "variables", multiple=True, help="Override a recipe variable: NAME=VALUE.")
+@click.option("--workers", default=os.cpu_count() or 1, show_default=True, type=click.IntRange(1))
+@click.option("--require-checksums", is_flag=True, help="Refuse inputs without a pinned sha256 in the recipe.")
+@click.option("--strict", is_flag=True, help="Stop at the first error; publish nothing.")
+@click.option("--keep-work/--no-keep-work", default=True, show_default=True)
+@click.option("--quiet", is_flag=True, help="No progress bars.")
+def build(recipe_path, root, variables, workers, require_checksums, strict, keep_work, quiet) -> None:
+    """Build every source of a TOML recipe into one corpus root (ROOT/<source>/ + ROOT/build.json)."""
+    overrides = {}
+    for item in variables:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise click.BadParameter(f"{item!r} is not NAME=VALUE", param_hint="--var")
+        overrides[name] = value
+    try:
+        recipe = load_recipe(recipe_path, overrides)
+    except RecipeError as error:
+        console.print(f"[red]recipe error[/red]: {escape(str(error))}")
+        sys.exit(1)
+    problems = [p for source in recipe.sources for p in check_checksums(source, require_checksums)]
+    if problems:
+        for problem in problems:
+            console.print(f"[red]error[/red] {escape(problem)}")
+        console.print("nothing was built: fix the inputs or the recipe's checksums")
+        sys.exit(1)
+    records = {}
+    for source in recipe.sources:
+        console.rule(f"{source.name} ({source.kind})")
+        options = {"out_dir": root / source.name, "shards": source.shards, "workers": workers, "strict": strict,
+                   "keep_work": keep_work, "quiet": quiet}  # fmt: skip
+        outcome = run_build(
+            kind=source.kind, source=source.name, inputs=source.inputs, params=source.params(), options=options
+        )
+        records[source.name] = outcome.record
+    record = root_record(recipe, root, records)
+    write_build_record(root, record)
+    console.print(
+        f"corpus root {root}: {len(records)} sources, "
+        f"{sum(s['snippets'] for s in record['sources']):,} snippets, complete: {record['complete']}"
+    )
+    if not record["complete"]:
+        sys.exit(1)
 
 
 @main.command()

@@ -1,4 +1,4 @@
-"""`make demo`: build the bundled real PubMed samples into snippet shards and show what came out."""
+"""`make demo`: build every bundled real sample source from manifests/demo.toml and show what came out."""
 
 from __future__ import annotations
 
@@ -15,19 +15,26 @@ from medsnip.snippet import SHARD_GLOB, iter_snippets
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO / "samples" / "pubmed"
-# A structured abstract (labels kept, split at a section boundary) and a legacy MEDLINE citation.
-EXAMPLE_IDS = ("pubmed:27797938:1", "pubmed:10540283:0")
+# A structured abstract (labels kept, split at a section boundary), a legacy MEDLINE citation, and one
+# snippet of each other source.
+EXAMPLE_IDS = (
+    "pubmed:27797938:1",
+    "pubmed:10540283:0",
+    "statpearls:pone.0000217:4",
+    "textbooks:Pharmacology_Katzung:0",
+    "wikipedia:25:3",
+)
 
 
 def show_snippet(console: Console, snippet: dict) -> None:
     meta = snippet["meta"]
-    mesh = ", ".join(m["name"] + ("*" if m["major"] else "") for m in meta["mesh"][:6])
-    chemicals = ", ".join(c["name"] for c in meta["chemicals"][:4]) or "-"
-    body = (
-        f"[bold]{escape(snippet['title'])}[/bold]\n\n{escape(snippet['content'])}\n\n"
-        f"[dim]journal {escape(meta['journal'] or '-')} ({meta['year']}) | MeSH {escape(mesh)} ... | "
-        f"chemicals {escape(chemicals)}[/dim]"
-    )
+    if snippet["source"] == "pubmed":
+        mesh = ", ".join(m["name"] + ("*" if m["major"] else "") for m in meta["mesh"][:6])
+        chemicals = ", ".join(c["name"] for c in meta["chemicals"][:4]) or "-"
+        details = f"journal {meta['journal'] or '-'} ({meta['year']}) | MeSH {mesh} ... | chemicals {chemicals}"
+    else:
+        details = ", ".join(f"{key}: {value}" for key, value in meta.items())
+    body = f"[bold]{escape(snippet['title'])}[/bold]\n\n{escape(snippet['content'])}\n\n[dim]{escape(details)}[/dim]"
     console.print(Panel(body, title=snippet["id"], title_align="left"))
 
 
@@ -35,23 +42,30 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", type=Path, default=REPO / "build" / "demo")
     args = parser.parse_args()
-    out = args.out / "pubmed"
     console = Console()
-    console.rule("corpusbuild pubmed samples/pubmed (9 real files: baseline/update, efetch, legacy MEDLINE)")
-    corpusbuild_main(
-        ["pubmed", str(SAMPLES), "--out", str(out), "--shards", "4", "--workers", "2"], standalone_mode=False
-    )
-    differences, summary = verify_build(out)
-    console.print(f"verify: {'OK, ' + summary if not differences else differences}")
-    console.rule("two example snippets")
+    console.rule("corpusbuild build manifests/demo.toml (real PubMed, PMC NXML, textbook and Wikipedia samples)")
+    recipe = REPO / "manifests" / "demo.toml"
+    try:
+        corpusbuild_main(
+            ["build", str(recipe), "--out", str(args.out), "--workers", "2", "--require-checksums"],
+            standalone_mode=False,
+        )
+    except SystemExit as stop:
+        if stop.code:
+            raise
+    for source in ("pubmed", "statpearls", "textbooks", "wikipedia"):
+        differences, summary = verify_build(args.out / source)
+        console.print(f"verify {source}: {'OK, ' + summary if not differences else differences}")
+    console.rule("example snippets")
     wanted = {}
-    for shard in sorted(out.glob(SHARD_GLOB)):
-        for snippet in iter_snippets(shard):
-            if snippet["id"] in EXAMPLE_IDS:
-                wanted[snippet["id"]] = snippet
+    for source in ("pubmed", "statpearls", "textbooks", "wikipedia"):
+        for shard in sorted((args.out / source).glob(SHARD_GLOB)):
+            for snippet in iter_snippets(shard):
+                if snippet["id"] in EXAMPLE_IDS:
+                    wanted[snippet["id"]] = snippet
     for snippet_id in EXAMPLE_IDS:
         show_snippet(console, wanted[snippet_id])
-    console.print(f"shards and build.json are in {out}")
+    console.print(f"corpus root: {args.out} (build.json lists every source's record)")
 
 
 if __name__ == "__main__":

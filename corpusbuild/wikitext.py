@@ -42,6 +42,7 @@ _DISAMBIGUATION_RE = re.compile(
     re.IGNORECASE,
 )
 _BLANK_LINES_RE = re.compile(r"\n\s*\n\s*")
+_SPACE_BEFORE_PUNCTUATION_RE = re.compile(r" +([,.;:!?)])")  # left where a <ref> or template was
 _STYLE_QUOTES_RE = re.compile(r"'{2,}")  # two or more quotes: italic and bold (style tags are not parsed)
 _LINE_SPACES_RE = re.compile(r"[ \t\r\f\v]+")
 
@@ -99,6 +100,7 @@ def plain_text(wikicode) -> str:
 def tidy(text: str) -> str:
     """Paragraphs separated by one blank line, lines trimmed, then ftfy/NFC per paragraph."""
     text = _STYLE_QUOTES_RE.sub("", text)
+    text = _SPACE_BEFORE_PUNCTUATION_RE.sub(r"\1", text)
     paragraphs = []
     for paragraph in _BLANK_LINES_RE.split(text):
         lines = [_LINE_SPACES_RE.sub(" ", line).strip() for line in paragraph.split("\n")]

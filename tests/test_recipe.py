@@ -1,0 +1,93 @@
+"""`corpusbuild build RECIPE`: every source of a recipe into one corpus root, checksums enforced."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+from corpusbuild.recipe import RecipeError, load_recipe
+from helpers import all_snippets
+from medsnip.buildrecord import read_build_record, record_hash
+
+DEMO = REPO / "manifests" / "demo.toml"
+
+
+def test_demo_recipe_builds_every_source_into_one_root(tmp_path, run_corpusbuild):
+    root = tmp_path / "root"
+    result = run_corpusbuild("build", DEMO, "--out", root, "--require-checksums", "--quiet")
+    assert result.exit_code == 0, result.output
+    record = read_build_record(root)
+    assert record["stage"] == "corpusbuild.build" and record["complete"] is True
+    assert [s["name"] for s in record["sources"]] == ["pubmed", "statpearls", "textbooks", "wikipedia"]
+    for source in record["sources"]:
+        assert source["record_sha256"] == record_hash(root / source["name"])
+        assert source["snippets"] == len(all_snippets(root / source["name"])) > 0
+        assert read_build_record(root / source["name"])["source"] == source["name"]
+    assert record["recipe"]["text"] == DEMO.read_text(encoding="utf-8")
+    assert len(list((root / "wikipedia").glob("shard-*"))) == 2  # the source's own shard count
+
+
+def recipe_copy(tmp_path: Path, text: str) -> Path:
+    folder = tmp_path / "manifests"
+    folder.mkdir(exist_ok=True)
+    path = folder / "recipe.toml"
+    path.write_text(text.replace("../samples", str(REPO / "samples")), encoding="utf-8")
+    return path
+
+
+def test_a_changed_input_or_a_missing_pin_stops_the_build_before_anything_is_written(tmp_path, run_corpusbuild):
+    text = DEMO.read_text(encoding="utf-8")
+    pinned = '"pubmed4.xml" = "sha256:'
+    start = text.index(pinned) + len(pinned)
+    wrong = recipe_copy(tmp_path, text[:start] + "0" * 64 + text[start + 64 :])
+    root = tmp_path / "root"
+    result = run_corpusbuild("build", wrong, "--out", root, "--quiet")
+    assert (
+        result.exit_code == 1 and "pubmed4.xml: sha256" in result.output and "differs from the pinned" in result.output
+    )
+    assert not root.exists()
+
+    unpinned = recipe_copy(tmp_path, text.replace('"pubmed4.xml" = "sha256:', '"other.xml" = "sha256:'))
+    assert run_corpusbuild("build", unpinned, "--out", root, "--quiet").exit_code == 0  # pins are optional...
+    shutil.rmtree(root)
+    result = run_corpusbuild("build", unpinned, "--out", root, "--require-checksums", "--quiet")
+    assert result.exit_code == 1 and "pubmed4.xml: no pinned checksum in the recipe" in result.output  # ...unless
+    assert not root.exists()
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda t: t.replace('kind = "textbooks"', 'kind = "books"'), "kind must be one of"),
+        (lambda t: t.replace('kind = "textbooks"', 'kind = "textbooks"\ncolour = "blue"'), "unknown key(s) ['colour']"),
+        (lambda t: t.replace("${samples}/nxml", "${nowhere}/nxml"), "unknown variable ${nowhere}"),
+        (lambda t: t.replace("chunk_overlap = 200", "chunk_overlap = 2000"), "chunk overlap must be in"),
+        (lambda t: t + "\n[[sources]\n", "not valid TOML"),
+    ],
+)
+def test_malformed_recipes_name_the_problem(tmp_path, edit, message):
+    path = recipe_copy(tmp_path, edit(DEMO.read_text(encoding="utf-8")))
+    with pytest.raises(RecipeError) as error:
+        load_recipe(path)
+    assert message in str(error.value) and str(path) in str(error.value)
+
+
+def test_full_scale_recipe_lists_the_2026_baseline_and_demands_pins(tmp_path):
+    recipe = load_recipe(REPO / "manifests" / "medcorp-2026.toml", {"data": str(tmp_path)})
+    kinds = {source.kind: source for source in recipe.sources}
+    assert sorted(kinds) == ["pubmed", "statpearls", "textbooks", "wikipedia"]
+    assert len(kinds["pubmed"].inputs) == 1334 and kinds["pubmed"].inputs[-1].endswith("pubmed26n1334.xml.gz")
+    assert len(kinds["textbooks"].inputs) == 18
+    from corpusbuild.recipe import check_checksums
+
+    books = tmp_path / "textbooks" / "en"
+    books.mkdir(parents=True)
+    shutil.copy(REPO / "samples" / "textbooks" / "books" / "Anatomy_Gray.txt", books)
+    problems = check_checksums(kinds["textbooks"], require=True)
+    assert any("Anatomy_Gray.txt: no pinned checksum" in p for p in problems)
+    assert any("Surgery_Schwartz.txt: no such file or directory" in p for p in problems)
+    assert json.dumps(recipe.text)  # the recipe text is what the root record stores
