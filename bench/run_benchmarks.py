@@ -201,7 +201,8 @@ def chunker_section() -> list[str]:
     return [
         "## Chunker",
         "",
-        f"Real text (the 10 sample textbooks and PubMedQA's 500 abstracts, whitespace collapsed, 20 passes): {total / 1e6:.1f} M characters, "
+        "Real text (the 10 sample textbooks and PubMedQA's 500 abstracts, whitespace collapsed, 20 passes): "
+        f"{total / 1e6:.1f} M characters, "
         f"{chunks:,} chunks at 1000/200. Output identical to LangChain's: **{identical}**.",
         "",
         "| splitter | s | M chars/s | speed-up |",
