@@ -318,6 +318,19 @@ def run_shard_task(task: ShardTask) -> dict:
     reader = BlockReader(blocks)
     try:
         with open(temp_path, "wb", buffering=1 << 20) as out:
+
+            def emit(event: int) -> None:
+                """Write the document of a record event, or count the skip of a skip event."""
+                if kinds[event] == EVENT_SKIP:
+                    skipped[reasons[orders[event]][reason_codes[event]]] += 1
+                    return
+                block = reader.read(orders[event], offsets[event], lengths[event])
+                out.write(block)
+                digest.update(block)
+                counts["documents"] += 1
+                counts["snippets"] += block.count(b"\n")
+                counts["bytes"] += len(block)
+
             for first, end in zip(starts, ends, strict=True):
                 winner = first
                 if end - first > 1 and task.on_duplicate == "error":
@@ -327,16 +340,8 @@ def run_shard_task(task: ShardTask) -> dict:
                     for event, problem in kept:
                         if problem:
                             problems.append(problem)
-                            continue
-                        if kinds[event] == EVENT_SKIP:
-                            skipped[reasons[orders[event]][reason_codes[event]]] += 1
-                            continue
-                        block = reader.read(orders[event], offsets[event], lengths[event])
-                        out.write(block)
-                        digest.update(block)
-                        counts["documents"] += 1
-                        counts["snippets"] += block.count(b"\n")
-                        counts["bytes"] += len(block)
+                        else:
+                            emit(event)
                     continue
                 if end - first > 1:  # several versions of one document: replay them in order
                     winner = None
@@ -353,18 +358,10 @@ def run_shard_task(task: ShardTask) -> dict:
                             winner = event
                     if winner is None:
                         continue
-                kind = kinds[winner]
-                if kind == EVENT_DELETE:
+                if kinds[winner] == EVENT_DELETE:
                     counts["delete_unmatched"] += 1
-                elif kind == EVENT_SKIP:
-                    skipped[reasons[orders[winner]][reason_codes[winner]]] += 1
                 else:
-                    block = reader.read(orders[winner], offsets[winner], lengths[winner])
-                    out.write(block)
-                    digest.update(block)
-                    counts["documents"] += 1
-                    counts["snippets"] += block.count(b"\n")
-                    counts["bytes"] += len(block)
+                    emit(winner)
             out.flush()
             os.fsync(out.fileno())
         os.replace(temp_path, final_path)
