@@ -219,6 +219,12 @@ def _article_fields(citation, pmid: int, line: int, skip_without_abstract: bool)
     )
 
 
+def _require_pubmed_root(tag: str, file_label: str, line: int | None) -> None:
+    if tag not in ROOT_TAGS:
+        message = f"not PubMed XML: root element <{tag}>, expected <{ROOT_TAGS[0]}> or <{ROOT_TAGS[1]}>"
+        raise InputError(InputProblem(file_label, message, line=line))
+
+
 def _record_tags(head: bytes) -> tuple[str, ...]:
     """The record elements to stop at, chosen from the file's first bytes: a PubmedArticleSet also
     holds MedlineCitation elements (inside each PubmedArticle), and stopping there too would cost an
@@ -276,15 +282,7 @@ def iter_pubmed_records(
         for _event, element in context:
             if summary.root_tag is None:
                 summary.root_tag = element.getroottree().getroot().tag
-                if summary.root_tag not in ROOT_TAGS:
-                    raise InputError(
-                        InputProblem(
-                            file_label,
-                            f"not PubMed XML: root element <{summary.root_tag}>, "
-                            f"expected <{ROOT_TAGS[0]}> or <{ROOT_TAGS[1]}>",
-                            line=1,
-                        )
-                    )
+                _require_pubmed_root(summary.root_tag, file_label, 1)
             tag = element.tag
             line = element.sourceline or 0
             last_line = line
@@ -338,14 +336,7 @@ def iter_pubmed_records(
             if root is None:
                 raise InputError(InputProblem(file_label, "empty file: no XML element found", line=1))
             summary.root_tag = root.tag
-            if root.tag not in ROOT_TAGS:
-                raise InputError(
-                    InputProblem(
-                        file_label,
-                        f"not PubMed XML: root element <{root.tag}>, expected <{ROOT_TAGS[0]}> or <{ROOT_TAGS[1]}>",
-                        line=root.sourceline,
-                    )
-                )
+            _require_pubmed_root(root.tag, file_label, root.sourceline)
     except etree.XMLSyntaxError as error:
         line = error.lineno if error.lineno else last_line
         message = error.msg or str(error)
