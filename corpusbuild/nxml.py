@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from lxml import etree
-
 from corpusbuild.cleaning import clean_text
+from corpusbuild.xmltools import children, first_child, local_name
 
 # Subtrees that never carry running text.
 _DROP = {
@@ -21,7 +20,6 @@ _DROP = {
 # Inside a paragraph: block elements emitted on their own after the paragraph text.
 _BLOCKS_IN_P = {"list", "table-wrap", "fig", "boxed-text", "disp-quote", "def-list"}
 BOOK_ROOTS = ("book-part-wrapper", "book-part", "book")
-ARTICLE_ROOTS = ("article", "pmc-articleset")
 
 
 @dataclass
@@ -34,20 +32,12 @@ class NxmlDocument:
     paragraphs: list[tuple[tuple[str, ...], str]] = field(default_factory=list)
 
 
-def local_name(tag) -> str:
-    return etree.QName(tag).localname if isinstance(tag, str) else ""
-
-
-def _children(element, name: str):
-    return [child for child in element if local_name(child.tag) == name]
-
-
 def _first(element, *path: str):
+    """The element at a path of local names below `element`, or None."""
     for name in path:
         if element is None:
             return None
-        found = _children(element, name)
-        element = found[0] if found else None
+        element = first_child(element, name)
     return element
 
 
@@ -96,7 +86,7 @@ class _Walker:
     def walk_block(self, block, path: tuple[str, ...]) -> None:
         name = local_name(block.tag)
         if name == "list":
-            items = [clean_text(inline_text_deep(item)) for item in _children(block, "list-item")]
+            items = [clean_text(inline_text_deep(item)) for item in children(block, "list-item")]
             self.document.paragraphs.extend((path, group) for group in join_items([i for i in items if i]))
         elif name in ("fig", "table-wrap"):
             caption = _first(block, "caption")
@@ -120,7 +110,7 @@ def inline_text_deep(element) -> str:
         if name in ("p", "title"):
             pieces.append(inline_text(child))
         elif name == "list":
-            pieces.extend(inline_text_deep(item) for item in _children(child, "list-item"))
+            pieces.extend(inline_text_deep(item) for item in children(child, "list-item"))
         elif name and name not in _DROP:
             pieces.append(inline_text(child))
     return " ".join(pieces) if pieces else inline_text(element)
@@ -154,14 +144,14 @@ def parse_nxml(root) -> list[NxmlDocument]:
     """The documents in a parsed JATS/BITS tree (a pmc-articleset may hold several articles)."""
     name = local_name(root.tag)
     if name == "pmc-articleset":
-        return [doc for article in _children(root, "article") for doc in parse_nxml(article)]
+        return [doc for article in children(root, "article") for doc in parse_nxml(article)]
     if name == "article":
         meta = _first(root, "front", "article-meta")
         title_element = _first(meta, "title-group", "article-title") if meta is not None else None
         document = NxmlDocument("jats", clean_text(inline_text(title_element)) if title_element is not None else "")
         document.ids = _ids(meta)
         walker = _Walker(document)
-        for abstract in _children(meta, "abstract") if meta is not None else []:
+        for abstract in children(meta, "abstract") if meta is not None else []:
             if abstract.get("abstract-type") in (None, "", "summary"):
                 walker.walk(abstract, ("Abstract",))
         body = _first(root, "body")

@@ -17,6 +17,7 @@ from typing import BinaryIO
 from lxml import etree
 
 from corpusbuild.errors import InputError, InputProblem
+from corpusbuild.xmltools import release
 
 ROOT_TAGS = ("PubmedArticleSet", "MedlineCitationSet")
 _RECORD_TAGS = ("PubmedArticle", "MedlineCitation", "PubmedBookArticle", "DeleteCitation")
@@ -241,15 +242,6 @@ def _parse_pmid(text: str | None) -> int | None:
     return int(text) if text.isdigit() else None
 
 
-def _release(element) -> None:
-    """Free a finished record and the siblings before it (the iterparse memory idiom)."""
-    element.clear(keep_tail=False)
-    parent = element.getparent()
-    if parent is not None:
-        while element.getprevious() is not None:
-            del parent[0]
-
-
 def iter_pubmed_records(
     stream: BinaryIO,
     file_label: str,
@@ -330,7 +322,7 @@ def iter_pubmed_records(
                     yield SkippedRecord(pmid=pmid, line=line, reason="book_article")
                 else:
                     yield _article_fields(citation, pmid, line, skip_without_abstract)
-            _release(element)
+            release(element)
         if summary.root_tag is None:
             root = context.root
             if root is None:

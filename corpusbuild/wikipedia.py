@@ -18,6 +18,7 @@ from corpusbuild.errors import InputError, InputProblem
 from corpusbuild.inputs import decompressed
 from corpusbuild.shardbuild import EVENT_RECORD, EVENT_SKIP, FileTask, PartWriter
 from corpusbuild.wikitext import is_disambiguation, wiki_sections
+from corpusbuild.xmltools import first_child, local_name, release
 from medsnip.buildrecord import HashingReader
 from medsnip.snippet import dumps_snippet, make_snippet, shard_of
 
@@ -37,15 +38,10 @@ def page_snippets(page_id: str, title: str, wikitext: str, params: ChunkingParam
     return b"".join(lines)
 
 
-def _local(tag) -> str:
-    return etree.QName(tag).localname if isinstance(tag, str) else ""
-
-
-def _child(element, name: str):
-    for child in element:
-        if _local(child.tag) == name:
-            return child
-    return None
+def _require_mediawiki_root(root, label: str) -> None:
+    name = local_name(root.tag) if root is not None else None
+    if name != "mediawiki":
+        raise InputError(InputProblem(label, f"not a MediaWiki dump: root element <{name}>", line=1))
 
 
 def map_wikipedia_file(task: FileTask, reader: HashingReader, magic: bytes, writer: PartWriter) -> dict:
@@ -62,19 +58,12 @@ def map_wikipedia_file(task: FileTask, reader: HashingReader, magic: bytes, writ
         for position, (_event, page) in enumerate(context):
             pages += 1
             last_line = page.sourceline or last_line
-            if pages == 1 and _local(page.getroottree().getroot().tag) != "mediawiki":
-                root = _local(page.getroottree().getroot().tag)
-                raise InputError(InputProblem(task.path, f"not a MediaWiki dump: root element <{root}>", line=1))
+            if pages == 1:
+                _require_mediawiki_root(page.getroottree().getroot(), task.path)
             _one_page(task, page, position, params, stats, problems, writer)
-            page.clear(keep_tail=False)
-            parent = page.getparent()
-            while page.getprevious() is not None:
-                del parent[0]
+            release(page)
         if pages == 0:
-            root = context.root
-            name = _local(root.tag) if root is not None else None
-            if name != "mediawiki":
-                raise InputError(InputProblem(task.path, f"not a MediaWiki dump: root element <{name}>", line=1))
+            _require_mediawiki_root(context.root, task.path)
     except etree.XMLSyntaxError as error:
         message = error.msg or str(error)
         if "Document is empty" in message or (pages == 0 and "no element found" in message):
@@ -87,26 +76,29 @@ def map_wikipedia_file(task: FileTask, reader: HashingReader, magic: bytes, writ
     return {"stats": stats, "problems": problems}
 
 
+def _text_of(element) -> str:
+    return (element.text or "") if element is not None else ""
+
+
 def _one_page(task, page, position, params, stats, problems, writer) -> None:
-    title = (_child(page, "title").text or "") if _child(page, "title") is not None else ""
-    page_id = (_child(page, "id").text or "").strip() if _child(page, "id") is not None else ""
+    title = _text_of(first_child(page, "title"))
+    page_id = _text_of(first_child(page, "id")).strip()
     if not page_id.isdigit():
         stats["bad_records"] += 1
         message = f"page {title!r}: id {page_id!r} is not a number"
         problems.append(InputProblem(task.path, message, line=page.sourceline, element="page").to_dict())
         return
     shard, key = shard_of(page_id, task.num_shards), int(page_id)
-    namespace = _child(page, "ns")
+    namespace = first_child(page, "ns")
     if namespace is not None and (namespace.text or "").strip() != "0":
         writer.add(shard, key, EVENT_SKIP, reason="not_main_namespace", position=position)
         return
     stats["documents_read"] += 1
-    if _child(page, "redirect") is not None:
+    if first_child(page, "redirect") is not None:
         writer.add(shard, key, EVENT_SKIP, reason="redirect", position=position)
         return
-    revision = _child(page, "revision")
-    text_element = _child(revision, "text") if revision is not None else None
-    wikitext = (text_element.text or "") if text_element is not None else ""
+    revision = first_child(page, "revision")
+    wikitext = _text_of(first_child(revision, "text") if revision is not None else None)
     if wikitext.lstrip()[:9].upper() == "#REDIRECT":
         writer.add(shard, key, EVENT_SKIP, reason="redirect", position=position)
         return
