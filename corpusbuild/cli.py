@@ -58,9 +58,7 @@ def chunking_params(chunk_size: int, chunk_overlap: int, no_chunk: bool) -> Chun
     return ChunkingParams(chunk=not no_chunk, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
 
 
-def run_build(
-    *, kind: str, source: str, inputs, params: dict, options: dict, out_dir: Path | None = None
-) -> BuildOutcome:
+def run_build(*, kind: str, source: str, inputs, params: dict, options: dict) -> BuildOutcome:
     """Build one source with progress bars and a summary; returns the outcome (the caller decides
     the exit status)."""
     source_kind = KINDS[kind]
@@ -71,7 +69,7 @@ def run_build(
                 source=source,
                 inputs=source_kind.order(files),
                 input_problems=problems,
-                out_dir=out_dir or options["out_dir"],
+                out_dir=options["out_dir"],
                 num_shards=options["shards"],
                 params=params,
                 map_function=source_kind.map_function,
@@ -257,7 +255,7 @@ def export(directory: Path, fmt: str, out_path: Path) -> None:
     try:
         written = export_corpus(directory, fmt, out_path)
     except ExportError as error:
-        console.print(f"[red]export failed[/red]: {error}")
+        console.print(f"[red]export failed[/red]: {escape(str(error))}")
         sys.exit(1)
     click.echo(f"wrote {written:,} snippets to {out_path} ({fmt})")
 

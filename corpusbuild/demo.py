@@ -14,7 +14,6 @@ from corpusbuild.verify import verify_build
 from medsnip.snippet import SHARD_GLOB, iter_snippets
 
 REPO = Path(__file__).resolve().parents[1]
-SAMPLES = REPO / "samples" / "pubmed"
 # A structured abstract (labels kept, split at a section boundary), a legacy MEDLINE citation, and one
 # snippet of each other source.
 EXAMPLE_IDS = (
@@ -53,12 +52,13 @@ def main() -> None:
     except SystemExit as stop:
         if stop.code:
             raise
-    for source in ("pubmed", "statpearls", "textbooks", "wikipedia"):
+    sources = ("pubmed", "statpearls", "textbooks", "wikipedia")
+    for source in sources:
         differences, summary = verify_build(args.out / source)
         console.print(f"verify {source}: {'OK, ' + summary if not differences else differences}")
     console.rule("example snippets")
     wanted = {}
-    for source in ("pubmed", "statpearls", "textbooks", "wikipedia"):
+    for source in sources:
         for shard in sorted((args.out / source).glob(SHARD_GLOB)):
             for snippet in iter_snippets(shard):
                 if snippet["id"] in EXAMPLE_IDS:

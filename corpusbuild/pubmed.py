@@ -17,6 +17,7 @@ from medsnip.buildrecord import HashingReader
 from medsnip.snippet import shard_of, snippet_lines
 
 SOURCE = "pubmed"
+SUFFIXES = (".xml", ".xml.gz")
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,6 @@ class PubmedParams(ChunkingParams):
     """Chunking plus whether citations without an abstract are kept as title-only snippets."""
 
     keep_no_abstract: bool = False
-    updates: bool = True  # later files update and delete earlier records (shown in the summary)
 
 
 def abstract_text(sections: list[tuple[str | None, str]]) -> str:
@@ -71,7 +71,7 @@ def map_pubmed_file(task: FileTask, reader: HashingReader, magic: bytes, writer:
     """Map task for one PubMed/MEDLINE XML file: every citation, skip and deletion becomes an event."""
     params = PubmedParams.from_dict(task.params)
     num_shards = task.num_shards
-    stats: Counter = Counter()
+    stats: Counter = Counter(articles=0, deletions=0)  # always listed: PubMed files carry updates
     skipped: Counter = Counter()
     problems: list[dict] = []
     summary = FileSummary()

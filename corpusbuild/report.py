@@ -45,7 +45,7 @@ class BuildProgress:
         self._tasks[name] = self.progress.add_task(label, total=total, detail="")
 
     def _file_done(self, result: dict, reused: bool) -> None:
-        self._documents += result.get("stats", {}).get("articles", 0)
+        self._documents += documents_read(result.get("stats", {}))
         detail = f"{self._documents:,} records read"
         if result["status"] != "ok":
             console.print(f"[red]error[/red] {escape(problem_text(result['error']))}")
@@ -54,6 +54,11 @@ class BuildProgress:
     def _shard_done(self, result: dict, reused: bool) -> None:
         self._snippets += result["records"]
         self.progress.update(self._tasks["merge"], advance=1, detail=f"{self._snippets:,} snippets written")
+
+
+def documents_read(stats: dict) -> int:
+    """Documents a file (or a build) held: PubMed counts "articles", the other sources "documents_read"."""
+    return stats.get("articles") or stats.get("documents_read", 0)
 
 
 def problem_text(problem: dict) -> str:
@@ -66,7 +71,7 @@ def print_summary(record: dict, out_console: Console | None = None, document_lab
     counts = record["counts"]
     run = record["run"]
     seconds = run["seconds"]["total"]
-    read = counts.get("articles") or counts.get("documents_read", 0)
+    read = documents_read(counts)
     table = Table(title=f"corpusbuild {record['source']}: {'complete' if record['complete'] else 'FAILED'}")
     table.add_column("what")
     table.add_column("count", justify="right")
@@ -75,7 +80,7 @@ def print_summary(record: dict, out_console: Console | None = None, document_lab
     table.add_row("input files failed", f"{counts['input_files_failed']:,}")
     table.add_row(f"{document_label} read", f"{read:,}")
     table.add_row(f"{document_label} kept", f"{counts['documents']:,}")
-    if record["params"].get("updates", False) or counts.get("deletions", 0) or counts["replaced"]:
+    if "deletions" in counts or counts["replaced"]:  # sources whose files update earlier ones
         table.add_row("deletions listed", f"{counts.get('deletions', 0):,}")
         table.add_row("replaced by a later version", f"{counts['replaced']:,}")
         table.add_row("deleted", f"{counts['deleted']:,}")

@@ -11,13 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from corpusbuild import jsonl, pubmed, statpearls, textbooks, wikipedia
 from corpusbuild.chunking import ChunkingParams
 from corpusbuild.inputs import order_inputs
-from corpusbuild.jsonl import map_jsonl_file
-from corpusbuild.pubmed import map_pubmed_file
-from corpusbuild.statpearls import map_nxml_file
-from corpusbuild.textbooks import map_textbook_file
-from corpusbuild.wikipedia import map_wikipedia_file
 
 SOURCE_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 
@@ -29,21 +25,19 @@ class SourceKind:
     map_function: Callable
     on_duplicate: str  # "replace": a later record is a newer version; "error": ids must be unique
     document_label: str
-    options: tuple[str, ...] = ()  # kind-specific parameters, with their defaults below
-    defaults: tuple[tuple[str, object], ...] = ()
+    options: tuple[tuple[str, object], ...] = ()  # kind-specific parameters and their defaults
+    named: bool = False  # the user names the source (ids are NAME:id:chunk), so the map task needs it
     order: Callable[[list[Path]], list[Path]] = list
     position_name: str = "record"
 
     def params(self, chunking: ChunkingParams, source_name: str, **options) -> dict:
-        """The build parameters: chunking, the source name and this kind's own options."""
-        unknown = set(options) - set(self.options)
+        """The build parameters: chunking, this kind's own options and, if named, the source name."""
+        unknown = set(options) - {name for name, _ in self.options}
         if unknown:
             raise ValueError(f"{self.kind}: unknown option(s) {', '.join(sorted(unknown))}")
-        values = {**chunking.to_dict(), **dict(self.defaults), **options}
-        if self.kind in ("jsonl", "statpearls"):
+        values = {**chunking.to_dict(), **dict(self.options), **options}
+        if self.named:
             values["source"] = source_name
-        if self.kind == "pubmed":
-            values["updates"] = True
         return values
 
 
@@ -51,18 +45,16 @@ KINDS: dict[str, SourceKind] = {
     kind.kind: kind
     for kind in (
         SourceKind(
-            "pubmed", (".xml", ".xml.gz"), map_pubmed_file, "replace", "articles",
-            options=("keep_no_abstract",), defaults=(("keep_no_abstract", False),), order=order_inputs,
+            "pubmed", pubmed.SUFFIXES, pubmed.map_pubmed_file, "replace", "articles",
+            options=(("keep_no_abstract", False),), order=order_inputs,
         ),
-        SourceKind("statpearls", (".nxml", ".nxml.gz", ".tar.gz", ".tgz", ".tar", ".tar.bz2"), map_nxml_file,
-                   "error", "articles"),
-        SourceKind("textbooks", (".txt", ".txt.gz"), map_textbook_file, "error", "books"),
-        SourceKind("wikipedia", (".xml", ".xml.bz2", ".bz2", ".xml.gz"), map_wikipedia_file, "replace", "pages"),
+        SourceKind("statpearls", statpearls.SUFFIXES, statpearls.map_nxml_file, "error", "articles", named=True),
+        SourceKind("textbooks", textbooks.SUFFIXES, textbooks.map_textbook_file, "error", "books"),
+        SourceKind("wikipedia", wikipedia.SUFFIXES, wikipedia.map_wikipedia_file, "replace", "pages"),
         SourceKind(
-            "jsonl", (".jsonl", ".jsonl.gz", ".jsonl.bz2"), map_jsonl_file, "error", "documents",
-            options=("id_field", "title_field", "text_field"),
-            defaults=(("id_field", "_id"), ("title_field", "title"), ("text_field", "text")),
-            position_name="line",
+            "jsonl", jsonl.SUFFIXES, jsonl.map_jsonl_file, "error", "documents",
+            options=(("id_field", "_id"), ("title_field", "title"), ("text_field", "text")),
+            named=True, position_name="line",
         ),
     )
 }  # fmt: skip
