@@ -5,13 +5,14 @@ from __future__ import annotations
 import bz2
 import glob
 import re
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import BinaryIO
 
 from isal import igzip  # ISA-L gzip: same format as the gzip module, 2-3x faster to decompress
 
-from corpusbuild.errors import InputProblem
+from corpusbuild.errors import InputError, InputProblem
 
 # pubmed26n0001.xml.gz, medline14n0123.xml: two-digit year + "n" + four-digit sequence number.
 SEQUENCE_RE = re.compile(r"(\d{2})n(\d{4})\.xml(?:\.gz)?$")
@@ -71,3 +72,11 @@ def decompressed(raw: BinaryIO, magic: bytes) -> BinaryIO:
     if magic.startswith(b"BZh"):
         return bz2.BZ2File(raw, mode="rb")
     return raw
+
+
+def read_decompressed(raw: BinaryIO, magic: bytes, label: str) -> bytes:
+    """The whole decompressed content of a (small) input; a damaged archive is an InputError."""
+    try:
+        return decompressed(raw, magic).read()
+    except (EOFError, OSError, zlib.error) as error:
+        raise InputError(InputProblem(label, f"truncated or corrupt compressed stream ({error})")) from error

@@ -18,7 +18,7 @@ from lxml import etree
 
 from corpusbuild.chunking import ChunkingParams
 from corpusbuild.errors import InputError, InputProblem
-from corpusbuild.inputs import decompressed
+from corpusbuild.inputs import read_decompressed
 from corpusbuild.nxml import NxmlDocument, merge_short_paragraphs, parse_nxml
 from corpusbuild.shardbuild import EVENT_RECORD, FileTask, PartWriter
 from medsnip.buildrecord import HashingReader
@@ -98,9 +98,5 @@ def map_nxml_file(task: FileTask, reader: HashingReader, magic: bytes, writer: P
         if members == 0:
             raise InputError(InputProblem(task.path, "archive holds no .nxml file"))
     else:
-        try:
-            data = decompressed(reader, magic).read()
-        except (EOFError, OSError, zlib.error) as error:
-            raise InputError(InputProblem(task.path, f"truncated or corrupt compressed stream ({error})")) from error
-        add(PurePosixPath(task.path).name, data, task.path, 0)
+        add(PurePosixPath(task.path).name, read_decompressed(reader, magic, task.path), task.path, 0)
     return {"stats": stats, "problems": problems}

@@ -12,7 +12,7 @@ from pathlib import Path
 from corpusbuild.chunking import ChunkingParams
 from corpusbuild.cleaning import clean_text
 from corpusbuild.errors import InputError, InputProblem
-from corpusbuild.inputs import decompressed
+from corpusbuild.inputs import read_decompressed
 from corpusbuild.shardbuild import EVENT_RECORD, FileTask, PartWriter
 from medsnip.buildrecord import HashingReader
 from medsnip.snippet import document_key, shard_of, snippet_lines
@@ -44,11 +44,7 @@ def decode_text(data: bytes, label: str) -> str:
 def map_textbook_file(task: FileTask, reader: HashingReader, magic: bytes, writer: PartWriter) -> dict:
     """Map task for one book file: the whole book is one document."""
     params = ChunkingParams.from_dict(task.params)
-    try:
-        data = decompressed(reader, magic).read()
-    except (EOFError, OSError) as error:
-        raise InputError(InputProblem(task.path, f"truncated or corrupt compressed stream ({error})")) from error
-    text = clean_text(decode_text(data, task.path))
+    text = clean_text(decode_text(read_decompressed(reader, magic, task.path), task.path))
     if not text:
         raise InputError(InputProblem(task.path, "empty file: no text"))
     book = book_name(Path(task.path))
