@@ -23,6 +23,7 @@ import logging
 from bisect import bisect_left, bisect_right
 from functools import lru_cache
 from itertools import accumulate
+from operator import add
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +43,10 @@ class RecursiveSplitter:
 
     def _split(self, text: str, separators: tuple[str, ...]) -> list[str]:
         """Split on the first separator the text contains; recurse with the finer ones on pieces that
-        are still too long; merge the rest into chunks."""
+        are still too long; merge the rest into chunks.
+
+        Pieces (separator kept at the start of each but the first) are contiguous in `text` once an
+        empty first piece is dropped, so they are handled as end offsets and never built as strings."""
         separator = separators[-1]
         finer: tuple[str, ...] = ()
         for position, candidate in enumerate(separators):
@@ -53,58 +57,66 @@ class RecursiveSplitter:
                 separator = candidate
                 finer = separators[position + 1 :]
                 break
-        if separator:
-            first, *rest = text.split(separator)
-            pieces = list(filter(None, [first, *map(separator.__add__, rest)]))
-        else:
-            pieces = list(text)
-        if not pieces:
+        if not text:
             return []
-        if max(map(len, pieces)) < self.chunk_size:  # the common case, without a Python loop
-            return self._merge(pieces)
+        if separator:
+            parts = text.split(separator)
+            step = len(separator)
+            # ends[k] = end offset of piece k: the parts' lengths plus one separator before each but the first.
+            ends = list(map(add, accumulate(map(len, parts)), range(0, step * len(parts), step)))
+            if not parts[0]:
+                del ends[0]  # LangChain drops the empty piece before a leading separator
+            longest = max(len(parts[0]), max(map(len, parts[1:]), default=-step) + step)
+        else:
+            ends = list(range(1, len(text) + 1))
+            longest = 1
+        if longest < self.chunk_size:  # the common case, without a Python loop
+            return self._merge(text, [0, *ends])
         chunks: list[str] = []
-        short: list[str] = []
-        for piece in pieces:
-            if len(piece) < self.chunk_size:
-                short.append(piece)
-                continue
-            if short:
-                chunks.extend(self._merge(short))
-                short = []
-            chunks.extend(self._split(piece, finer) if finer else [piece])
-        if short:
-            chunks.extend(self._merge(short))
+        run = [0]  # offsets of a run of consecutive short pieces
+        begin = 0
+        for end in ends:
+            if end - begin < self.chunk_size:
+                run.append(end)
+            else:
+                if len(run) > 1:
+                    chunks.extend(self._merge(text, run))
+                piece = text[begin:end]
+                chunks.extend(self._split(piece, finer) if finer else [piece])
+                run = [end]
+            begin = end
+        if len(run) > 1:
+            chunks.extend(self._merge(text, run))
         return chunks
 
-    def _merge(self, pieces: list[str]) -> list[str]:
-        """LangChain's `_merge_splits` with separator "" (pieces carry their separators)."""
+    def _merge(self, text: str, offsets: list[int]) -> list[str]:
+        """LangChain's `_merge_splits` with separator "" over the pieces text[offsets[k]:offsets[k+1]]."""
         size = self.chunk_size
         overlap = self.chunk_overlap
-        count = len(pieces)
-        # prefix[k] = total length of pieces[:k]; the window pieces[start:i] totals prefix[i]-prefix[start].
-        prefix = [0, *accumulate(map(len, pieces))]
+        count = len(offsets) - 1
+        # The window of pieces [start, i) totals offsets[i] - offsets[start]; offsets are strictly increasing.
         chunks: list[str] = []
         start = 0
         index = 0
         while index < count:
             # LangChain emits at the first piece i whose addition would overflow the window [start, i).
-            boundary = bisect_right(prefix, size + prefix[start], index + 1)
+            boundary = bisect_right(offsets, size + offsets[start], index + 1)
             if boundary > count:
                 break
             index = boundary - 1
             if index > start:
-                total = prefix[index] - prefix[start]
+                total = offsets[index] - offsets[start]
                 if total > size:
                     logger.warning("Created a chunk of size %d, which is longer than the specified %d", total, size)
-                _append_stripped(chunks, "".join(pieces[start:index]))
+                _append_stripped(chunks, text[offsets[start] : offsets[index]])
                 # Drop from the front while the window exceeds the overlap or the next piece won't fit.
-                piece_len = prefix[index + 1] - prefix[index]
+                piece_len = offsets[index + 1] - offsets[index]
                 start = max(
-                    bisect_left(prefix, prefix[index] - overlap, start, index),
-                    bisect_left(prefix, prefix[index] + piece_len - size, start, index),
+                    bisect_left(offsets, offsets[index] - overlap, start, index),
+                    bisect_left(offsets, offsets[index] + piece_len - size, start, index),
                 )
             index += 1
-        _append_stripped(chunks, "".join(pieces[start:]))
+        _append_stripped(chunks, text[offsets[start] : offsets[count]])
         return chunks
 
 

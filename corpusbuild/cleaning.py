@@ -14,17 +14,20 @@ import unicodedata
 
 import ftfy
 from ftfy.badness import BADNESS_RE
-from ftfy.chardata import CONTROL_CHARS, DOUBLE_QUOTE_RE, LIGATURES, SINGLE_QUOTE_RE, WIDTH_MAP
+from ftfy.chardata import CONTROL_CHARS, DOUBLE_QUOTE_RE, HTML_ENTITY_RE, LIGATURES, SINGLE_QUOTE_RE, WIDTH_MAP
 
 _WHITESPACE_RE = re.compile(r"\s+")
 _ASCII_WHITESPACE_RE = re.compile(r"[ \t\n\r\f\v]+")
 
 
 def _trigger_class() -> re.Pattern[str]:
-    """One character class of everything some ftfy fixer (other than fix_encoding) acts on."""
+    """One character class of everything some ftfy fixer (other than fix_encoding and unescape_html) acts on.
+
+    unescape_html is checked apart (`_has_html_entity`): it changes only text matching ftfy's own
+    HTML_ENTITY_RE, and a bare "&" ("R&D", "A & B") is common in abstracts."""
     codepoints: set[int] = set(CONTROL_CHARS) | set(LIGATURES) | set(WIDTH_MAP)
     codepoints |= set(range(0x80, 0xA0))  # C1 controls (fix_c1_controls, NEXT LINE)
-    codepoints |= {ord("&"), 0x1B, ord("\r"), 0x2028, 0x2029}  # html entities, ANSI escapes, line breaks
+    codepoints |= {0x1B, ord("\r"), 0x2028, 0x2029}  # ANSI escapes, line breaks
     quote_chars = [chr(c) for c in range(0x2000, 0x2100) if SINGLE_QUOTE_RE.match(chr(c))]
     quote_chars += [chr(c) for c in range(0x2000, 0x2100) if DOUBLE_QUOTE_RE.match(chr(c))]
     codepoints |= {ord(c) for c in quote_chars} | {0x02BC}
@@ -67,9 +70,14 @@ def looks_like_mojibake(text: str) -> bool:
     return False
 
 
+def _has_html_entity(text: str) -> bool:
+    """Whether ftfy's unescape_html could change the text (it only rewrites HTML_ENTITY_RE matches)."""
+    return "&" in text and HTML_ENTITY_RE.search(text) is not None
+
+
 def ftfy_would_change(text: str) -> bool:
     """True when `ftfy.fix_text(text)` might differ from `text`; False only when it provably won't."""
-    if _FTFY_TRIGGER_RE.search(text):
+    if _FTFY_TRIGGER_RE.search(text) or _has_html_entity(text):
         return True
     if text.isascii():
         return False
@@ -86,7 +94,7 @@ def clean_text(text: str) -> str:
 
     Most text from XML is already clean: one regex scan proves that and returns it stripped.
     """
-    if "  " not in text and not _SLOW_PATH_RE.search(text):
+    if "  " not in text and not _SLOW_PATH_RE.search(text) and not _has_html_entity(text):
         if text.isascii():
             return text.strip()
         if (

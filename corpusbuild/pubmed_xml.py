@@ -114,33 +114,17 @@ def _year(journal_issue) -> int | None:
 
 
 def _mesh(heading_list) -> list[dict]:
-    headings = []
-    for heading in heading_list.iterchildren("MeshHeading"):
-        descriptor = None
-        qualifiers = []
-        for part in heading:
-            tag = part.tag
-            if tag == "DescriptorName":
-                descriptor = part
-            elif tag == "QualifierName":
-                attributes = part.attrib
-                qualifiers.append(
-                    {
-                        "ui": attributes.get("UI"),
-                        "name": (part.text or "").strip(),
-                        "major": attributes.get("MajorTopicYN") == "Y",
-                    }
-                )
-        if descriptor is not None:
-            attributes = descriptor.attrib
-            headings.append(
-                {
-                    "ui": attributes.get("UI"),
-                    "name": (descriptor.text or "").strip(),
-                    "major": attributes.get("MajorTopicYN") == "Y",
-                    "qualifiers": qualifiers,
-                }
-            )
+    """MeSH headings with their qualifiers, in one C-level walk over the names only (the DTD puts
+    DescriptorName first in each MeshHeading, so a QualifierName belongs to the last descriptor)."""
+    headings: list[dict] = []
+    qualifiers: list[dict] = []
+    for part in heading_list.iter("DescriptorName", "QualifierName"):
+        entry = {"ui": part.get("UI"), "name": (part.text or "").strip(), "major": part.get("MajorTopicYN") == "Y"}
+        if part.tag == "DescriptorName":
+            qualifiers = entry["qualifiers"] = []
+            headings.append(entry)
+        elif headings:
+            qualifiers.append(entry)
     return headings
 
 
@@ -159,17 +143,28 @@ def _chemicals(chemical_list) -> list[dict]:
 
 
 def _article_fields(citation, pmid: int, line: int, skip_without_abstract: bool) -> RawArticle | SkippedRecord:
-    """One pass over the Article's children, then the citation's MeSH, chemicals and keywords.
+    """One pass over the citation's children, one over the Article's, then MeSH, chemicals and keywords.
 
     An article with no abstract is returned as SkippedRecord before any metadata is read when the
     caller will skip it anyway (a third or more of PubMed citations have no abstract).
     """
+    article = mesh_list = chemical_list = None
+    keyword_lists = []
+    for child in citation:  # one walk over the citation's children finds everything read below
+        tag = child.tag
+        if tag == "Article":
+            article = child
+        elif tag == "MeshHeadingList":
+            mesh_list = child
+        elif tag == "ChemicalList":
+            chemical_list = child
+        elif tag == "KeywordList":
+            keyword_lists.append(child)
     title = vernacular = ""
     sections: list[tuple[str | None, str]] = []
     journal = year = None
     languages: list[str] = []
     pub_types: list[dict] = []
-    article = _first(citation, "Article")
     if article is not None:
         abstract = _first(article, "Abstract")
         if abstract is not None:
@@ -194,17 +189,14 @@ def _article_fields(citation, pmid: int, line: int, skip_without_abstract: bool)
                 pub_types = [{"ui": pt.get("UI"), "name": _plain(pt)} for pt in child.iterchildren("PublicationType")]
     elif skip_without_abstract:
         return SkippedRecord(pmid=pmid, line=line, reason="no_abstract")
-    mesh: list[dict] = []
-    chemicals: list[dict] = []
-    keywords: list[str] = []
-    for child in citation:
-        tag = child.tag
-        if tag == "MeshHeadingList":
-            mesh = _mesh(child)
-        elif tag == "ChemicalList":
-            chemicals = _chemicals(child)
-        elif tag == "KeywordList":
-            keywords.extend(text for text in (_text(k).strip() for k in child.iterchildren("Keyword")) if text)
+    keywords = [
+        text
+        for keyword_list in keyword_lists
+        for text in (_text(k).strip() for k in keyword_list.iterchildren("Keyword"))
+        if text
+    ]
+    mesh = _mesh(mesh_list) if mesh_list is not None else []
+    chemicals = _chemicals(chemical_list) if chemical_list is not None else []
     return RawArticle(
         pmid=pmid,
         line=line,
@@ -270,6 +262,7 @@ def iter_pubmed_records(
             load_dtd=False,
             resolve_entities=False,
             huge_tree=True,
+            collect_ids=False,  # PubMed has no ID attributes; skip libxml2's ID table
         )
         for _event, element in context:
             if summary.root_tag is None:

@@ -50,6 +50,7 @@ TASK_MARKER = "task.json"
 REASONS_FILE = "reasons.json"
 ENGINE_FORMAT = 2  # bump when part files change shape, so old caches are not reused
 _FLUSH_BYTES = 8 << 20
+_COPY_BYTES = 4 << 20  # the most the reduce copies from a part in one read
 
 MapFunction = Callable[["FileTask", HashingReader, bytes, "PartWriter"], dict]
 
@@ -319,17 +320,32 @@ def run_shard_task(task: ShardTask) -> dict:
     try:
         with open(temp_path, "wb", buffering=1 << 20) as out:
 
+            pending = [-1, 0, 0]  # (part, start, end) of blocks read and written as one
+
+            def write_pending() -> None:
+                order, start, end = pending
+                if end > start:
+                    block = reader.read(order, start, end - start)
+                    out.write(block)
+                    digest.update(block)
+                    counts["snippets"] += block.count(b"\n")
+                    counts["bytes"] += len(block)
+                pending[:] = [-1, 0, 0]
+
             def emit(event: int) -> None:
-                """Write the document of a record event, or count the skip of a skip event."""
+                """Write the document of a record event, or count the skip of a skip event.
+
+                Winners whose blocks follow each other in one part (the common case: PubMed files are
+                sorted by PMID) are copied with one read, up to _COPY_BYTES at a time."""
                 if kinds[event] == EVENT_SKIP:
                     skipped[reasons[orders[event]][reason_codes[event]]] += 1
                     return
-                block = reader.read(orders[event], offsets[event], lengths[event])
-                out.write(block)
-                digest.update(block)
                 counts["documents"] += 1
-                counts["snippets"] += block.count(b"\n")
-                counts["bytes"] += len(block)
+                order, offset, length = orders[event], offsets[event], lengths[event]
+                if pending[0] != order or pending[2] != offset or pending[2] - pending[1] >= _COPY_BYTES:
+                    write_pending()
+                    pending[:] = [order, offset, offset]
+                pending[2] += length
 
             for first, end in zip(starts, ends, strict=True):
                 winner = first
@@ -362,6 +378,7 @@ def run_shard_task(task: ShardTask) -> dict:
                     counts["delete_unmatched"] += 1
                 else:
                     emit(winner)
+            write_pending()
             out.flush()
             os.fsync(out.fileno())
         os.replace(temp_path, final_path)

@@ -75,3 +75,17 @@ def test_mojibake_check_agrees_with_ftfy_is_bad():
         disagreements += bad != looks_like_mojibake(text)
     assert disagreements == 0
     assert 1_000 < found_bad < 49_000  # the sample exercises both answers
+
+
+def test_clean_text_matches_ftfy_on_seeded_random_strings():
+    """The fast path's triggers (HTML entities, quotes, mojibake, whitespace, NFC) never skip a text
+    ftfy would change: 10,000 seeded random strings dense in entity fragments and trigger characters."""
+    pieces = list("abcXYZ &;#.,-\n\t01") + ["&amp;", "&#39;", "&alpha;", "&x", "R&D", "&#x3b1;", "&;", "AT&T;"]
+    pieces += ["’", "“", "\u00a0", "Ã", "â€", "©", "ﬁ", "e\u0301", "\r", "\u2028", "α", "Ａ"]
+    rng = random.Random(20261123)
+    mismatches = []
+    for _ in range(10_000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 12)))
+        if clean_text(text) != reference_clean(text):
+            mismatches.append(text)
+    assert mismatches == []
