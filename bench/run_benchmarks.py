@@ -238,8 +238,8 @@ def main() -> None:
         f"- libraries: lxml {version('lxml')}, ftfy {version('ftfy')}, langchain-text-splitters "
         f"{version('langchain-text-splitters')}, pubmed-parser {version('pubmed-parser')}, isal {version('isal')}, "
         f"mwparserfromhell {version('mwparserfromhell')}",
-        f"- best of {args.repeats} runs each, runs interleaved; single-core rows pinned to one CPU; wall time of the whole process "
-        "(start-up included); peak RSS is the largest process's (wait4)",
+        f"- best of {args.repeats} runs each, runs interleaved; single-core rows pinned to one CPU; "
+        "wall time of the whole process (start-up included); peak RSS is the largest process's (wait4)",
         "",
     ]
     if "pubmed" in wanted:
