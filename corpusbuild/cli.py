@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import shlex
 import sys
@@ -11,6 +12,7 @@ import click
 from rich.markup import escape
 
 from corpusbuild.chunking import ChunkingParams, validate_chunking
+from corpusbuild.dumpsplit import RANGE_BYTES
 from corpusbuild.inputs import expand_inputs
 from corpusbuild.recipe import RecipeError, check_checksums, load_recipe, root_record
 from corpusbuild.report import BuildProgress, console, print_summary
@@ -58,6 +60,14 @@ def chunking_params(chunk_size: int, chunk_overlap: int, no_chunk: bool) -> Chun
     return ChunkingParams(chunk=not no_chunk, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
 
 
+def _split_function(source_kind, options: dict):
+    """The source's input splitter with the command's range size, if the source can split inputs."""
+    if source_kind.split_function is None:
+        return None
+    range_bytes = int(options.get("range_mb", RANGE_BYTES / 2**20) * 2**20)
+    return functools.partial(source_kind.split_function, range_bytes=range_bytes)
+
+
 def run_build(*, kind: str, source: str, inputs, params: dict, options: dict) -> BuildOutcome:
     """Build one source with progress bars and a summary; returns the outcome (the caller decides
     the exit status)."""
@@ -78,6 +88,7 @@ def run_build(*, kind: str, source: str, inputs, params: dict, options: dict) ->
                 keep_work=options["keep_work"],
                 on_duplicate=source_kind.on_duplicate,
                 position_name=source_kind.position_name,
+                split_function=_split_function(source_kind, options),
                 command=shlex.join(["corpusbuild", *sys.argv[1:]]),
                 callbacks=progress.callbacks(),
             )
@@ -123,6 +134,14 @@ def pubmed(inputs, chunk_size, chunk_overlap, no_chunk, keep_no_abstract, **opti
 
 @main.command()
 @build_options
+@click.option(
+    "--range-mb",
+    default=RANGE_BYTES / 2**20,
+    show_default=True,
+    type=click.FloatRange(0),
+    help="Split a dump of at least a quarter of this into ranges of about this many MB parsed in parallel "
+    "(multistream .bz2, by its index or stream headers, or plain .xml); 0 never splits.",
+)
 def wikipedia(inputs, chunk_size, chunk_overlap, no_chunk, **options) -> None:
     """Wikipedia pages-articles[-multistream].xml[.bz2] dumps to section-titled snippets.
 

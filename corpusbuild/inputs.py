@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bz2
 import glob
+import io
 import re
 import zlib
 from collections.abc import Sequence
@@ -80,3 +81,24 @@ def read_decompressed(raw: BinaryIO, magic: bytes, label: str) -> bytes:
         return decompressed(raw, magic).read()
     except (EOFError, OSError, zlib.error) as error:
         raise InputError(InputProblem(label, f"truncated or corrupt compressed stream ({error})")) from error
+
+
+class ChainedReader(io.RawIOBase):
+    """Several binary streams read one after the other as one (a dump range between its header and
+    closing tag)."""
+
+    def __init__(self, streams: list[BinaryIO]):
+        super().__init__()
+        self._streams = list(streams)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        while self._streams:
+            data = self._streams[0].read(len(buffer))
+            if data:
+                buffer[: len(data)] = data
+                return len(data)
+            self._streams.pop(0)
+        return 0

@@ -17,7 +17,7 @@ from typing import BinaryIO
 from lxml import etree
 
 from corpusbuild.errors import InputError, InputProblem
-from corpusbuild.xmltools import release
+from corpusbuild.xmltools import release, syntax_error_message
 
 ROOT_TAGS = ("PubmedArticleSet", "MedlineCitationSet")
 _RECORD_TAGS = ("PubmedArticle", "MedlineCitation", "PubmedBookArticle", "DeleteCitation")
@@ -327,7 +327,7 @@ def iter_pubmed_records(
         message = error.msg or str(error)
         if "Document is empty" in message or (summary.records == 0 and "no element found" in message):
             raise InputError(InputProblem(file_label, "empty file: no XML content", line=1)) from error
-        raise InputError(InputProblem(file_label, f"malformed XML: {message}", line=line)) from error
+        raise InputError(InputProblem(file_label, syntax_error_message(message), line=line)) from error
     except (EOFError, zlib.error, OSError) as error:  # gzip/bz2 raise EOFError or OSError
         raise InputError(
             InputProblem(

@@ -14,11 +14,13 @@ and ends byte-identical to an uninterrupted one.
 
 from __future__ import annotations
 
+import ctypes
 import fcntl
 import hashlib
 import multiprocessing
 import os
 import shutil
+import signal
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
@@ -31,6 +33,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from corpusbuild.dumpsplit import SplitPlan
 from corpusbuild.errors import InputError, InputProblem
 from medsnip import __version__
 from medsnip.buildrecord import (
@@ -170,13 +173,14 @@ class FileTask:
     parts_root: str
     num_shards: int
     params: dict
+    part: dict | None = None  # one byte range of a split input (corpusbuild.dumpsplit), else None
 
     @property
     def final_dir(self) -> Path:
         return Path(self.parts_root) / self.key
 
 
-def file_task_key(path: Path, num_shards: int, source: str, params: dict) -> str:
+def file_task_key(path: Path, num_shards: int, source: str, params: dict, part: dict | None = None) -> str:
     """Resume key of a map task: the input's identity (resolved path, size, mtime) and everything that
     shapes its parts. A changed input or parameter gives a new key, so stale parts are never reused."""
     stat = path.stat()
@@ -190,6 +194,8 @@ def file_task_key(path: Path, num_shards: int, source: str, params: dict) -> str
         "shards": num_shards,
         "params": params,
     }
+    if part is not None:
+        identity["range"] = [part["start"], part["end"]]
     return hashlib.sha256(orjson.dumps(identity, option=orjson.OPT_SORT_KEYS)).hexdigest()[:24]
 
 
@@ -202,9 +208,11 @@ def run_file_task(task: FileTask, map_function: MapFunction) -> dict:
     started = time.perf_counter()
     try:
         with open(task.path, "rb") as raw:
+            start = task.part["start"] if task.part else 0
+            raw.seek(start)
             magic = raw.read(4)
-            raw.seek(0)
-            reader = HashingReader(raw)
+            raw.seek(start)
+            reader = HashingReader(raw, task.part["end"] - start if task.part else None)
             writer = PartWriter(temp_dir, task.num_shards)
             outcome = map_function(task, reader, magic, writer)
             reader.drain()
@@ -319,7 +327,6 @@ def run_shard_task(task: ShardTask) -> dict:
     reader = BlockReader(blocks)
     try:
         with open(temp_path, "wb", buffering=1 << 20) as out:
-
             pending = [-1, 0, 0]  # (part, start, end) of blocks read and written as one
 
             def write_pending() -> None:
@@ -481,7 +488,9 @@ def _run_tasks(
                 return
         return
     context = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+    with ProcessPoolExecutor(
+        max_workers=workers, mp_context=context, initializer=_worker_start, initargs=(os.getpid(),)
+    ) as pool:
         pending: dict[Future, Any] = {pool.submit(function, task, *extra_args): task for task in tasks}
         try:
             while pending:
@@ -502,6 +511,9 @@ class BuildLocked(Exception):
     """Another build is writing to the same output folder."""
 
 
+_held_locks: set[int] = set()  # lock file descriptors this process holds (workers close their copies)
+
+
 @contextmanager
 def _exclusive(out_dir: Path):
     """Hold an exclusive lock on the output folder so two builds cannot interleave their shards."""
@@ -512,7 +524,32 @@ def _exclusive(out_dir: Path):
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError as error:
             raise BuildLocked(f"{out_dir}: another corpusbuild is writing to this folder") from error
-        yield
+        _held_locks.add(handle.fileno())
+        try:
+            yield
+        finally:
+            _held_locks.discard(handle.fileno())
+
+
+def _worker_start(parent: int) -> None:
+    """In each forked worker: drop the inherited copy of the folder lock (a flock lives as long as any
+    process holds its file), and die with the parent, so a killed build leaves no worker behind that
+    still writes or keeps the folder locked against the resumed run."""
+    for fd in _held_locks:
+        os.close(fd)
+    _held_locks.clear()
+    _die_with_parent(parent)
+
+
+def _die_with_parent(parent: int) -> None:
+    """Linux PR_SET_PDEATHSIG: the kernel sends SIGKILL to this process when its parent exits."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: workers end when they find the pool gone
+        pass
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os._exit(1)
 
 
 def run_sharded_build(*, out_dir: Path, **options) -> BuildOutcome:
@@ -536,13 +573,15 @@ def _run_build(
     keep_work: bool = True,
     on_duplicate: str = "replace",
     position_name: str = "record",
+    split_function: Callable[[Path, int], SplitPlan | None] | None = None,
     command: str = "",
     callbacks: BuildCallbacks | None = None,
 ) -> BuildOutcome:
     """Map every input, reduce every shard, publish; returns the build record written.
 
     `on_duplicate` says what two records with the same key mean: "replace" (a later version; PubMed)
-    or "error" (ids must be unique; the first is kept and the others reported).
+    or "error" (ids must be unique; the first is kept and the others reported). `split_function` may
+    cut one input into byte ranges parsed as separate tasks, in order (corpusbuild.dumpsplit).
     """
     if num_shards < 1:
         raise ValueError(f"--shards must be >= 1, got {num_shards}")
@@ -555,13 +594,18 @@ def _run_build(
     problems: list[dict] = [problem.to_dict() for problem in input_problems]
 
     tasks = []
+    plans: dict[str, SplitPlan] = {}
     for path in inputs:
         try:
-            key = file_task_key(path, num_shards, source, params)
+            plan = split_function(path, workers) if split_function else None
+            for part in plan.parts if plan else [None]:
+                key = file_task_key(path, num_shards, source, params, part)
+                tasks.append(FileTask(str(path), len(tasks), key, str(parts_root), num_shards, params, part))
         except OSError as error:  # vanished or unreadable since the inputs were listed
             problems.append(InputProblem(str(path), f"cannot read: {error.strerror or error}").to_dict())
             continue
-        tasks.append(FileTask(str(path), len(tasks), key, str(parts_root), num_shards, params))
+        if plan:
+            plans[str(path)] = plan
     if strict and problems:
         raise BuildAborted(InputProblem(**problems[0]))
     results, todo = _split_finished(tasks, load_finished_file_task, lambda task: task.order)
@@ -582,14 +626,11 @@ def _run_build(
     _run_tasks(todo, run_file_task, (map_function,), workers, on_file)
     map_seconds = time.perf_counter() - map_started
 
-    ordered = [results[task.order] for task in tasks]
+    ordered = _per_input([results[task.order] for task in tasks], plans)
     for result in ordered:
         problems.extend(result["problems"])
-    good = [
-        (task.order, str(task.final_dir))
-        for task, result in zip(tasks, ordered, strict=True)
-        if result["status"] == "ok"
-    ]
+    failed_paths = {result["path"] for result in ordered if result["status"] != "ok"}
+    good = [(task.order, str(task.final_dir)) for task in tasks if task.path not in failed_paths]
     reduce_key = hashlib.sha256(
         orjson.dumps({"parts": [Path(d).name for _, d in good], "shards": num_shards, "duplicates": on_duplicate})
     ).hexdigest()[:24]
@@ -646,6 +687,45 @@ def _run_build(
     return BuildOutcome(record=record, problems=problems)
 
 
+def _per_input(results: list[dict], plans: dict[str, SplitPlan]) -> list[dict]:
+    """One result per input file: the results of a split file's ranges folded into one (stats summed,
+    problems kept, the whole file's size and sha256 from its plan). A file fails if any range failed,
+    and then none of its ranges is used, as when it is parsed whole."""
+    merged: list[dict] = []
+    by_path: dict[str, dict] = {}
+    for result in results:
+        plan = plans.get(result["path"])
+        if plan is None:
+            merged.append(result)
+            continue
+        entry = by_path.get(result["path"])
+        if entry is None:
+            entry = {**result, "stats": {}, "problems": [], "seconds": 0.0, "ranges": len(plan.parts)}
+            by_path[result["path"]] = entry
+            entry.update(bytes=plan.size, sha256=plan.sha256)
+            merged.append(entry)
+        entry["problems"] = entry["problems"] + result["problems"]
+        entry["seconds"] = round(entry["seconds"] + result["seconds"], 3)
+        if result["status"] != "ok":
+            entry.update(status="failed", error=result.get("error"))
+        else:
+            entry["stats"] = _add_stats(entry["stats"], result["stats"])
+    return merged
+
+
+def _add_stats(total: dict, more: dict) -> dict:
+    """Numbers added key by key (nested dicts too); anything else keeps its first value."""
+    combined = dict(total)
+    for name, value in more.items():
+        if isinstance(value, dict):
+            combined[name] = _add_stats(combined.get(name, {}), value)
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            combined[name] = combined.get(name, 0) + value
+        else:
+            combined.setdefault(name, value)
+    return combined
+
+
 def _build_record(*, source, command, params, num_shards, ordered, outputs, problems, run) -> dict:
     skipped: Counter = Counter()
     for output in outputs:
@@ -698,6 +778,8 @@ def _input_entry(result: dict) -> dict:
         entry.update(bytes=result["bytes"], sha256=result["sha256"], stats=result["stats"])
     else:
         entry["error"] = result["error"]
+    if "ranges" in result:
+        entry["ranges"] = result["ranges"]  # parsed as this many byte ranges in parallel
     return entry
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from corpusbuild import jsonl, pubmed, statpearls, textbooks, wikipedia
 from corpusbuild.chunking import ChunkingParams
+from corpusbuild.dumpsplit import plan_dump_split
 from corpusbuild.inputs import order_inputs
 
 SOURCE_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
@@ -29,6 +30,7 @@ class SourceKind:
     named: bool = False  # the user names the source (ids are NAME:id:chunk), so the map task needs it
     order: Callable[[list[Path]], list[Path]] = list
     position_name: str = "record"
+    split_function: Callable | None = None  # cuts one big input into ranges parsed in parallel
 
     def params(self, chunking: ChunkingParams, source_name: str, **options) -> dict:
         """The build parameters: chunking, this kind's own options and, if named, the source name."""
@@ -50,7 +52,10 @@ KINDS: dict[str, SourceKind] = {
         ),
         SourceKind("statpearls", statpearls.SUFFIXES, statpearls.map_nxml_file, "error", "articles", named=True),
         SourceKind("textbooks", textbooks.SUFFIXES, textbooks.map_textbook_file, "error", "books"),
-        SourceKind("wikipedia", wikipedia.SUFFIXES, wikipedia.map_wikipedia_file, "replace", "pages"),
+        SourceKind(
+            "wikipedia", wikipedia.SUFFIXES, wikipedia.map_wikipedia_file, "replace", "pages",
+            split_function=plan_dump_split,
+        ),
         SourceKind(
             "jsonl", jsonl.SUFFIXES, jsonl.map_jsonl_file, "error", "documents",
             options=(("id_field", "_id"), ("title_field", "title"), ("text_field", "text")),

@@ -21,6 +21,7 @@ from corpusbuild.errors import InputError, InputProblem
 from corpusbuild.inputs import read_decompressed
 from corpusbuild.nxml import NxmlDocument, merge_short_paragraphs, parse_nxml
 from corpusbuild.shardbuild import EVENT_RECORD, FileTask, PartWriter
+from corpusbuild.xmltools import syntax_error_message
 from medsnip.buildrecord import HashingReader
 from medsnip.snippet import document_key, dumps_snippet, make_snippet, shard_of
 
@@ -50,7 +51,9 @@ def _documents(data: bytes, label: str) -> list[NxmlDocument]:
     try:
         root = etree.fromstring(data, _PARSER)
     except etree.XMLSyntaxError as error:
-        raise InputError(InputProblem(label, f"malformed XML: {error.msg}", line=error.lineno)) from error
+        raise InputError(
+            InputProblem(label, syntax_error_message(error.msg or str(error)), line=error.lineno)
+        ) from error
     try:
         return parse_nxml(root)
     except ValueError as error:

@@ -9,16 +9,19 @@ XML's declared encoding and byte-order mark are honoured by the XML parser.
 
 from __future__ import annotations
 
+import io
 import zlib
+from typing import BinaryIO
 
 from lxml import etree
 
 from corpusbuild.chunking import ChunkingParams
+from corpusbuild.dumpsplit import range_position
 from corpusbuild.errors import InputError, InputProblem
-from corpusbuild.inputs import decompressed
+from corpusbuild.inputs import ChainedReader, decompressed
 from corpusbuild.shardbuild import EVENT_RECORD, EVENT_SKIP, FileTask, PartWriter
 from corpusbuild.wikitext import is_disambiguation, wiki_sections
-from corpusbuild.xmltools import first_child, local_name, release
+from corpusbuild.xmltools import first_child, local_name, release, syntax_error_message
 from medsnip.buildrecord import HashingReader
 from medsnip.snippet import dumps_snippet, make_snippet, shard_of
 
@@ -44,8 +47,23 @@ def _require_mediawiki_root(root, label: str) -> None:
         raise InputError(InputProblem(label, f"not a MediaWiki dump: root element <{name}>", line=1))
 
 
+def dump_stream(task: FileTask, reader: HashingReader, magic: bytes) -> BinaryIO:
+    """The XML a task parses: the whole dump, or one range of a split dump framed as a dump of its own
+    (the dump's header before it unless it is the first, `</mediawiki>` after it unless it is the last)."""
+    body = decompressed(reader, magic)
+    part = task.part
+    if part is None:
+        return body
+    streams: list[BinaryIO] = [body]
+    if part["index"] > 0:
+        streams.insert(0, io.BytesIO(part["head"]))
+    if part["index"] < part["count"] - 1:
+        streams.append(io.BytesIO(b"</mediawiki>"))
+    return io.BufferedReader(ChainedReader(streams), buffer_size=1 << 16)
+
+
 def map_wikipedia_file(task: FileTask, reader: HashingReader, magic: bytes, writer: PartWriter) -> dict:
-    """Map task for one dump file: every main-namespace article becomes one document."""
+    """Map task for one dump file (or one range of it): every main-namespace article becomes one document."""
     params = ChunkingParams.from_dict(task.params)
     stats = {"documents_read": 0, "snippets": 0, "bad_records": 0}
     problems: list[dict] = []
@@ -53,7 +71,7 @@ def map_wikipedia_file(task: FileTask, reader: HashingReader, magic: bytes, writ
     last_line = 0
     try:
         context = etree.iterparse(
-            decompressed(reader, magic), events=("end",), tag="{*}page", huge_tree=True, no_network=True
+            dump_stream(task, reader, magic), events=("end",), tag="{*}page", huge_tree=True, no_network=True
         )
         for position, (_event, page) in enumerate(context):
             pages += 1
@@ -67,17 +85,24 @@ def map_wikipedia_file(task: FileTask, reader: HashingReader, magic: bytes, writ
     except etree.XMLSyntaxError as error:
         message = error.msg or str(error)
         if "Document is empty" in message or (pages == 0 and "no element found" in message):
-            raise InputError(InputProblem(task.path, "empty file: no XML content", line=1)) from error
-        raise InputError(InputProblem(task.path, f"malformed XML: {message}", line=error.lineno)) from error
+            raise InputError(problem_at(task, "empty file: no XML content", 1)) from error
+        raise InputError(problem_at(task, syntax_error_message(message), error.lineno)) from error
     except (EOFError, OSError, zlib.error) as error:
-        raise InputError(
-            InputProblem(task.path, f"truncated or corrupt compressed stream ({error})", line=last_line or None)
-        ) from error
+        message = f"truncated or corrupt compressed stream ({error})"
+        raise InputError(problem_at(task, message, last_line or None)) from error
     return {"stats": stats, "problems": problems}
 
 
 def _text_of(element) -> str:
     return (element.text or "") if element is not None else ""
+
+
+def problem_at(task: FileTask, message: str, line: int | None, element: str | None = None) -> InputProblem:
+    """A problem at `line` of the XML the task parsed, placed in the file (see range_position)."""
+    if task.part is None:
+        return InputProblem(task.path, message, line=line, element=element)
+    line, where = range_position(task.part, line)
+    return InputProblem(task.path, message, line=line, element=f"{element}, {where}" if element else where)
 
 
 def _one_page(task, page, position, params, stats, problems, writer) -> None:
@@ -86,7 +111,7 @@ def _one_page(task, page, position, params, stats, problems, writer) -> None:
     if not page_id.isdigit():
         stats["bad_records"] += 1
         message = f"page {title!r}: id {page_id!r} is not a number"
-        problems.append(InputProblem(task.path, message, line=page.sourceline, element="page").to_dict())
+        problems.append(problem_at(task, message, page.sourceline, "page").to_dict())
         return
     shard, key = shard_of(page_id, task.num_shards), int(page_id)
     namespace = first_child(page, "ns")

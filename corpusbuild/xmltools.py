@@ -1,4 +1,5 @@
-"""Small lxml helpers the XML readers share: namespace-blind child lookup and the iterparse release."""
+"""Small lxml helpers the XML readers share: namespace-blind child lookup, the iterparse release and
+the wording of parse errors."""
 
 from __future__ import annotations
 
@@ -30,3 +31,17 @@ def release(element) -> None:
     if parent is not None:
         while element.getprevious() is not None:
             del parent[0]
+
+
+_ENCODING_ERRORS = ("Invalid bytes in character encoding", "not proper UTF-8", "Char 0x0 out of allowed range")
+
+
+def syntax_error_message(message: str) -> str:
+    """What an lxml parse error means to the user: bytes that do not fit the declared encoding are
+    called that (libxml2 says "Invalid bytes in character encoding"), anything else is malformed XML."""
+    if any(marker in message for marker in _ENCODING_ERRORS):
+        return (
+            "wrong encoding: these bytes are not valid in the encoding the XML declares (UTF-8 when it "
+            f"declares none); re-encode the file or correct its <?xml encoding?> ({message})"
+        )
+    return f"malformed XML: {message}"

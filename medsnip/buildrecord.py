@@ -41,19 +41,25 @@ class HashingReader(io.RawIOBase):
     """A read-only binary stream that hashes exactly the bytes handed out.
 
     Lets a parser compute an input's sha256 in the same pass that parses it; decompressors wrap it
-    like any raw file (it implements readinto).
+    like any raw file (it implements readinto). With `limit`, it ends after that many bytes (one range
+    of a split input).
     """
 
-    def __init__(self, raw: BinaryIO):
+    def __init__(self, raw: BinaryIO, limit: int | None = None):
         super().__init__()
         self._raw = raw
         self._digest = hashlib.sha256()
+        self._limit = limit
         self.bytes_read = 0
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, buffer) -> int:
+        if self._limit is not None:
+            buffer = memoryview(buffer)[: max(0, self._limit - self.bytes_read)]
+            if not len(buffer):
+                return 0
         count = self._raw.readinto(buffer)
         if count:
             self._digest.update(memoryview(buffer)[:count])

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 from medsnip.buildrecord import read_build_record
@@ -29,3 +33,22 @@ def record_without_run(directory: Path) -> dict:
     record.pop("run")
     record.pop("command")
     return record
+
+
+def start_corpusbuild(kind: str, inputs: list[Path], out: Path, *extra) -> subprocess.Popen:
+    """corpusbuild as a separate process (so a test can really kill it)."""
+    repo = Path(__file__).resolve().parents[1]
+    command = [sys.executable, "-m", "corpusbuild", kind, *map(str, inputs), "--out", str(out), "--quiet"]
+    command += [str(arg) for arg in extra]
+    return subprocess.Popen(command, cwd=repo, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def kill_when(process: subprocess.Popen, ready, timeout: float = 120.0) -> None:
+    """SIGKILL the process as soon as `ready()` holds (it must still be running then)."""
+    deadline = time.monotonic() + timeout
+    while not ready():
+        assert process.poll() is None, "the build finished before it could be killed"
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+    process.send_signal(signal.SIGKILL)
+    process.wait()

@@ -6,16 +6,13 @@ from __future__ import annotations
 import gzip
 import os
 import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from conftest import REPO
 from corpusbuild.scaleup import write_scaled_pubmed
-from helpers import by_pmid, record_without_run, shard_bytes
+from helpers import by_pmid, kill_when, record_without_run, shard_bytes, start_corpusbuild
 from medsnip.buildrecord import read_build_record
 
 SAMPLE_FILES = ("pubmed1.xml", "pubmed4.xml", "pubmed5.xml")
@@ -144,20 +141,8 @@ def _scaled_inputs(folder: Path, pubmed_samples: Path) -> list[Path]:
     return paths
 
 
-def _start(inputs: list[Path], out: Path, shards: int) -> subprocess.Popen:
-    command = [sys.executable, "-m", "corpusbuild", "pubmed", *map(str, inputs), "--out", str(out)]
-    command += ["--shards", str(shards), "--workers", "1", "--quiet"]
-    return subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-
-def _kill_when(process: subprocess.Popen, ready, timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not ready():
-        assert process.poll() is None, "the build finished before it could be killed"
-        assert time.monotonic() < deadline
-        time.sleep(0.005)
-    process.send_signal(signal.SIGKILL)
-    process.wait()
+def _start(inputs: list[Path], out: Path, shards: int):
+    return start_corpusbuild("pubmed", inputs, out, "--shards", shards, "--workers", 1)
 
 
 @pytest.mark.parametrize("phase", ["parse", "merge"])
@@ -171,9 +156,9 @@ def test_killed_run_resumes_to_the_identical_result(tmp_path, pubmed_samples, ph
     process = _start(inputs, out, shards)
     work = out / ".work"
     if phase == "parse":
-        _kill_when(process, lambda: len(list(work.glob("parts/*/task.json"))) >= 1)
+        kill_when(process, lambda: len(list(work.glob("parts/*/task.json"))) >= 1)
     else:
-        _kill_when(process, lambda: len(list(work.glob("reduce/*/*.done.json"))) >= 1)
+        kill_when(process, lambda: len(list(work.glob("reduce/*/*.done.json"))) >= 1)
     assert process.returncode == -signal.SIGKILL
     assert not (out / "build.json").exists()
     assert list(out.glob("shard-*")) == []  # nothing partial under a final name
