@@ -1,6 +1,6 @@
 """Real Wikipedia pages re-issued under new page ids, to make benchmark-sized dumps without
-inventing text (the repo ships a 206-page enwiki slice), as a plain bz2 dump or as a multistream
-dump with its index, laid out as Wikimedia publishes them."""
+inventing text (the repo ships a 206-page enwiki slice): multistream dumps with their index, laid out
+as Wikimedia publishes them."""
 
 from __future__ import annotations
 
@@ -30,18 +30,6 @@ def _scaled_pages(source: Path, copies: int, id_offset: int) -> Iterator[tuple[b
             if clone.findtext("{*}ns") == "0" and clone.find("{*}redirect") is None:
                 chars = len(clone.findtext("{*}revision/{*}text") or "")
             yield etree.tostring(clone, encoding="UTF-8"), int(page_id.text), clone.findtext("{*}title"), chars
-
-
-def write_scaled_dump(source: Path, out: Path, copies: int, id_offset: int) -> int:
-    """One bz2 stream, like `pages-articles.xml.bz2`; returns the article wikitext characters written."""
-    chars = 0
-    with bz2.open(out, "wb") as handle:
-        handle.write(HEADER)
-        for page_xml, _page_id, _title, page_chars in _scaled_pages(source, copies, id_offset):
-            handle.write(page_xml)
-            chars += page_chars
-        handle.write(FOOTER)
-    return chars
 
 
 def multistream_index_path(dump: Path) -> Path:
