@@ -12,8 +12,8 @@ setup: $(STAMP)
 # torch is pinned to the CPU build that pip finds on this kind of machine; an unpinned torch pulls CUDA.
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check torch==2.13.0
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,bench]'
+	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints-cpu.txt torch
+	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints-cpu.txt -e '.[dev,bench]'
 	touch $(STAMP)
 
 demo: setup

