@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: setup
-	$(PY) -m corpusbuild.demo --out $(DEMO_OUT)
+	$(PY) -m medsnip.demo --out $(DEMO_OUT)
 
 test: setup
 	$(PY) -m pytest -q tests

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from indexer.corpus import Corpus, LineageError
-from indexer.jvm import anserini_jar, anserini_version, lucene_version, start_jvm
+from indexer.jvm import JVM_QUIET_OPTIONS, anserini_jar, anserini_version, lucene_version, start_jvm
 from medsnip.buildrecord import RECORD_SCHEMA, read_build_record, tool_identity, write_build_record
 
 STAGE = "indexer.bm25"
@@ -33,7 +33,7 @@ def java_binary() -> str:
 def index_collection_command(input_dir: Path, index_dir: Path, threads: int) -> list[str]:
     """Anserini's IndexCollection over a folder of JSON-lines files (also what the benchmark runs)."""
     return [
-        java_binary(), "-cp", str(anserini_jar()), "io.anserini.index.IndexCollection",
+        java_binary(), *JVM_QUIET_OPTIONS, "-cp", str(anserini_jar()), "io.anserini.index.IndexCollection",
         "-collection", "JsonCollection", "-generator", "DefaultLuceneDocumentGenerator",
         "-input", str(input_dir), "-index", str(index_dir), "-threads", str(threads), *INDEX_FLAGS,
     ]  # fmt: skip

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from medsnip.buildrecord import read_build_record, record_hash
+from medsnip.buildrecord import lineage_hash, read_build_record
 
 
 class LineageError(Exception):
@@ -29,7 +29,7 @@ class Corpus:
 
     path: Path
     record: dict
-    record_hash: str
+    record_hash: str  # lineage_hash of the build record: what the corpus is, not how a run went
     shards: tuple[Shard, ...]
 
     @property
@@ -60,24 +60,25 @@ class Corpus:
             if size != output["bytes"]:
                 raise LineageError(f"{shard_path}: {size} bytes, build.json says {output['bytes']}")
             shards.append(Shard(index, shard_path, output["records"], output["bytes"], output["sha256"]))
-        return cls(path, record, record_hash(path), tuple(shards))
+        return cls(path, record, lineage_hash(record), tuple(shards))
 
     def upstream(self) -> dict:
         """What an index built from this corpus records as its lineage."""
         return {
             "stage": self.record["stage"],
             "path": str(self.path.resolve()),
-            "record_sha256": self.record_hash,
+            "lineage_sha256": self.record_hash,
             "snippets": self.snippets,
             "shards": len(self.shards),
         }
 
     def check_lineage(self, upstream: dict, what: str) -> None:
         """Refuse an index/store whose recorded upstream is not this corpus."""
-        if upstream.get("record_sha256") != self.record_hash:
+        if upstream.get("lineage_sha256") != self.record_hash:
             raise LineageError(
-                f"{what} was built from a corpus whose build.json hash is {upstream.get('record_sha256')}, "
-                f"but {self.path} has {self.record_hash}: rebuild it from this corpus"
+                f"{what} was built from a corpus whose lineage hash is {upstream.get('lineage_sha256')}, "
+                f"but {self.path} has {self.record_hash} (its shards or parameters changed): rebuild it from "
+                "this corpus"
             )
         if upstream.get("snippets") != self.snippets or upstream.get("shards") != len(self.shards):
             raise LineageError(

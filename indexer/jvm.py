@@ -14,6 +14,13 @@ import os
 from pathlib import Path
 
 _started = False
+# Lucene 9 on Java 25 maps index files through sun.misc.Unsafe and says so on every start; allow it
+# quietly, and keep Anserini's log at warnings.
+JVM_QUIET_OPTIONS = (
+    "--sun-misc-unsafe-memory-access=allow",
+    "-Dlog4j2.level=warn",
+    f"-Djava.util.logging.config.file={Path(__file__).with_name('jul-logging.properties')}",
+)
 
 
 def anserini_jar() -> Path:
@@ -46,7 +53,7 @@ def start_jvm(max_heap: str | None = None) -> None:
         jnius_config.add_classpath(str(anserini_jar()))
         if max_heap:
             jnius_config.add_options(f"-Xmx{max_heap}")
-        jnius_config.add_options("-Dlog4j2.level=warn")
+        jnius_config.add_options(*JVM_QUIET_OPTIONS)
     import jnius  # noqa: F401  (starts the JVM)
 
     _started = True

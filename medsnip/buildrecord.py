@@ -120,6 +120,20 @@ def read_build_record(directory: Path) -> dict[str, Any]:
     return record
 
 
+LINEAGE_FIELDS = ("schema", "stage", "source", "params", "inputs", "outputs", "counts", "upstream", "encoder")
+
+
+def lineage_hash(record: dict) -> str:
+    """sha256 of what a build *is* (stage, parameters, inputs, outputs with their checksums, counts),
+    not of how one run went (timings, command line, reuse counts): rebuilding a corpus to the same
+    bytes keeps its indexes valid, while any change to a shard or a parameter changes the hash."""
+    identity = orjson.loads(orjson.dumps({name: record.get(name) for name in LINEAGE_FIELDS}))  # a copy
+    for entry in identity.get("inputs") or []:
+        if isinstance(entry, dict):
+            entry.pop("ranges", None)  # how many ranges a split input was parsed in depends on --workers
+    return hashlib.sha256(orjson.dumps(identity, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
 def record_hash(directory: Path) -> str:
     """sha256 of a directory's build.json: what downstream records cite as lineage."""
     return sha256_file(directory / BUILD_RECORD)[0]

@@ -154,9 +154,9 @@ def test_indexes_refuse_another_corpus_and_another_encoder(dense_dir, corpus_dir
     result = run_corpusbuild("jsonl", BEIR / "corpus.jsonl", "--source", "pubmedqa", "--out", other,
                              "--shards", SHARDS, "--workers", 1, "--quiet")  # chunked: another corpus  # fmt: skip
     assert result.exit_code == 0
-    with pytest.raises(LineageError, match="built from a corpus whose build.json hash"):
+    with pytest.raises(LineageError, match="built from a corpus whose lineage hash"):
         BM25Index.open(corpus_dir / "bm25", other)
-    with pytest.raises(LineageError, match="built from a corpus whose build.json hash"):
+    with pytest.raises(LineageError, match="built from a corpus whose lineage hash"):
         DenseIndex.open(dense_dir, other)
     index = DenseIndex.open(dense_dir)
     mean_as_cls = DenseEncoder(preset("minilm", pooling="cls"))

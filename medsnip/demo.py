@@ -1,4 +1,5 @@
-"""`make demo`: build every bundled real sample source from manifests/demo.toml and show what came out."""
+"""`make demo`: build every bundled real sample source from manifests/demo.toml, show what came out,
+then build (or reuse, when their lineage still matches) each source's store, BM25 and dense indexes."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
+from rich.table import Table
 
 from corpusbuild.cli import main as corpusbuild_main
 from corpusbuild.verify import verify_build
+from indexer.corpus import Corpus, LineageError
 from medsnip.snippet import SHARD_GLOB, iter_snippets
 
 REPO = Path(__file__).resolve().parents[1]
@@ -66,6 +69,50 @@ def main() -> None:
     for snippet_id in EXAMPLE_IDS:
         show_snippet(console, wanted[snippet_id])
     console.print(f"corpus root: {args.out} (build.json lists every source's record)")
+    build_indexes(console, args.out, sources)
+
+
+def _size_mb(path: Path) -> float:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 1e6
+
+
+def _usable(open_index) -> bool:
+    """Whether an index opens and matches its corpus (else the demo rebuilds it)."""
+    try:
+        open_index()
+    except (LineageError, FileNotFoundError, OSError, KeyError):
+        return False
+    return True
+
+
+def build_indexes(console: Console, root: Path, sources: tuple[str, ...]) -> None:
+    """Store, BM25 and dense (minilm) for every source; reused when they still match their corpus."""
+    from indexer.bm25 import BM25Index, build_bm25
+    from indexer.dense import DenseIndex, build_dense
+    from indexer.encoders import DenseEncoder, preset
+    from indexer.store import SnippetStore, build_store
+
+    console.rule("indexer: store, BM25 and dense (all-MiniLM-L6-v2, bundled) for every source")
+    encoder = None
+    table = Table("source", "snippets", "store MB", "bm25 MB", "dense-minilm MB", "built now")
+    for source in sources:
+        corpus = Corpus.open(root / source)
+        built = []
+        if not _usable(lambda corpus=corpus: SnippetStore(corpus.path / "store", corpus).close()):
+            build_store(corpus, corpus.path / "store")
+            built.append("store")
+        if not _usable(lambda corpus=corpus: BM25Index(corpus.path / "bm25", corpus).close()):
+            build_bm25(corpus, corpus.path / "bm25", threads=2)
+            built.append("bm25")
+        if not _usable(lambda corpus=corpus: DenseIndex(corpus.path / "dense-minilm", corpus)):
+            if encoder is None:
+                encoder = DenseEncoder(preset("minilm"))
+            console.print(f"embedding {corpus.snippets:,} {source} snippets on CPU (about 20 per second here)")
+            build_dense(corpus, corpus.path / "dense-minilm", encoder, batch_size=64, log=console.print)
+            built.append("dense")
+        table.add_row(source, f"{corpus.snippets:,}", *(f"{_size_mb(corpus.path / name):.1f}"
+                      for name in ("store", "bm25", "dense-minilm")), ", ".join(built) or "reused")  # fmt: skip
+    console.print(table)
 
 
 if __name__ == "__main__":
