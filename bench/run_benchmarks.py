@@ -222,15 +222,36 @@ def chunker_section() -> list[str]:
     ]
 
 
+def indexer_sections(args) -> list[str]:
+    """BM25, embedding and FAISS numbers on the PubMed benchmark file's snippets."""
+    import indexer_bench
+
+    source = args.work / "pubmed25n0001.xml.gz"
+    if not source.exists():
+        write_scaled_pubmed(sorted((REPO / "samples" / "pubmed").iterdir()), source, RECORDS_PER_FILE, 40_000_000)
+    corpus = args.work / "indexer-corpus"
+    if not (corpus / "build.json").is_file():
+        subprocess.run(ours([source], corpus, 2), check=True, cwd=REPO)
+    print("indexer: bm25", flush=True)
+    lines = indexer_bench.bm25_section(corpus, args.work, min(args.repeats, 3))
+    print("indexer: embedding", flush=True)
+    embedding_lines, vectors, queries = indexer_bench.embedding_section(corpus, 2_000)
+    print("indexer: faiss", flush=True)
+    return lines + embedding_lines + indexer_bench.faiss_section(vectors, queries)
+
+
+SECTIONS = ("pubmed", "wikipedia", "chunker", "indexer")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks.md")
     parser.add_argument("--work", type=Path, default=REPO / "bench" / "work")
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--only", choices=["pubmed", "wikipedia", "chunker"], action="append")
+    parser.add_argument("--only", choices=SECTIONS, action="append")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
-    wanted = args.only or ["pubmed", "wikipedia", "chunker"]
+    wanted = args.only or list(SECTIONS)
     lines = [
         "# Benchmarks",
         "",
@@ -239,7 +260,8 @@ def main() -> None:
         f"- machine: {os.cpu_count()} cores, {cpu_model()}; Python {platform.python_version()}",
         f"- libraries: lxml {version('lxml')}, ftfy {version('ftfy')}, langchain-text-splitters "
         f"{version('langchain-text-splitters')}, pubmed-parser {version('pubmed-parser')}, isal {version('isal')}, "
-        f"mwparserfromhell {version('mwparserfromhell')}",
+        f"mwparserfromhell {version('mwparserfromhell')}, pyserini {version('pyserini')}, faiss-cpu "
+        f"{version('faiss-cpu')}, torch {version('torch')}, transformers {version('transformers')}",
         f"- best of {args.repeats} runs each, runs interleaved; single-core rows pinned to one CPU; "
         "wall time of the whole process (start-up included); peak RSS is the largest process's (wait4)",
         "",
@@ -250,6 +272,8 @@ def main() -> None:
         lines += wikipedia_section(args)
     if "chunker" in wanted:
         lines += chunker_section()
+    if "indexer" in wanted:
+        lines += indexer_sections(args)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(lines), encoding="utf-8")
     print("\n".join(lines))
