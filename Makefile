@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.medsnip-installed
 DEMO_OUT ?= build/demo
 
-.PHONY: setup demo test bench lint clean
+.PHONY: setup demo test bench lint clean proto
 
 setup: $(STAMP)
 
@@ -31,3 +31,8 @@ lint: setup
 
 clean:
 	rm -rf build .pytest_cache
+
+# Regenerate the gRPC code of protos/medsnip/v1/search.proto into medsnip/v1/ (checked in; a test
+# fails when it is out of date).
+proto: setup
+	$(PY) -m grpc_tools.protoc -Iprotos --python_out=. --grpc_python_out=. --pyi_out=. protos/medsnip/v1/search.proto

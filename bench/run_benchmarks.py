@@ -240,7 +240,17 @@ def indexer_sections(args) -> list[str]:
     return lines + embedding_lines + indexer_bench.faiss_section(vectors, queries)
 
 
-SECTIONS = ("pubmed", "wikipedia", "chunker", "indexer")
+def searchd_sections(args) -> list[str]:
+    """searchd over the demo corpus root (built by `make demo`, with its indexes)."""
+    import searchd_bench
+
+    root = REPO / "build" / "demo"
+    if not all((root / source / "dense-minilm" / "build.json").is_file() for source in ("pubmed", "wikipedia")):
+        subprocess.run([sys.executable, "-m", "medsnip.demo", "--out", str(root)], check=True, cwd=REPO)
+    return searchd_bench.searchd_section(root)
+
+
+SECTIONS = ("pubmed", "wikipedia", "chunker", "indexer", "searchd")
 
 
 def main() -> None:
@@ -274,6 +284,8 @@ def main() -> None:
         lines += chunker_section()
     if "indexer" in wanted:
         lines += indexer_sections(args)
+    if "searchd" in wanted:
+        lines += searchd_sections(args)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(lines), encoding="utf-8")
     print("\n".join(lines))

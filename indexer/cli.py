@@ -147,7 +147,10 @@ def dense(corpus_dir: Path, out: Path | None, batch_size: int, index_factory: st
 @click.option("--judge-by", default="doc_id", show_default=True, type=click.Choice(["doc_id", "id"]),
               help="Match qrels against document ids (best chunk counts) or snippet ids.")  # fmt: skip
 @click.option("--threads", default=1, show_default=True, type=click.IntRange(1))
-def evaluate_command(corpus_dir, queries, qrels, retriever, index_dir, run_path, k, judge_by, threads) -> None:
+@click.option("--k1", type=float, help="BM25 k1 for this run [default: the index's, 0.9].")
+@click.option("--b", "b_param", type=float, help="BM25 b for this run [default: the index's, 0.4].")
+def evaluate_command(corpus_dir, queries, qrels, retriever, index_dir, run_path, k, judge_by, threads, k1,
+                     b_param) -> None:  # fmt: skip
     """Write a TREC run for QUERIES and print nDCG@10 and Recall@100 against QRELS."""
     from indexer.evaluate import doc_ids_of, evaluate, read_qrels, read_queries, write_trec_run
     from indexer.store import SnippetStore
@@ -161,7 +164,7 @@ def evaluate_command(corpus_dir, queries, qrels, retriever, index_dir, run_path,
             from indexer.bm25 import BM25Index
 
             index = BM25Index(index_dir or corpus_dir / "bm25", corpus)
-            hits = index.search(texts, k, threads=threads)
+            hits = index.search(texts, k, threads=threads, k1=k1, b=b_param)
         else:
             from indexer.dense import DenseIndex
             from indexer.encoders import DenseEncoder
@@ -170,7 +173,7 @@ def evaluate_command(corpus_dir, queries, qrels, retriever, index_dir, run_path,
             if not candidates:
                 _fail(f"{corpus_dir}: no dense index (run `indexer dense` first)")
             index = DenseIndex(candidates[0], corpus)
-            index.encoder = DenseEncoder(index.spec, load_queries=True)
+            index.encoder = DenseEncoder(index.spec, queries_only=True)
             index.check_encoder(index.encoder)
             hits = index.search(texts, k)
         store_handle = SnippetStore(corpus_dir / "store", corpus) if judge_by == "doc_id" else None

@@ -114,7 +114,7 @@ def build_dense(corpus: Corpus, out: Path, encoder: DenseEncoder, *, index_facto
     index_started = time.perf_counter()
     template = faiss.index_factory(dimension, index_factory, _metric(metric))
     if not template.is_trained:
-        template.train(_training_sample(out, corpus, dimension))
+        template = _train(template, _training_sample(out, corpus, dimension))
     shard_entries = []
     for shard in corpus.shards:
         vectors = np.load(out / _emb_name(shard.index)).astype(np.float32)
@@ -136,7 +136,7 @@ def build_dense(corpus: Corpus, out: Path, encoder: DenseEncoder, *, index_facto
         "encoder": identity,
         "params": {"index_factory": index_factory, "metric": metric, "batch_size": batch_size,
                    "train_sample_seed": TRAIN_SAMPLE_SEED, "train_sample_max": TRAIN_SAMPLE_MAX,
-                   "embeddings_dtype": "float16", "device": encoder.documents.device},
+                   "embeddings_dtype": "float16", "device": encoder.device},
         "engine": {"faiss": faiss.__version__},
         "shards": shard_entries,
         "counts": {"vectors": sum(entry["rows"] for entry in shard_entries),
@@ -148,6 +148,24 @@ def build_dense(corpus: Corpus, out: Path, encoder: DenseEncoder, *, index_facto
     if log:
         log(f"dense: {record['counts']['vectors']:,} vectors ({index_factory}, {metric}) -> {out}")
     return record
+
+
+def _train(index, sample: np.ndarray):
+    """Train on the GPUs when faiss-gpu sees any (k-means is the slow part), else on the CPU; the
+    trained index comes back as a CPU index either way."""
+    import faiss
+
+    gpus = faiss.get_num_gpus() if hasattr(faiss, "get_num_gpus") else 0
+    if gpus:
+        try:
+            on_gpu = faiss.index_cpu_to_all_gpus(index)
+        except RuntimeError:  # a type faiss-gpu does not implement: train it on the CPU
+            on_gpu = None
+        if on_gpu is not None:
+            on_gpu.train(sample)
+            return faiss.index_gpu_to_cpu(on_gpu)
+    index.train(sample)
+    return index
 
 
 class DenseIndex:

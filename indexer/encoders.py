@@ -171,27 +171,37 @@ class TextEncoder:
 
 
 class DenseEncoder:
-    """The snippet and query sides of an EncoderSpec."""
+    """The snippet and query sides of an EncoderSpec (`queries_only` loads just the query side: what a
+    search server needs; a two-encoder model then never loads its snippet encoder)."""
 
-    def __init__(self, spec: EncoderSpec, device: str = "auto", fp16: bool = False, load_queries: bool = True):
+    def __init__(self, spec: EncoderSpec, device: str = "auto", fp16: bool = False, queries_only: bool = False):
         self.spec = spec
-        self.documents = TextEncoder(spec.model, spec.pooling, spec.max_length, spec.normalize, device, fp16)
-        if spec.query_model and load_queries:
+        self.documents: TextEncoder | None = None
+        if not (queries_only and spec.query_model):
+            self.documents = TextEncoder(spec.model, spec.pooling, spec.max_length, spec.normalize, device, fp16)
+        if spec.query_model:
             self.queries = TextEncoder(spec.query_model, spec.pooling, spec.query_max_length, spec.normalize,
                                        device, fp16)  # fmt: skip
         else:
             self.queries = self.documents
 
+    @property
+    def device(self) -> str:
+        return self.queries.device
+
     def identity(self) -> dict:
-        """What build.json records and what a searcher must match."""
+        """What build.json records and what a searcher must match (computed once: it hashes weights)."""
+        if getattr(self, "_identity", None) is not None:
+            return dict(self._identity)
         identity = {
             **self.spec.to_dict(),
-            "weights_sha256": weights_sha256(self.documents.model_dir),
-            "dimension": self.documents.dimension,
+            "weights_sha256": weights_sha256(resolve_model_dir(self.spec.model)),
+            "dimension": self.queries.dimension,
         }
         if self.spec.query_model:
             identity["query_weights_sha256"] = weights_sha256(self.queries.model_dir)
-        return identity
+        self._identity = identity
+        return dict(identity)
 
     def snippet_inputs(self, snippets: list[dict]) -> list:
         if self.spec.pair_input:
@@ -199,6 +209,8 @@ class DenseEncoder:
         return [s["contents"] for s in snippets]
 
     def encode_snippets(self, snippets: list[dict], batch_size: int = 32) -> np.ndarray:
+        if self.documents is None:
+            raise ValueError("this encoder was loaded with queries_only")
         return self.documents.encode(self.snippet_inputs(snippets), batch_size)
 
     def encode_queries(self, queries: list[str], batch_size: int = 64) -> np.ndarray:

@@ -70,6 +70,43 @@ def main() -> None:
         show_snippet(console, wanted[snippet_id])
     console.print(f"corpus root: {args.out} (build.json lists every source's record)")
     build_indexes(console, args.out, sources)
+    serve_and_query(console, args.out)
+
+
+DEMO_QUERIES = (  # real questions: PubMedQA (samples/ir), and two of the kind MedQA asks
+    "Is anorectal endosonography valuable in dyschesia?",
+    "What is the mechanism of action of metformin in type 2 diabetes?",
+    "Which genes are associated with autism spectrum disorder?",
+)
+
+
+def serve_and_query(console: Console, root: Path) -> None:
+    """Start searchd on a free loopback port, wait for SERVING, run the demo queries, stop it."""
+    import signal
+
+    from searchd.client import SearchClient
+    from searchd.launch import start_background_server
+
+    console.rule("searchd: hybrid BM25 + dense search over every source, fused by RRF (k=60)")
+    process, address = start_background_server(root)
+    try:
+        with SearchClient(address) as client:
+            info = client.info()
+            console.print(f"searchd {info.server_version} on {address}: "
+                          + ", ".join(f"{c.name} ({c.snippets:,})" for c in info.corpora))  # fmt: skip
+            for question in DEMO_QUERIES:
+                response = client.search(question, k=5)
+                table = Table("#", "RRF", "id", "ranks (corpus/retriever)", "title / content",
+                              title=f"{question}  [{response.took_ms:.0f} ms]")  # fmt: skip
+                for hit in response.hits:
+                    ranks = ", ".join(f"{r.corpus}/{r.retriever} {r.rank}" for r in hit.retrievers)
+                    table.add_row(str(hit.rank), f"{hit.score:.4f}", escape(hit.id), escape(ranks),
+                                  f"[bold]{escape(hit.title)}[/bold]\n{escape(hit.content[:200])}...")  # fmt: skip
+                console.print(table)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        status = process.wait(timeout=60)
+    console.print(f"searchd stopped (exit status {status}); request log: {process.log_path}")
 
 
 def _size_mb(path: Path) -> float:

@@ -1,7 +1,198 @@
-"""`searchd` command line."""
+"""`searchd` command line: serve a corpus root over gRPC, query it, run a batch into a TREC run."""
 
-from medsnip.pending import not_built_yet
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from medsnip import __version__
+
+console = Console(stderr=True)
 
 
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="searchd")
 def main() -> None:
-    not_built_yet("searchd", "the gRPC hybrid-search daemon lands with the searchd issue")
+    """Hybrid BM25 + dense search over medsnip corpora, served over gRPC."""
+
+
+@main.command()
+@click.option(
+    "--root",
+    required=True,
+    type=click.Path(path_type=Path, exists=True, file_okay=False),
+    help="Corpus root (ROOT/<source>/ with store/, bm25/, dense-*/).",
+)
+@click.option("--corpora", multiple=True, help="Serve only these corpora (repeatable) [default: all].")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface; loopback unless you open it.")
+@click.option("--port", default=50051, show_default=True, type=click.IntRange(0, 65535), help="0 picks a free port.")
+@click.option("--max-k", default=1000, show_default=True, type=click.IntRange(1))
+@click.option("--max-query-chars", default=4096, show_default=True, type=click.IntRange(1))
+@click.option("--max-batch", default=256, show_default=True, type=click.IntRange(1))
+@click.option(
+    "--max-in-flight",
+    default=64,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Calls served at once; more get RESOURCE_EXHAUSTED.",
+)
+@click.option("--tls-cert", type=click.Path(path_type=Path, exists=True, dir_okay=False))
+@click.option("--tls-key", type=click.Path(path_type=Path, exists=True, dir_okay=False))
+@click.option(
+    "--token-file",
+    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    help="Require 'authorization: Bearer <token>' on every call.",
+)
+@click.option("--port-file", type=click.Path(path_type=Path), help="Write the bound port here once serving.")
+@click.option("--device", default="auto", show_default=True, type=click.Choice(["auto", "cpu", "cuda"]))
+def serve(
+    root,
+    corpora,
+    host,
+    port,
+    max_k,
+    max_query_chars,
+    max_batch,
+    max_in_flight,
+    tls_cert,
+    tls_key,
+    token_file,
+    port_file,
+    device,
+) -> None:
+    """Load every index under ROOT once and serve Search, BatchSearch, GetSnippets and Info."""
+    from searchd.engine import SearchEngine, ServingError
+    from searchd.server import Limits, build_server, read_token, serve_forever
+
+    request_log = logging.getLogger("searchd")  # one JSON line per request, on stderr
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    request_log.addHandler(handler)
+    request_log.setLevel(logging.INFO)
+    if bool(tls_cert) != bool(tls_key):
+        raise click.UsageError("--tls-cert and --tls-key go together")
+    try:
+        engine = SearchEngine(root, list(corpora) or None, device=device)
+    except ServingError as error:
+        console.print(f"[red]refusing to start[/red]: {escape(str(error))}")
+        sys.exit(1)
+    token = read_token(token_file) if token_file else None
+    tls = (tls_key.read_bytes(), tls_cert.read_bytes()) if tls_cert else None
+    limits = Limits(max_k, max_query_chars, max_batch, max_in_flight)
+    server, bound, health_servicer = build_server(engine, host, port, limits, token, tls)
+    if port_file:
+        port_file.write_text(str(bound))
+    served = ", ".join(
+        f"{name} ({c.corpus.snippets:,} snippets: {'+'.join(c.retrievers)})" for name, c in engine.corpora.items()
+    )
+    console.print(
+        f"searchd {__version__} serving {served} on {host}:{bound}"
+        f"{' with TLS' if tls else ''}{' (token required)' if token else ''}"
+    )
+    serve_forever(server, health_servicer, engine)
+
+
+def client_options(command):
+    options = [
+        click.option("--server", "address", default="127.0.0.1:50051", show_default=True),
+        click.option("--token-file", type=click.Path(path_type=Path, exists=True, dir_okay=False)),
+        click.option("--tls", is_flag=True, help="Connect with TLS."),
+        click.option("--ca-file", type=click.Path(path_type=Path, exists=True, dir_okay=False)),
+        click.option("--retrievers", multiple=True, type=click.Choice(["bm25", "dense"])),
+        click.option("--corpora", multiple=True),
+        click.option("--rrf-k", default=0, type=click.IntRange(0), help="RRF constant [default: the server's 60]."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def _client(address, token_file, tls, ca_file):
+    from searchd.client import SearchClient
+    from searchd.server import read_token
+
+    return SearchClient(address, token=read_token(token_file) if token_file else None, tls=tls, ca_file=ca_file)
+
+
+@main.command()
+@click.argument("text")
+@client_options
+@click.option("--k", default=10, show_default=True, type=click.IntRange(1))
+def query(text, address, token_file, tls, ca_file, retrievers, corpora, rrf_k, k) -> None:
+    """One query; prints the fused hits with each retriever's rank."""
+    import grpc
+
+    with _client(address, token_file, tls, ca_file) as client:
+        try:
+            response = client.search(text, k, retrievers=retrievers, corpora=corpora, rrf_k=rrf_k)
+        except grpc.RpcError as error:
+            console.print(f"[red]{error.code().name}[/red]: {escape(error.details() or '')}")
+            sys.exit(1)
+    table = Table("#", "score", "id", "ranks", "title / content", title=f"{escape(text)} ({response.took_ms:.0f} ms)")
+    for hit in response.hits:
+        ranks = ", ".join(f"{r.corpus}/{r.retriever} {r.rank}" for r in hit.retrievers)
+        table.add_row(
+            str(hit.rank),
+            f"{hit.score:.4f}",
+            escape(hit.id),
+            escape(ranks),
+            f"[bold]{escape(hit.title)}[/bold]\n{escape(hit.content[:240])}",
+        )
+    Console().print(table)
+
+
+def read_query_file(path: Path) -> list[tuple[str, str]]:
+    """(qid, text) from `qid<TAB>text` lines or JSONL with `_id`/`id`/`qid` and `text`/`query`."""
+    from indexer.evaluate import read_queries
+
+    if path.suffix in (".jsonl", ".json"):
+        queries = []
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                item = json.loads(line)
+                qid = str(next(item[key] for key in ("_id", "id", "qid") if key in item))
+                text = next(item[key] for key in ("text", "query", "question") if key in item)
+            except (json.JSONDecodeError, StopIteration) as error:
+                raise click.BadParameter(f"{path}:{number}: need an id (_id/id/qid) and a text (text/query)") from error
+            queries.append((qid, text))
+        return queries
+    return list(read_queries(path).items())
+
+
+@main.command()
+@click.argument("queries_file", type=click.Path(path_type=Path, exists=True, dir_okay=False))
+@click.option("--out", required=True, type=click.Path(path_type=Path), help="TREC run file to write.")
+@client_options
+@click.option("--k", default=1000, show_default=True, type=click.IntRange(1))
+@click.option("--batch", "batch_size", default=32, show_default=True, type=click.IntRange(1))
+def batch(queries_file, out, address, token_file, tls, ca_file, retrievers, corpora, rrf_k, k, batch_size) -> None:
+    """Many queries through BatchSearch into a TREC run (for trec_eval or `indexer eval`)."""
+    from rich.progress import Progress
+
+    queries = read_query_file(queries_file)
+    with _client(address, token_file, tls, ca_file) as client, open(out, "w", encoding="utf-8") as run:
+        with Progress(console=console) as progress:
+            task = progress.add_task("queries", total=len(queries))
+            for start in range(0, len(queries), batch_size):
+                chunk = queries[start : start + batch_size]
+                responses = client.batch_search(
+                    [t for _, t in chunk], k, retrievers=retrievers, corpora=corpora, rrf_k=rrf_k, return_text=False
+                )
+                for (qid, _), response in zip(chunk, responses, strict=True):
+                    for hit in response.hits:
+                        run.write(f"{qid} Q0 {hit.id} {hit.rank} {hit.score:.6f} searchd\n")
+                progress.advance(task, len(chunk))
+    console.print(f"{len(queries)} queries -> {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -77,3 +77,32 @@ def update_chain(tmp_path: Path) -> dict:
     medsamp = folder / "medsamp2014.xml"
     shutil.copyfile(PUBMED_SAMPLES / "medsamp2014.xml", medsamp)
     return {"baseline": baseline, "n1016": update_1016, "n1017": later, "medsamp": medsamp, "folder": folder}
+
+
+def run_indexer(*args):
+    """Invoke the indexer CLI in-process; fails the test on a non-zero exit."""
+    from indexer.cli import main as indexer_main
+
+    result = CliRunner().invoke(indexer_main, [str(a) for a in args], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result
+
+
+@pytest.fixture(scope="session")
+def search_root(tmp_path_factory, run_corpusbuild) -> Path:
+    """A corpus root as DESIGN.md lays it out, from real data: `pubmedqa` (the 500 PubMedQA abstracts
+    of samples/ir/pubmedqa-beir, one snippet each, with store, BM25 and dense minilm) and `textbooks`
+    (the sample books, store and BM25 only)."""
+    root = tmp_path_factory.mktemp("root")
+    beir = SAMPLES / "ir" / "pubmedqa-beir"
+    result = run_corpusbuild("jsonl", beir / "corpus.jsonl", "--source", "pubmedqa", "--no-chunk",
+                             "--out", root / "pubmedqa", "--shards", 4, "--workers", 1, "--quiet")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    result = run_corpusbuild("textbooks", SAMPLES / "textbooks" / "books", "--out", root / "textbooks",
+                             "--shards", 2, "--workers", 1, "--quiet")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    for name in ("pubmedqa", "textbooks"):
+        run_indexer("store", root / name)
+        run_indexer("bm25", root / name)
+    run_indexer("dense", root / "pubmedqa", "--preset", "minilm", "--batch-size", 64)
+    return root

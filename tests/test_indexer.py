@@ -13,11 +13,9 @@ import sys
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
 
-from conftest import REPO, SAMPLES
+from conftest import REPO, SAMPLES, run_indexer
 from helpers import kill_when
-from indexer.cli import main as indexer_main
 from indexer.corpus import Corpus, LineageError
 from indexer.evaluate import doc_ids_of, evaluate, read_qrels, read_queries
 from medsnip.snippet import SHARD_GLOB
@@ -26,26 +24,13 @@ BEIR = SAMPLES / "ir" / "pubmedqa-beir"
 SHARDS = 4
 
 
-def run_indexer(*args):
-    result = CliRunner().invoke(indexer_main, [str(a) for a in args], catch_exceptions=False)
-    assert result.exit_code == 0, result.output
-    return result
-
-
 @pytest.fixture(scope="module")
-def corpus_dir(tmp_path_factory, run_corpusbuild):
-    out = tmp_path_factory.mktemp("pubmedqa") / "pubmedqa"
-    result = run_corpusbuild("jsonl", BEIR / "corpus.jsonl", "--source", "pubmedqa", "--no-chunk",
-                                    "--out", out, "--shards", SHARDS, "--workers", 1, "--quiet")  # fmt: skip
-    assert result.exit_code == 0, result.output
-    run_indexer("store", out)
-    run_indexer("bm25", out)
-    return out
+def corpus_dir(search_root):
+    return search_root / "pubmedqa"  # store, bm25 and dense-minilm built by the session fixture
 
 
 @pytest.fixture(scope="module")
 def dense_dir(corpus_dir):
-    run_indexer("dense", corpus_dir, "--preset", "minilm", "--batch-size", 64)
     return corpus_dir / "dense-minilm"
 
 

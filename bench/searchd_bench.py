@@ -1,0 +1,153 @@
+"""searchd's benchmark (run by run_benchmarks.py --only searchd): queries/s and latency over gRPC at
+several concurrencies, against the same queries through the indexer's library API in-process, and a
+load run that must end with zero errors and flat memory. Returns markdown lines."""
+
+from __future__ import annotations
+
+import signal
+import statistics
+import threading
+import time
+from pathlib import Path
+
+import grpc
+
+from indexer.evaluate import read_queries
+from searchd.client import SearchClient
+from searchd.launch import start_background_server
+
+REPO = Path(__file__).resolve().parents[1]
+QUERIES = REPO / "samples" / "ir" / "pubmedqa-beir" / "queries.tsv"
+K = 10
+
+
+def _rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _load(address: str, questions: list[str], concurrency: int, retrievers: tuple[str, ...], seconds: float | None,
+          count: int | None) -> tuple[int, int, list[float], float]:  # fmt: skip
+    """(done, errors, latencies ms, wall s) of `concurrency` clients sending questions round-robin."""
+    latencies: list[float] = []
+    errors = 0
+    done = 0
+    lock = threading.Lock()
+    next_index = [0]
+    stop_at = None if seconds is None else time.monotonic() + seconds
+
+    def worker() -> None:
+        nonlocal errors, done
+        with SearchClient(address, retries=0) as client:
+            while True:
+                with lock:
+                    index = next_index[0]
+                    next_index[0] += 1
+                if count is not None and index >= count:
+                    return
+                if stop_at is not None and time.monotonic() >= stop_at:
+                    return
+                started = time.perf_counter()
+                try:
+                    client.search(questions[index % len(questions)], k=K, retrievers=retrievers, return_text=True)
+                    with lock:
+                        latencies.append((time.perf_counter() - started) * 1000)
+                        done += 1
+                except grpc.RpcError:
+                    with lock:
+                        errors += 1
+
+    threads = [threading.Thread(target=worker) for _ in range(concurrency)]
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return done, errors, latencies, time.perf_counter() - started
+
+
+def _in_process(root: Path, questions: list[str]) -> dict[str, float]:
+    """Queries/s of the same searches as one batch through the indexer API in this process."""
+    from indexer.bm25 import BM25Index
+    from indexer.dense import DenseIndex
+    from indexer.encoders import DenseEncoder
+    from indexer.store import SnippetStore
+    from searchd.fusion import fuse_rrf
+
+    corpora = sorted(p for p in root.iterdir() if (p / "build.json").is_file() and (p / "store").is_dir())
+    bm25 = {p.name: BM25Index.open(p / "bm25") for p in corpora}
+    dense = {p.name: DenseIndex.open(next(p.glob("dense-*"))) for p in corpora}
+    encoder = DenseEncoder(next(iter(dense.values())).spec, queries_only=True)
+    stores = {p.name: SnippetStore.open(p / "store") for p in corpora}
+    depth = max(2 * K, 100)
+    rates = {}
+    for mode in ("bm25", "dense", "hybrid"):
+        started = time.perf_counter()
+        lists: dict = {}
+        if mode in ("bm25", "hybrid"):
+            for name, index in bm25.items():
+                lists[(name, "bm25")] = index.search(questions, depth, threads=2)
+        if mode in ("dense", "hybrid"):
+            vectors = encoder.encode_queries(questions)
+            for name, index in dense.items():
+                found = index.search_vectors(vectors, depth)
+                store = index.store()
+                lists[(name, "dense")] = [[(store.id_at(s, r), sc) for s, r, sc in hits] for hits in found]
+        for position in range(len(questions)):
+            fused = fuse_rrf({key: value[position] for key, value in lists.items()}, K)
+            for hit in fused:  # the hits' text, as the server returns it
+                stores[hit.contributions[0][0]].get([hit.id])
+        rates[mode] = len(questions) / (time.perf_counter() - started)
+    return rates
+
+
+def searchd_section(root: Path, load_seconds: float = 60.0) -> list[str]:
+    questions = list(read_queries(QUERIES).values())
+    in_process = _in_process(root, questions)
+    process, address = start_background_server(root)
+    rows = []
+    try:
+        modes = {"bm25": ("bm25",), "dense": ("dense",), "hybrid": ("bm25", "dense")}
+        for mode, retrievers in modes.items():
+            _load(address, questions, 4, retrievers, None, 40)  # warm-up
+            for concurrency in (1, 8, 32):
+                count = 100 if concurrency == 1 else 300
+                done, errors, latencies, wall = _load(address, questions, concurrency, retrievers, None, count)
+                quantiles = statistics.quantiles(latencies, n=100)
+                rows.append((mode, concurrency, done / wall, quantiles[49], quantiles[98], errors))
+        rss_start = _rss_mib(process.pid)
+        done, errors, latencies, wall = _load(address, questions, 8, ("bm25", "dense"), load_seconds, None)
+        rss_end = _rss_mib(process.pid)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        exit_status = process.wait(timeout=120)
+    hybrid8 = next(r[2] for r in rows if r[0] == "hybrid" and r[1] == 8)
+    corpora = ", ".join(sorted(p.name for p in root.iterdir() if (p / "store").is_dir()))
+    lines = [
+        "## searchd",
+        "",
+        f"- corpus root: the demo build ({corpora}: BM25 + dense all-MiniLM-L6-v2 Flat for each), "
+        f"queries: the 500 PubMedQA questions, k={K}, depth max(2k, 100), hits with text",
+        "- server and clients on this 2-core machine; the in-process reference runs the same searches as "
+        "one batch through the indexer's library API (BM25 batch_search on 2 threads, one encoder call, "
+        "FAISS, RRF) in this process",
+        "",
+        "| retrievers | in-process batch q/s |",
+        "|---|---:|",
+        *(f"| {mode} | {rate:,.1f} |" for mode, rate in in_process.items()),
+        "",
+        "| retrievers | concurrency | q/s over gRPC | p50 ms | p99 ms | errors |",
+        "|---|---:|---:|---:|---:|---:|",
+        *(f"| {m} | {c} | {q:,.1f} | {p50:.1f} | {p99:.1f} | {e} |" for m, c, q, p50, p99, e in rows),
+        "",
+        f"Hybrid over gRPC at concurrency 8: {hybrid8:,.1f} q/s = {hybrid8 / in_process['hybrid']:.2f}x the "
+        "in-process batch (target 0.8x).",
+        "",
+        f"Load run: {load_seconds:.0f} s of hybrid queries from 8 clients: {done:,} queries, {errors} errors, "
+        f"{done / wall:,.1f} q/s; server RSS {rss_start:,.0f} MiB at the start, {rss_end:,.0f} MiB at the end; "
+        f"SIGTERM exit status {exit_status}.",
+        "",
+    ]
+    return lines

@@ -1,0 +1,74 @@
+"""Dynamic micro-batching: concurrent requests share one batched call.
+
+Each batcher owns one worker thread, which is also the only thread that touches what it wraps (the
+JVM searcher, the query encoder). A call waits in the queue; the worker takes everything already
+queued (up to `max_batch`), waits at most `wait_ms` for more, then serves the batch with one call, so
+the encoder runs full batches under load and a lone request pays at most `wait_ms`.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any
+
+_STOP = object()
+
+
+class MicroBatcher:
+    def __init__(self, function: Callable[[list], list], max_batch: int = 64, wait_ms: float = 2.0, name: str = ""):
+        self._function = function
+        self._max_batch = max_batch
+        self._wait = wait_ms / 1000.0
+        self._queue: queue.Queue = queue.Queue()
+        self._thread = threading.Thread(target=self._run, name=f"batcher-{name}", daemon=True)
+        self._thread.start()
+        self.batches = 0
+        self.items = 0
+
+    def submit(self, item: Any) -> Future:
+        future: Future = Future()
+        self._queue.put((item, future))
+        return future
+
+    def __call__(self, item: Any, timeout: float | None = None) -> Any:
+        return self.submit(item).result(timeout)
+
+    def _run(self) -> None:
+        while True:
+            first = self._queue.get()
+            if first is _STOP:
+                return
+            batch = [first]
+            deadline = time.monotonic() + self._wait
+            stop = False
+            while len(batch) < self._max_batch:
+                try:
+                    remaining = deadline - time.monotonic()
+                    item = self._queue.get_nowait() if remaining <= 0 else self._queue.get(timeout=remaining)
+                except queue.Empty:
+                    break
+                if item is _STOP:
+                    stop = True
+                    break
+                batch.append(item)
+            live = [(item, future) for item, future in batch if future.set_running_or_notify_cancel()]
+            if live:
+                self.batches += 1
+                self.items += len(live)
+                try:
+                    results = self._function([item for item, _ in live])
+                    for (_, future), result in zip(live, results, strict=True):
+                        future.set_result(result)
+                except BaseException as error:  # noqa: BLE001 - handed to every waiting caller
+                    for _, future in live:
+                        future.set_exception(error)
+            if stop:
+                return
+
+    def close(self) -> None:
+        self._queue.put(_STOP)
+        self._thread.join(timeout=10)

@@ -1,0 +1,104 @@
+"""`SearchClient`: the Python client of searchd (any language can use protos/medsnip/v1/search.proto).
+
+    with SearchClient("127.0.0.1:50051") as client:
+        for hit in client.search("statins and myocardial infarction", k=10).hits:
+            print(hit.rank, hit.id, hit.score, [(r.retriever, r.rank) for r in hit.retrievers])
+
+Calls that fail with UNAVAILABLE (server starting, restarting, briefly unreachable) are retried with
+exponential backoff; every other error is raised at once as grpc.RpcError.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import grpc
+
+from medsnip.v1 import search_pb2, search_pb2_grpc
+
+DEFAULT_ADDRESS = "127.0.0.1:50051"
+
+
+class SearchClient:
+    def __init__(
+        self,
+        address: str = DEFAULT_ADDRESS,
+        token: str | None = None,
+        tls: bool = False,
+        ca_file: Path | None = None,
+        retries: int = 4,
+        backoff: float = 0.2,
+        timeout: float | None = 60.0,
+    ):
+        if tls:
+            root = Path(ca_file).read_bytes() if ca_file else None
+            self._channel = grpc.secure_channel(address, grpc.ssl_channel_credentials(root_certificates=root))
+        else:
+            self._channel = grpc.insecure_channel(address)
+        self._stub = search_pb2_grpc.SearchServiceStub(self._channel)
+        self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
+        self.retries, self.backoff, self.timeout = retries, backoff, timeout
+
+    def __enter__(self) -> SearchClient:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def _call(self, method, request, timeout: float | None):
+        delay = self.backoff
+        for attempt in range(self.retries + 1):
+            try:
+                return method(request, timeout=timeout or self.timeout, metadata=self._metadata)
+            except grpc.RpcError as error:
+                if error.code() != grpc.StatusCode.UNAVAILABLE or attempt == self.retries:
+                    raise
+                time.sleep(delay)
+                delay *= 2
+        raise AssertionError("unreachable")
+
+    @staticmethod
+    def request(
+        query: str,
+        k: int = 10,
+        corpora=(),
+        retrievers=(),
+        depth: int = 0,
+        rrf_k: int = 0,
+        return_text: bool = True,
+        bm25_k1: float | None = None,
+        bm25_b: float | None = None,
+    ) -> search_pb2.SearchRequest:
+        request = search_pb2.SearchRequest(
+            query=query,
+            k=k,
+            corpora=list(corpora),
+            retrievers=list(retrievers),
+            depth=depth,
+            fusion=search_pb2.Fusion(method=search_pb2.Fusion.RRF, rrf_k=rrf_k),
+            return_text=return_text,
+        )
+        if bm25_k1 is not None:
+            request.bm25_k1 = bm25_k1
+        if bm25_b is not None:
+            request.bm25_b = bm25_b
+        return request
+
+    def search(self, query: str, k: int = 10, timeout: float | None = None, **options) -> search_pb2.SearchResponse:
+        return self._call(self._stub.Search, self.request(query, k, **options), timeout)
+
+    def batch_search(
+        self, queries: list[str], k: int = 10, timeout: float | None = None, **options
+    ) -> list[search_pb2.SearchResponse]:
+        request = search_pb2.BatchSearchRequest(requests=[self.request(q, k, **options) for q in queries])
+        return list(self._call(self._stub.BatchSearch, request, timeout).responses)
+
+    def get_snippets(self, ids: list[str], timeout: float | None = None) -> search_pb2.GetSnippetsResponse:
+        return self._call(self._stub.GetSnippets, search_pb2.GetSnippetsRequest(ids=list(ids)), timeout)
+
+    def info(self, timeout: float | None = None) -> search_pb2.InfoResponse:
+        return self._call(self._stub.Info, search_pb2.InfoRequest(), timeout)

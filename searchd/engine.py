@@ -1,0 +1,226 @@
+"""Everything searchd holds in memory: the corpora under a root, their indexes, and hybrid search.
+
+Discovery follows DESIGN.md's corpus-root layout: every `ROOT/<name>/` with a corpusbuild
+build.json is a corpus; its `store/` is required, `bm25/` and the `dense-*/` index are used when
+present. Every index is opened through the indexer's classes, which check lineage and counts, so a
+mismatch stops the server at start-up with the indexer's message.
+
+Concurrency: BM25 requests of one corpus are micro-batched into one pyserini batch_search over
+several Lucene threads (the batcher's thread is the only one that calls into the JVM); dense query
+embeddings are micro-batched across all concurrent requests into one encoder call; FAISS searches run
+in the callers' threads.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from indexer.bm25 import BM25Index
+from indexer.corpus import Corpus, LineageError
+from indexer.dense import DenseIndex
+from indexer.encoders import DenseEncoder
+from indexer.store import SnippetStore
+from medsnip.buildrecord import BUILD_RECORD, read_build_record
+from searchd.batching import MicroBatcher
+from searchd.fusion import DEFAULT_RRF_K, FusedHit, fuse_rrf
+
+RETRIEVERS = ("bm25", "dense")
+
+
+class ServingError(Exception):
+    """The root cannot be served (no corpus, a missing store, a lineage mismatch)."""
+
+
+@dataclass
+class LoadedCorpus:
+    name: str
+    corpus: Corpus
+    store: SnippetStore
+    bm25: BM25Index | None = None
+    dense: DenseIndex | None = None
+    bm25_batcher: MicroBatcher | None = None
+
+    @property
+    def retrievers(self) -> list[str]:
+        return [name for name, index in (("bm25", self.bm25), ("dense", self.dense)) if index is not None]
+
+
+@dataclass
+class Query:
+    """One search as the engine runs it (validated by the server first)."""
+
+    text: str
+    k: int
+    corpora: list[str]
+    retrievers: list[str]
+    depth: int
+    rrf_k: int = DEFAULT_RRF_K
+    k1: float | None = None
+    b: float | None = None
+
+
+@dataclass
+class EngineStats:
+    bm25_batches: int = 0
+    encoder_batches: int = 0
+    queries: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def discover_corpora(root: Path, names: list[str] | None = None) -> list[Path]:
+    """Corpus folders under `root` (those with a corpusbuild build.json), or the named ones."""
+    root = Path(root)
+    if names:
+        found = [root / name for name in names]
+        missing = [str(p) for p in found if not (p / BUILD_RECORD).is_file()]
+        if missing:
+            raise ServingError(f"not corpora (no build.json): {', '.join(missing)}")
+        return found
+    found = []
+    for child in sorted(root.iterdir()) if root.is_dir() else []:
+        record_path = child / BUILD_RECORD
+        if record_path.is_file() and str(read_build_record(child).get("stage", "")).startswith("corpusbuild."):
+            found.append(child)
+    if not found:
+        raise ServingError(f"{root}: no corpus folders (ROOT/<source>/build.json from corpusbuild)")
+    return found
+
+
+class SearchEngine:
+    def __init__(
+        self,
+        root: Path,
+        corpora: list[str] | None = None,
+        lucene_threads: int = 2,
+        max_batch: int = 64,
+        wait_ms: float = 2.0,
+        device: str = "auto",
+    ):
+        self.root = Path(root)
+        self.corpora: dict[str, LoadedCorpus] = {}
+        self.stats = EngineStats()
+        self._lucene_threads = lucene_threads
+        encoders: dict[str, tuple[DenseEncoder, MicroBatcher]] = {}
+        try:
+            for path in discover_corpora(self.root, corpora):
+                corpus = Corpus.open(path)
+                if not (path / "store" / BUILD_RECORD).is_file():
+                    raise ServingError(f"{path}: no snippet store (run `indexer store {path}`)")
+                loaded = LoadedCorpus(path.name, corpus, SnippetStore(path / "store", corpus))
+                if (path / "bm25" / BUILD_RECORD).is_file():
+                    loaded.bm25 = BM25Index(path / "bm25", corpus)
+                    loaded.bm25_batcher = MicroBatcher(
+                        self._bm25_batch(loaded), max_batch, wait_ms, f"bm25-{path.name}"
+                    )
+                dense_dirs = sorted(p for p in path.glob("dense-*") if (p / BUILD_RECORD).is_file())
+                if dense_dirs:
+                    loaded.dense = DenseIndex(dense_dirs[0], corpus)
+                    key = repr(sorted(loaded.dense.record["encoder"].items()))
+                    if key not in encoders:
+                        encoder = DenseEncoder(loaded.dense.spec, device=device, queries_only=True)
+                        batcher = MicroBatcher(self._encode_batch(encoder), max_batch, wait_ms, "encoder")
+                        encoders[key] = (encoder, batcher)
+                    loaded.dense.encoder = encoders[key][0]
+                    loaded.dense.check_encoder(encoders[key][0])
+                    loaded.dense.query_batcher = encoders[key][1]  # type: ignore[attr-defined]
+                    loaded.dense._store = loaded.store
+                if not loaded.retrievers:
+                    raise ServingError(f"{path}: no index to search (run `indexer bm25` and/or `indexer dense`)")
+                self.corpora[path.name] = loaded
+        except LineageError as error:
+            self.close()
+            raise ServingError(str(error)) from error
+        self._encoders = encoders
+
+    # -- batch functions (each runs in its batcher's thread) --
+
+    def _bm25_batch(self, loaded: LoadedCorpus):
+        def run(items: list[tuple[str, int, float | None, float | None]]) -> list:
+            with self.stats.lock:
+                self.stats.bm25_batches += 1
+            groups: dict[tuple, list[int]] = defaultdict(list)
+            for position, (_, depth, k1, b) in enumerate(items):
+                groups[(depth, k1, b)].append(position)
+            results: list = [None] * len(items)
+            for (depth, k1, b), positions in groups.items():
+                texts = [items[p][0] for p in positions]
+                found = loaded.bm25.search(texts, depth, threads=self._lucene_threads, k1=k1, b=b)
+                for position, hits in zip(positions, found, strict=True):
+                    results[position] = hits
+            return results
+
+        return run
+
+    def _encode_batch(self, encoder: DenseEncoder):
+        def run(texts: list[str]) -> list[np.ndarray]:
+            with self.stats.lock:
+                self.stats.encoder_batches += 1
+            return list(encoder.encode_queries(texts))
+
+        return run
+
+    # -- search --
+
+    @property
+    def retrievers(self) -> list[str]:
+        return [r for r in RETRIEVERS if any(r in c.retrievers for c in self.corpora.values())]
+
+    def search(self, query: Query, timeout: float | None = None) -> list[FusedHit]:
+        """Every (corpus, retriever) list for the query, fused by RRF."""
+        with self.stats.lock:
+            self.stats.queries += 1
+        pending = {}
+        vector_future = None
+        for name in query.corpora:
+            loaded = self.corpora[name]
+            if "bm25" in query.retrievers and loaded.bm25 is not None:
+                pending[(name, "bm25")] = loaded.bm25_batcher.submit((query.text, query.depth, query.k1, query.b))
+            if "dense" in query.retrievers and loaded.dense is not None and vector_future is None:
+                vector_future = loaded.dense.query_batcher.submit(query.text)
+        lists: dict[tuple[str, str], list[tuple[str, float]]] = {}
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if vector_future is not None:
+            vector = vector_future.result(_remaining(deadline))
+            for name in query.corpora:
+                loaded = self.corpora[name]
+                if "dense" in query.retrievers and loaded.dense is not None:
+                    hits = loaded.dense.search_vectors(vector[None, :], query.depth)[0]
+                    lists[(name, "dense")] = [(loaded.store.id_at(s, r), score) for s, r, score in hits]
+        for key, future in pending.items():
+            lists[key] = future.result(_remaining(deadline))
+        return fuse_rrf(lists, query.k, query.rrf_k)
+
+    def snippets(self, ids: list[str]) -> dict[str, dict]:
+        """Snippets by id from whichever corpus holds them."""
+        found: dict[str, dict] = {}
+        for loaded in self.corpora.values():
+            wanted = [i for i in ids if i not in found]
+            if not wanted:
+                break
+            for snippet_id, snippet in zip(wanted, loaded.store.get(wanted), strict=True):
+                if snippet is not None:
+                    found[snippet_id] = snippet
+        return found
+
+    def encoder_identity(self) -> dict | None:
+        for encoder, _ in self._encoders.values():
+            return encoder.identity()
+        return None
+
+    def close(self) -> None:
+        for loaded in self.corpora.values():
+            if loaded.bm25_batcher:
+                loaded.bm25_batcher.close()
+            loaded.store.close()
+        for _, batcher in getattr(self, "_encoders", {}).values():
+            batcher.close()
+
+
+def _remaining(deadline: float | None) -> float | None:
+    return None if deadline is None else max(0.0, deadline - time.monotonic())

@@ -1,0 +1,51 @@
+"""Start searchd as a background process on a free loopback port and wait until it is SERVING
+(what `make demo`, the tests and the benchmark do)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+
+def wait_serving(address: str, timeout: float = 60.0) -> None:
+    """Block until the server's health service says SERVING."""
+    with grpc.insecure_channel(address) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        response = stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=timeout, wait_for_ready=True)
+    if response.status != health_pb2.HealthCheckResponse.SERVING:
+        raise RuntimeError(
+            f"searchd at {address} is {health_pb2.HealthCheckResponse.ServingStatus.Name(response.status)}"
+        )
+
+
+def start_background_server(root: Path, *extra: str, timeout: float = 300.0) -> tuple[subprocess.Popen, str]:
+    """(process, "127.0.0.1:PORT") of a searchd serving `root`; raises with its log if it exits.
+
+    Its log (one JSON line per request) goes to a file, `process.log_path`, not to a pipe nobody
+    reads (a full pipe would block the server)."""
+    folder = Path(tempfile.mkdtemp(prefix="searchd-"))
+    port_file, log_path = folder / "port", folder / "searchd.log"
+    command = [sys.executable, "-m", "searchd.cli", "serve", "--root", str(root), "--port", "0",
+               "--port-file", str(port_file), *map(str, extra)]  # fmt: skip
+    repo = Path(__file__).resolve().parents[1]
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(command, cwd=repo, stdout=subprocess.DEVNULL, stderr=log, env=dict(os.environ))
+    process.log_path = log_path  # type: ignore[attr-defined]
+    deadline = time.monotonic() + timeout
+    while not port_file.exists():
+        if process.poll() is not None:
+            raise RuntimeError(f"searchd exited with status {process.returncode}: {log_path.read_text()[-3000:]}")
+        if time.monotonic() > deadline:
+            process.kill()
+            raise RuntimeError("searchd did not start in time")
+        time.sleep(0.1)
+    address = f"127.0.0.1:{port_file.read_text()}"
+    wait_serving(address)
+    return process, address
