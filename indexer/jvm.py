@@ -17,6 +17,7 @@ _started = False
 # Lucene 9 on Java 25 maps index files through sun.misc.Unsafe and says so on every start; allow it
 # quietly, and keep Anserini's log at warnings.
 JVM_QUIET_OPTIONS = (
+    "-Xrs",  # leave SIGTERM/SIGINT to the host process (Python's handlers, searchd's graceful stop)
     "--sun-misc-unsafe-memory-access=allow",
     "-Dlog4j2.level=warn",
     f"-Djava.util.logging.config.file={Path(__file__).with_name('jul-logging.properties')}",

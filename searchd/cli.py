@@ -76,6 +76,7 @@ def serve(
     handler.setFormatter(logging.Formatter("%(message)s"))
     request_log.addHandler(handler)
     request_log.setLevel(logging.INFO)
+    request_log.propagate = False  # some imported libraries configure the root logger too
     if bool(tls_cert) != bool(tls_key):
         raise click.UsageError("--tls-cert and --tls-key go together")
     try:

@@ -18,6 +18,8 @@ import grpc
 from medsnip.v1 import search_pb2, search_pb2_grpc
 
 DEFAULT_ADDRESS = "127.0.0.1:50051"
+# A BatchSearch answer with text can pass gRPC's 4 MB default (256 queries x 100 hits x ~1 KB).
+CHANNEL_OPTIONS = [("grpc.max_receive_message_length", 256 << 20)]
 
 
 class SearchClient:
@@ -33,9 +35,11 @@ class SearchClient:
     ):
         if tls:
             root = Path(ca_file).read_bytes() if ca_file else None
-            self._channel = grpc.secure_channel(address, grpc.ssl_channel_credentials(root_certificates=root))
+            self._channel = grpc.secure_channel(
+                address, grpc.ssl_channel_credentials(root_certificates=root), options=CHANNEL_OPTIONS
+            )
         else:
-            self._channel = grpc.insecure_channel(address)
+            self._channel = grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
         self._stub = search_pb2_grpc.SearchServiceStub(self._channel)
         self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
         self.retries, self.backoff, self.timeout = retries, backoff, timeout

@@ -74,8 +74,8 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
                 f"unknown or unavailable retriever {', '.join(bad)}; available: {', '.join(self.engine.retrievers)}"
             )
         depth = request.depth or max(2 * request.k, 100)
-        if depth > self.limits.max_k:
-            raise InvalidRequest(f"depth must be at most {self.limits.max_k}, got {depth}")
+        if depth > 2 * self.limits.max_k:  # the default, max(2k, 100), always fits
+            raise InvalidRequest(f"depth must be at most {2 * self.limits.max_k} (twice max_k), got {depth}")
         if request.fusion.method not in (search_pb2.Fusion.METHOD_UNSPECIFIED, search_pb2.Fusion.RRF):
             raise InvalidRequest("fusion method must be RRF")
         k1 = request.bm25_k1 if request.HasField("bm25_k1") else None
@@ -322,7 +322,10 @@ def serve_forever(server: grpc.Server, health_servicer, engine: SearchEngine, gr
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    stop.wait()
+    # Wake every half second: a signal delivered to another thread (gRPC's, the JVM's) only runs
+    # Python's handler once the main thread runs bytecode again.
+    while not stop.wait(0.5):
+        pass
     health_servicer.enter_graceful_shutdown()
     server.stop(grace).wait()
     engine.close()
