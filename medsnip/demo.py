@@ -44,7 +44,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", type=Path, default=REPO / "build" / "demo")
     args = parser.parse_args()
-    console = Console()
+    console = Console() if Console().is_terminal else Console(width=140)  # logs and CI get a readable width
     console.rule("corpusbuild build manifests/demo.toml (real PubMed, PMC NXML, textbook and Wikipedia samples)")
     recipe = REPO / "manifests" / "demo.toml"
     try:
@@ -101,7 +101,7 @@ def serve_and_query(console: Console, root: Path) -> None:
                 for hit in response.hits:
                     ranks = ", ".join(f"{r.corpus}/{r.retriever} {r.rank}" for r in hit.retrievers)
                     table.add_row(str(hit.rank), f"{hit.score:.4f}", escape(hit.id), escape(ranks),
-                                  f"[bold]{escape(hit.title)}[/bold]\n{escape(hit.content[:200])}...")  # fmt: skip
+                                  f"[bold]{escape(hit.title)}[/bold]\n{escape(hit.content[:160])}...")  # fmt: skip
                 console.print(table)
     finally:
         process.send_signal(signal.SIGTERM)
