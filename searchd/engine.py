@@ -5,10 +5,10 @@ build.json is a corpus; its `store/` is required, `bm25/` and the `dense-*/` ind
 present. Every index is opened through the indexer's classes, which check lineage and counts, so a
 mismatch stops the server at start-up with the indexer's message.
 
-Concurrency: BM25 requests of one corpus are micro-batched into one pyserini batch_search over
-several Lucene threads (the batcher's thread is the only one that calls into the JVM); dense query
-embeddings are micro-batched across all concurrent requests into one encoder call; FAISS searches run
-in the callers' threads.
+Concurrency: BM25 requests of all corpora are micro-batched into pyserini batch_search calls over
+several Lucene threads, made by one batcher thread, the only Python thread that calls into the JVM
+(pyjnius is not safe to drive from several threads at once). Dense requests are micro-batched too:
+one encoder call for the whole batch, then one FAISS search per corpus for all of its vectors.
 """
 
 from __future__ import annotations
@@ -18,8 +18,6 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import numpy as np
 
 from indexer.bm25 import BM25Index
 from indexer.corpus import Corpus, LineageError
@@ -44,7 +42,7 @@ class LoadedCorpus:
     store: SnippetStore
     bm25: BM25Index | None = None
     dense: DenseIndex | None = None
-    bm25_batcher: MicroBatcher | None = None
+    dense_batcher: MicroBatcher | None = None  # shared by the corpora whose index has the same encoder
 
     @property
     def retrievers(self) -> list[str]:
@@ -107,6 +105,8 @@ class SearchEngine:
         self.stats = EngineStats()
         self._lucene_threads = lucene_threads
         encoders: dict[str, tuple[DenseEncoder, MicroBatcher]] = {}
+        self._encoders = encoders
+        self._bm25_batcher = MicroBatcher(self._bm25_batch, max_batch, wait_ms, "bm25")
         try:
             for path in discover_corpora(self.root, corpora):
                 corpus = Corpus.open(path)
@@ -115,20 +115,17 @@ class SearchEngine:
                 loaded = LoadedCorpus(path.name, corpus, SnippetStore(path / "store", corpus))
                 if (path / "bm25" / BUILD_RECORD).is_file():
                     loaded.bm25 = BM25Index(path / "bm25", corpus)
-                    loaded.bm25_batcher = MicroBatcher(
-                        self._bm25_batch(loaded), max_batch, wait_ms, f"bm25-{path.name}"
-                    )
                 dense_dirs = sorted(p for p in path.glob("dense-*") if (p / BUILD_RECORD).is_file())
                 if dense_dirs:
                     loaded.dense = DenseIndex(dense_dirs[0], corpus)
                     key = repr(sorted(loaded.dense.record["encoder"].items()))
                     if key not in encoders:
                         encoder = DenseEncoder(loaded.dense.spec, device=device, queries_only=True)
-                        batcher = MicroBatcher(self._encode_batch(encoder), max_batch, wait_ms, "encoder")
+                        batcher = MicroBatcher(self._dense_batch(encoder), max_batch, wait_ms, "dense")
                         encoders[key] = (encoder, batcher)
                     loaded.dense.encoder = encoders[key][0]
                     loaded.dense.check_encoder(encoders[key][0])
-                    loaded.dense.query_batcher = encoders[key][1]  # type: ignore[attr-defined]
+                    loaded.dense_batcher = encoders[key][1]
                     loaded.dense._store = loaded.store
                 if not loaded.retrievers:
                     raise ServingError(f"{path}: no index to search (run `indexer bm25` and/or `indexer dense`)")
@@ -136,32 +133,40 @@ class SearchEngine:
         except LineageError as error:
             self.close()
             raise ServingError(str(error)) from error
-        self._encoders = encoders
 
     # -- batch functions (each runs in its batcher's thread) --
 
-    def _bm25_batch(self, loaded: LoadedCorpus):
-        def run(items: list[tuple[str, int, float | None, float | None]]) -> list:
-            with self.stats.lock:
-                self.stats.bm25_batches += 1
-            groups: dict[tuple, list[int]] = defaultdict(list)
-            for position, (_, depth, k1, b) in enumerate(items):
-                groups[(depth, k1, b)].append(position)
-            results: list = [None] * len(items)
-            for (depth, k1, b), positions in groups.items():
-                texts = [items[p][0] for p in positions]
-                found = loaded.bm25.search(texts, depth, threads=self._lucene_threads, k1=k1, b=b)
-                for position, hits in zip(positions, found, strict=True):
-                    results[position] = hits
-            return results
+    def _bm25_batch(self, items: list[tuple[str, str, int, float | None, float | None]]) -> list:
+        """(corpus, text, depth, k1, b) items -> hits, one batch_search per (corpus, depth, k1, b)."""
+        with self.stats.lock:
+            self.stats.bm25_batches += 1
+        groups: dict[tuple, list[int]] = defaultdict(list)
+        for position, (corpus, _, depth, k1, b) in enumerate(items):
+            groups[(corpus, depth, k1, b)].append(position)
+        results: list = [None] * len(items)
+        for (corpus, depth, k1, b), positions in groups.items():
+            texts = [items[p][1] for p in positions]
+            index = self.corpora[corpus].bm25
+            found = index.search(texts, depth, threads=self._lucene_threads, k1=k1, b=b)
+            for position, hits in zip(positions, found, strict=True):
+                results[position] = hits
+        return results
 
-        return run
-
-    def _encode_batch(self, encoder: DenseEncoder):
-        def run(texts: list[str]) -> list[np.ndarray]:
+    def _dense_batch(self, encoder: DenseEncoder):
+        def run(items: list[tuple[str, int, tuple[str, ...]]]) -> list[dict[str, list[tuple[str, float]]]]:
+            """(text, depth, corpora) items -> {corpus: hits}: one encoder call, one FAISS search per corpus."""
             with self.stats.lock:
                 self.stats.encoder_batches += 1
-            return list(encoder.encode_queries(texts))
+            vectors = encoder.encode_queries([text for text, _, _ in items])
+            results: list[dict] = [{} for _ in items]
+            for name in sorted({c for _, _, corpora in items for c in corpora}):
+                loaded = self.corpora[name]
+                rows = [i for i, (_, _, corpora) in enumerate(items) if name in corpora]
+                depth = max(items[i][1] for i in rows)
+                found = loaded.dense.search_vectors(vectors[rows], depth)
+                for i, hits in zip(rows, found, strict=True):
+                    results[i][name] = [(loaded.store.id_at(s, r), score) for s, r, score in hits[: items[i][1]]]
+            return results
 
         return run
 
@@ -175,24 +180,22 @@ class SearchEngine:
         """Every (corpus, retriever) list for the query, fused by RRF."""
         with self.stats.lock:
             self.stats.queries += 1
-        pending = {}
-        vector_future = None
+        deadline = None if timeout is None else time.monotonic() + timeout
+        bm25 = {}
+        dense_corpora: dict[int, tuple[MicroBatcher, list[str]]] = {}
         for name in query.corpora:
             loaded = self.corpora[name]
             if "bm25" in query.retrievers and loaded.bm25 is not None:
-                pending[(name, "bm25")] = loaded.bm25_batcher.submit((query.text, query.depth, query.k1, query.b))
-            if "dense" in query.retrievers and loaded.dense is not None and vector_future is None:
-                vector_future = loaded.dense.query_batcher.submit(query.text)
+                item = (name, query.text, query.depth, query.k1, query.b)
+                bm25[(name, "bm25")] = self._bm25_batcher.submit(item)
+            if "dense" in query.retrievers and loaded.dense is not None:
+                dense_corpora.setdefault(id(loaded.dense_batcher), (loaded.dense_batcher, []))[1].append(name)
+        dense = [batcher.submit((query.text, query.depth, tuple(names))) for batcher, names in dense_corpora.values()]
         lists: dict[tuple[str, str], list[tuple[str, float]]] = {}
-        deadline = None if timeout is None else time.monotonic() + timeout
-        if vector_future is not None:
-            vector = vector_future.result(_remaining(deadline))
-            for name in query.corpora:
-                loaded = self.corpora[name]
-                if "dense" in query.retrievers and loaded.dense is not None:
-                    hits = loaded.dense.search_vectors(vector[None, :], query.depth)[0]
-                    lists[(name, "dense")] = [(loaded.store.id_at(s, r), score) for s, r, score in hits]
-        for key, future in pending.items():
+        for future in dense:
+            for name, hits in future.result(_remaining(deadline)).items():
+                lists[(name, "dense")] = hits
+        for key, future in bm25.items():
             lists[key] = future.result(_remaining(deadline))
         return fuse_rrf(lists, query.k, query.rrf_k)
 
@@ -214,9 +217,9 @@ class SearchEngine:
         return None
 
     def close(self) -> None:
+        if getattr(self, "_bm25_batcher", None) is not None:
+            self._bm25_batcher.close()
         for loaded in self.corpora.values():
-            if loaded.bm25_batcher:
-                loaded.bm25_batcher.close()
             loaded.store.close()
         for _, batcher in getattr(self, "_encoders", {}).values():
             batcher.close()

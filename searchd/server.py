@@ -128,6 +128,10 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
         except futures.TimeoutError:
             status = "DEADLINE_EXCEEDED"
             context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "deadline exceeded while searching")
+        except Exception as error:  # noqa: BLE001 - a bug or a failing index: INTERNAL, logged, server goes on
+            status = "INTERNAL"
+            log.exception("%s failed", method)
+            context.abort(grpc.StatusCode.INTERNAL, f"internal error: {type(error).__name__}: {error}"[:500])
         finally:
             self._slots.release()
             if status == "OK" and not context.is_active():
