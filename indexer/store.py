@@ -159,4 +159,9 @@ class SnippetStore:
         return found
 
     def id_at(self, shard: int, row: int) -> str:
-        return self.row(shard, row)["id"]
+        """The id of the snippet at (shard, row), decoded from the line's head only: snippet lines start
+        with `{"id":...,"title":` (make_snippet's key order), and a `","title":` inside the id would be
+        escaped, so the first one ends the id."""
+        line = self.raw_row(shard, row)
+        end = line.find(b',"title":')
+        return orjson.loads(line[:end] + b"}")["id"] if end > 0 else orjson.loads(line)["id"]

@@ -199,9 +199,15 @@ class SearchEngine:
             lists[key] = future.result(_remaining(deadline))
         return fuse_rrf(lists, query.k, query.rrf_k)
 
-    def snippets(self, ids: list[str]) -> dict[str, dict]:
-        """Snippets by id from whichever corpus holds them."""
+    def snippets(self, ids: list[str], corpora: list[str] | None = None) -> dict[str, dict]:
+        """Snippets by id; `corpora[i]` (when known, as for search hits) says which store holds ids[i]."""
         found: dict[str, dict] = {}
+        if corpora is not None:
+            for snippet_id, name in zip(ids, corpora, strict=True):
+                snippet = self.corpora[name].store.get([snippet_id])[0]
+                if snippet is not None:
+                    found[snippet_id] = snippet
+            return found
         for loaded in self.corpora.values():
             wanted = [i for i in ids if i not in found]
             if not wanted:

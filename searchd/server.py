@@ -89,7 +89,8 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
     ) -> search_pb2.SearchResponse:
         started = time.perf_counter()
         fused = self.engine.search(query, timeout)
-        texts = self.engine.snippets([hit.id for hit in fused])  # source and doc_id always come back
+        # source and doc_id always come back; each hit's store is the corpus that retrieved it
+        texts = self.engine.snippets([hit.id for hit in fused], [hit.contributions[0][0] for hit in fused])
         hits = []
         for hit in fused:
             snippet = texts.get(hit.id, {})

@@ -184,3 +184,31 @@ def test_a_preset_whose_weights_are_missing_says_what_to_pass():
 
     with pytest.raises(EncoderUnavailable, match="--model PATH"):
         DenseEncoder(preset("medcpt"))
+
+
+def test_id_at_reads_ids_that_need_json_escapes(tmp_path, run_corpusbuild):
+    """id_at decodes only the head of a line; ids with quotes, backslashes and the very text it looks
+    for must still come back exactly."""
+    from indexer.store import SnippetStore, build_store
+
+    odd = ['a","title":"x', "back\\slash", 'quote"d', "plain", "ünï"]
+    corpus_file = tmp_path / "odd.jsonl"
+    corpus_file.write_text(
+        "".join(orjson_line({"_id": i, "title": "T", "text": f"text {n}"}) for n, i in enumerate(odd))
+    )
+    out = tmp_path / "odd"
+    assert (
+        run_corpusbuild("jsonl", corpus_file, "--source", "odd", "--out", out, "--shards", 2, "--quiet").exit_code == 0
+    )
+    build_store(Corpus.open(out), out / "store")
+    with SnippetStore.open(out / "store") as store:
+        corpus = store.corpus
+        ids = {store.id_at(s.index, r) for s in corpus.shards for r in range(s.records)}
+        assert ids == {f"odd:{i}:0" for i in odd}
+        assert all(store.row(*store.locate(i))["id"] == i for i in ids)
+
+
+def orjson_line(value: dict) -> str:
+    import json
+
+    return json.dumps(value, ensure_ascii=False) + "\n"
