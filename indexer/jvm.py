@@ -66,7 +66,3 @@ def java_class(name: str):
     from jnius import autoclass
 
     return autoclass(name)
-
-
-def lucene_version() -> str:
-    return str(java_class("org.apache.lucene.util.Version").LATEST.toString())

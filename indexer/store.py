@@ -138,25 +138,28 @@ class SnippetStore:
         """The snippet at (shard, row): FAISS row `row` of dense shard `shard`."""
         return orjson.loads(self.raw_row(shard, row))
 
-    def locate(self, snippet_id: str) -> tuple[int, int] | None:
-        """(shard, row) of a snippet id, or None if the corpus has no such id."""
+    def _find(self, snippet_id: str) -> tuple[int, int, dict] | None:
+        """(shard, row, snippet) of an id: binary search on the hash, then the line itself confirms the
+        id (64-bit hashes can collide) and is returned parsed."""
         key = np.uint64(id_hash(snippet_id))
         position = int(np.searchsorted(self._hashes, key))
         while position < len(self._hashes) and self._hashes[position] == key:
             packed = int(self._rows[position])
             shard, row = packed >> 32, packed & 0xFFFFFFFF
-            if orjson.loads(self.raw_row(shard, row))["id"] == snippet_id:  # 64-bit hashes can collide
-                return shard, row
+            snippet = orjson.loads(self.raw_row(shard, row))
+            if snippet["id"] == snippet_id:
+                return shard, row, snippet
             position += 1
         return None
 
+    def locate(self, snippet_id: str) -> tuple[int, int] | None:
+        """(shard, row) of a snippet id, or None if the corpus has no such id."""
+        found = self._find(snippet_id)
+        return None if found is None else found[:2]
+
     def get(self, ids: list[str]) -> list[dict | None]:
         """The snippets of `ids`, in order; None for an id the corpus does not have."""
-        found: list[dict | None] = []
-        for snippet_id in ids:
-            where = self.locate(snippet_id)
-            found.append(None if where is None else self.row(*where))
-        return found
+        return [None if (found := self._find(i)) is None else found[2] for i in ids]
 
     def id_at(self, shard: int, row: int) -> str:
         """The id of the snippet at (shard, row), decoded from the line's head only: snippet lines start
