@@ -273,3 +273,54 @@ def test_generated_code_matches_the_proto(tmp_path):
     subprocess.run(command, cwd=REPO, check=True)
     for name in ("search_pb2.py", "search_pb2_grpc.py", "search_pb2.pyi"):
         assert (tmp_path / "medsnip" / "v1" / name).read_text() == (REPO / "medsnip" / "v1" / name).read_text(), name
+
+
+def _self_signed(folder: Path) -> tuple[Path, Path]:
+    """A throwaway certificate for 127.0.0.1 and its key (PEM)."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    certificate = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+        .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        .sign(key, hashes.SHA256())
+    )  # fmt: skip
+    cert_path, key_path = folder / "server.crt", folder / "server.key"
+    cert_path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    return cert_path, key_path
+
+
+def test_tls(search_root, tmp_path):
+    """With --tls-cert/--tls-key the server speaks TLS only: a TLS client that trusts the certificate
+    gets answers, a plaintext client does not."""
+    cert, key = _self_signed(tmp_path)
+    command = [sys.executable, "-m", "searchd.cli", "serve", "--root", str(search_root), "--corpora", "textbooks",
+               "--port", "0", "--port-file", str(tmp_path / "port"), "--tls-cert", str(cert), "--tls-key", str(key)]  # fmt: skip
+    process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "port").exists():
+            assert process.poll() is None and time.monotonic() < deadline
+            time.sleep(0.1)
+        address = f"127.0.0.1:{(tmp_path / 'port').read_text()}"
+        with SearchClient(address, tls=True, ca_file=cert) as client:
+            assert client.search("anatomy of the heart", k=3, timeout=60).hits
+        with SearchClient(address, retries=0) as plaintext, pytest.raises(grpc.RpcError) as caught:
+            plaintext.search("anatomy of the heart", k=3, timeout=10)
+        assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) == 0
