@@ -308,7 +308,8 @@ def test_tls(search_root, tmp_path):
     gets answers, a plaintext client does not."""
     cert, key = _self_signed(tmp_path)
     command = [sys.executable, "-m", "searchd.cli", "serve", "--root", str(search_root), "--corpora", "textbooks",
-               "--port", "0", "--port-file", str(tmp_path / "port"), "--tls-cert", str(cert), "--tls-key", str(key)]  # fmt: skip
+               "--port", "0", "--port-file", str(tmp_path / "port"),
+               "--tls-cert", str(cert), "--tls-key", str(key)]  # fmt: skip
     process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120
