@@ -15,9 +15,9 @@ import subprocess
 import time
 from pathlib import Path
 
-from indexer.corpus import Corpus, LineageError
+from indexer.corpus import Corpus, LineageError, index_record, open_index_record, replace_dir
 from indexer.jvm import JVM_QUIET_OPTIONS, anserini_jar, anserini_version, start_jvm
-from medsnip.buildrecord import RECORD_SCHEMA, read_build_record, tool_identity, write_build_record
+from medsnip.buildrecord import write_build_record
 
 STAGE = "indexer.bm25"
 DEFAULT_K1 = 0.9  # Anserini's defaults
@@ -60,24 +60,15 @@ def build_bm25(corpus: Corpus, out: Path, threads: int = 1, log=None) -> dict:
     if documents != corpus.snippets:
         shutil.rmtree(temp, ignore_errors=True)
         raise LineageError(f"Anserini indexed {documents} documents, the corpus has {corpus.snippets} snippets")
-    record = {
-        "schema": RECORD_SCHEMA,
-        "tool": tool_identity(),
-        "stage": STAGE,
-        "complete": True,
-        "upstream": corpus.upstream(),
-        "engine": {"anserini": anserini_version(), "lucene": lucene_version_of(index_dir), "java": _java_version()},
-        "params": {"field": "contents", "flags": list(INDEX_FLAGS), "threads": threads, "k1": DEFAULT_K1,
-                   "b": DEFAULT_B},
-        "counts": {"documents": documents},
-        "run": {"seconds": round(time.perf_counter() - started, 3)},
-    }  # fmt: skip
+    record = index_record(
+        STAGE, corpus,
+        engine={"anserini": anserini_version(), "lucene": lucene_version_of(index_dir), "java": _java_version()},
+        params={"field": "contents", "flags": list(INDEX_FLAGS), "threads": threads, "k1": DEFAULT_K1, "b": DEFAULT_B},
+        counts={"documents": documents},
+        run={"seconds": round(time.perf_counter() - started, 3)},
+    )  # fmt: skip
     write_build_record(temp, record)
-    old = out.with_name(f".{out.name}.old-{os.getpid()}")
-    if out.exists():
-        os.replace(out, old)
-    os.replace(temp, out)
-    shutil.rmtree(old, ignore_errors=True)
+    replace_dir(temp, out)
     if log:
         log(f"BM25: {documents:,} documents in {record['run']['seconds']:.1f} s -> {out}")
     return record
@@ -127,11 +118,7 @@ class BM25Index:
 
     def __init__(self, path: Path, corpus: Corpus, k1: float = DEFAULT_K1, b: float = DEFAULT_B):
         self.path = Path(path)
-        record = read_build_record(self.path)
-        if record.get("stage") != STAGE:
-            raise LineageError(f"{self.path}: not a BM25 index (stage {record.get('stage')!r})")
-        corpus.check_lineage(record["upstream"], f"BM25 index {self.path}")
-        self.record = record
+        self.record = open_index_record(self.path, STAGE, "BM25 index", corpus)
         self.corpus = corpus
         start_jvm()
         from pyserini.search.lucene import LuceneSearcher

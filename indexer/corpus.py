@@ -3,11 +3,13 @@ make an index refuse a corpus it was not built from."""
 
 from __future__ import annotations
 
+import os
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from medsnip.buildrecord import lineage_hash, read_build_record
+from medsnip.buildrecord import RECORD_SCHEMA, lineage_hash, read_build_record, tool_identity
 
 
 class LineageError(Exception):
@@ -99,3 +101,28 @@ def iter_shard_lines(shard: Shard) -> Iterator[tuple[int, bytes]]:
 def default_out(corpus_path: Path, name: str) -> Path:
     """Where DESIGN.md's corpus-root layout puts an index of this corpus (`<corpus>/bm25`, ...)."""
     return Path(corpus_path) / name
+
+
+def index_record(stage: str, corpus: Corpus, **fields) -> dict:
+    """The build record of an index of `corpus`: the common header (schema, tool, stage, lineage)
+    followed by the stage's own fields."""
+    return {"schema": RECORD_SCHEMA, "tool": tool_identity(), "stage": stage, "complete": True,
+            "upstream": corpus.upstream(), **fields}  # fmt: skip
+
+
+def open_index_record(path: Path, stage: str, what: str, corpus: Corpus) -> dict:
+    """An index's build record, after checking it is of `stage` and was built from `corpus`."""
+    record = read_build_record(path)
+    if record.get("stage") != stage:
+        raise LineageError(f"{path}: not a {what} (stage {record.get('stage')!r})")
+    corpus.check_lineage(record["upstream"], f"{what} {path}")
+    return record
+
+
+def replace_dir(temp: Path, out: Path) -> None:
+    """Swap a finished temp folder in for `out` (the old one removed only after the swap)."""
+    old = out.with_name(f".{out.name}.old-{os.getpid()}")
+    if out.exists():
+        os.replace(out, old)
+    os.replace(temp, out)
+    shutil.rmtree(old, ignore_errors=True)

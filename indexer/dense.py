@@ -14,17 +14,16 @@ so a sharded Flat index returns exactly what one Flat index over all vectors ret
 from __future__ import annotations
 
 import os
-import shutil
 import time
 from pathlib import Path
 
 import numpy as np
 import orjson
 
-from indexer.corpus import Corpus, LineageError
+from indexer.corpus import Corpus, LineageError, index_record, open_index_record
 from indexer.encoders import DenseEncoder, EncoderSpec
 from indexer.store import SnippetStore
-from medsnip.buildrecord import RECORD_SCHEMA, read_build_record, tool_identity, write_build_record
+from medsnip.buildrecord import write_build_record
 
 STAGE = "indexer.dense"
 TRAIN_SAMPLE_SEED = 20261122
@@ -127,23 +126,19 @@ def build_dense(corpus: Corpus, out: Path, encoder: DenseEncoder, *, index_facto
         shard_entries.append({"shard": shard.index, "rows": int(index.ntotal), "faiss": path.name,
                               "embeddings": _emb_name(shard.index)})  # fmt: skip
     index_seconds = time.perf_counter() - index_started
-    record = {
-        "schema": RECORD_SCHEMA,
-        "tool": tool_identity(),
-        "stage": STAGE,
-        "complete": True,
-        "upstream": corpus.upstream(),
-        "encoder": identity,
-        "params": {"index_factory": index_factory, "metric": metric, "batch_size": batch_size,
+    record = index_record(
+        STAGE, corpus,
+        encoder=identity,
+        params={"index_factory": index_factory, "metric": metric, "batch_size": batch_size,
                    "train_sample_seed": TRAIN_SAMPLE_SEED, "train_sample_max": TRAIN_SAMPLE_MAX,
                    "embeddings_dtype": "float16", "device": encoder.device},
-        "engine": {"faiss": faiss.__version__},
-        "shards": shard_entries,
-        "counts": {"vectors": sum(entry["rows"] for entry in shard_entries),
-                   "embedded_this_run": len(embedded_now)},
-        "run": {"seconds": {"embed": round(embed_seconds, 3), "index": round(index_seconds, 3),
-                            "total": round(time.perf_counter() - started, 3)}},
-    }  # fmt: skip
+        engine={"faiss": faiss.__version__},
+        shards=shard_entries,
+        counts={"vectors": sum(entry["rows"] for entry in shard_entries),
+                "embedded_this_run": len(embedded_now)},
+        run={"seconds": {"embed": round(embed_seconds, 3), "index": round(index_seconds, 3),
+                         "total": round(time.perf_counter() - started, 3)}},
+    )  # fmt: skip
     write_build_record(out, record)
     if log:
         log(f"dense: {record['counts']['vectors']:,} vectors ({index_factory}, {metric}) -> {out}")
@@ -175,11 +170,7 @@ class DenseIndex:
         import faiss
 
         self.path = Path(path)
-        record = read_build_record(self.path)
-        if record.get("stage") != STAGE:
-            raise LineageError(f"{self.path}: not a dense index (stage {record.get('stage')!r})")
-        corpus.check_lineage(record["upstream"], f"dense index {self.path}")
-        self.record = record
+        record = self.record = open_index_record(self.path, STAGE, "dense index", corpus)
         self.corpus = corpus
         self.metric = record["params"]["metric"]
         self.dimension = record["encoder"]["dimension"]
@@ -269,7 +260,3 @@ def _read_index(path: Path):
         return faiss.read_index(str(path), faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY)
     except RuntimeError:
         return faiss.read_index(str(path))
-
-
-def remove_dense(out: Path) -> None:
-    shutil.rmtree(out, ignore_errors=True)

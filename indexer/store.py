@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from indexer.corpus import Corpus, LineageError, iter_shard_lines
-from medsnip.buildrecord import RECORD_SCHEMA, read_build_record, tool_identity, write_build_record
+from indexer.corpus import Corpus, LineageError, index_record, iter_shard_lines, open_index_record, replace_dir
+from medsnip.buildrecord import write_build_record
 
 STAGE = "indexer.store"
 _ID_HASHES = "id_hashes.npy"
@@ -65,29 +65,17 @@ def build_store(corpus: Corpus, out: Path) -> dict:
     order = np.argsort(all_hashes, kind="stable")
     np.save(temp / _ID_HASHES, all_hashes[order])
     np.save(temp / _ID_ROWS, all_rows[order])
-    record = {
-        "schema": RECORD_SCHEMA,
-        "tool": tool_identity(),
-        "stage": STAGE,
-        "complete": True,
-        "upstream": corpus.upstream(),
-        "counts": {"snippets": int(len(all_hashes)), "shards": len(corpus.shards)},
-        "layout": "offsets-SSSSS.npy: uint64 line offsets (rows+1); id_hashes.npy: sorted blake2b-64 of ids; "
+    record = index_record(
+        STAGE,
+        corpus,
+        counts={"snippets": int(len(all_hashes)), "shards": len(corpus.shards)},
+        layout="offsets-SSSSS.npy: uint64 line offsets (rows+1); id_hashes.npy: sorted blake2b-64 of ids; "
         "id_rows.npy: shard << 32 | row",
-        "run": {"seconds": round(time.perf_counter() - started, 3)},
-    }
+        run={"seconds": round(time.perf_counter() - started, 3)},
+    )
     write_build_record(temp, record)
-    _replace_dir(temp, out)
+    replace_dir(temp, out)
     return record
-
-
-def _replace_dir(temp: Path, out: Path) -> None:
-    """Swap a finished temp folder in for `out` (the old one removed only after the swap)."""
-    old = out.with_name(f".{out.name}.old-{os.getpid()}")
-    if out.exists():
-        os.replace(out, old)
-    os.replace(temp, out)
-    shutil.rmtree(old, ignore_errors=True)
 
 
 class SnippetStore:
@@ -96,11 +84,7 @@ class SnippetStore:
     def __init__(self, path: Path, corpus: Corpus):
         self.path = Path(path)
         self.corpus = corpus
-        record = read_build_record(self.path)
-        if record.get("stage") != STAGE:
-            raise LineageError(f"{self.path}: not a snippet store (stage {record.get('stage')!r})")
-        corpus.check_lineage(record["upstream"], f"snippet store {self.path}")
-        self.record = record
+        self.record = open_index_record(self.path, STAGE, "snippet store", corpus)
         self._hashes = np.load(self.path / _ID_HASHES, mmap_mode="r")
         self._rows = np.load(self.path / _ID_ROWS, mmap_mode="r")
         self._offsets = [np.load(self.path / _offsets_name(s.index), mmap_mode="r") for s in corpus.shards]
