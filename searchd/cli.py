@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -68,6 +69,10 @@ def serve(
     device,
 ) -> None:
     """Load every index under ROOT once and serve Search, BatchSearch, GetSnippets and Info."""
+    # The query encoder and the Lucene threads share the cores: OpenMP's default of spinning after
+    # each operation burns CPU the other needs (about a third of the server's CPU per hybrid query in
+    # docs/benchmarks.md). It must be set before torch loads its OpenMP runtime; a user's value wins.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     from searchd.engine import SearchEngine, ServingError
     from searchd.server import Limits, build_server, read_token, serve_forever
 
