@@ -134,7 +134,8 @@ def searchd_section(root: Path, load_seconds: float = 60.0) -> list[str]:
         f"queries: the 500 PubMedQA questions, k={K}, depth max(2k, 100), hits with text",
         "- server and clients on this 2-core machine; the in-process reference runs the same searches as "
         "one batch through the indexer's library API (BM25 batch_search on 2 threads, one encoder call, "
-        "FAISS, RRF) in this process, after a warm-up pass as the gRPC runs have; the server sets OMP_WAIT_POLICY=PASSIVE",
+        "FAISS, RRF) in this process, after a warm-up pass as the gRPC runs have; the server sets "
+        "OMP_WAIT_POLICY=PASSIVE",
         "",
         "| retrievers | in-process batch q/s |",
         "|---|---:|",
