@@ -15,6 +15,7 @@ import mmap
 import os
 import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -120,6 +121,13 @@ class SnippetStore:
     def raw_row(self, shard: int, row: int) -> bytes:
         offsets = self._offsets[shard]
         return self._maps[shard][int(offsets[row]) : int(offsets[row + 1])]
+
+    def scan(self) -> Iterator[dict]:
+        """Every snippet, parsed, in store order (shard by shard, row by row)."""
+        for shard, offsets in enumerate(self._offsets):
+            mapped = self._maps[shard]
+            for row in range(len(offsets) - 1):
+                yield orjson.loads(mapped[int(offsets[row]) : int(offsets[row + 1])])
 
     def row(self, shard: int, row: int) -> dict:
         """The snippet at (shard, row): FAISS row `row` of dense shard `shard`."""

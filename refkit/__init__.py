@@ -1,1 +1,2 @@
-"""refkit: reference collection and noise generation land with the refkit issue."""
+"""refkit: reproducible reference collection, entity-substitution noise, benchmark assembly and
+citation scoring, as a client of searchd (it never opens index files)."""

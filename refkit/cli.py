@@ -1,7 +1,277 @@
-"""`refkit` command line."""
+"""`refkit`: build a curation benchmark (CRAB/BRAGE style) for your own queries through searchd.
 
-from medsnip.pending import not_built_yet
+    refkit collect QUERIES --server ADDR --k 32 --out refs.jsonl
+    refkit label refs.jsonl --qrels qrels.tsv --out labeled.jsonl        (or label by hand)
+    refkit lexicon --server ADDR --out lexicon.tsv
+    refkit noise QUERIES --server ADDR --lexicon lexicon.tsv --seed 13 --refs refs.jsonl --out noise.jsonl
+    refkit assemble --relevant labeled.jsonl --noise noise.jsonl --n-relevant 2..4 --n-irrelevant 3..6 \\
+        --seed 13 --out items.jsonl
+    refkit score items.jsonl responses.jsonl
+
+Every command writes its output whole or not at all, and exits 2 with a message naming the file,
+line and field (or the server) when an input is unusable.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from medsnip import __version__
+from medsnip.queries import FORMATS, QueryFileError, read_query_file
+from searchd.cli import client_options
+
+console = Console(stderr=True)
+PathIn = click.Path(path_type=Path, exists=True, dir_okay=False)
+PathOut = click.Path(path_type=Path, dir_okay=False)
 
 
+def _friendly_errors(command):
+    """Known input and server problems become one red line and exit status 2 (no traceback)."""
+
+    @functools.wraps(command)
+    def run(*args, **kwargs):
+        from refkit.connection import ServerError
+        from refkit.jsonl import InputFileError
+        from refkit.lexicon import LexiconError
+
+        try:
+            return command(*args, **kwargs)
+        except (QueryFileError, InputFileError, LexiconError, ServerError, ValueError) as error:
+            console.print(f"[red]error[/red]: {escape(str(error))}", soft_wrap=True)
+            sys.exit(2)
+
+    return run
+
+
+def query_options(command):
+    command = click.option("--limit", type=click.IntRange(1), help="Only the first N queries of the file.")(command)
+    return click.option("--format", "query_format", default="auto", show_default=True, type=click.Choice(FORMATS),
+                        help="Query file format (README: query files).")(command)  # fmt: skip
+
+
+def dedup_options(command):
+    threshold = click.FloatRange(0, 1, min_open=True)
+    command = click.option("--dedup-threshold", default=0.8, show_default=True, type=threshold,
+                           help="Word-shingle Jaccard at which references are near-duplicates.")(command)  # fmt: skip
+    return click.option("--shingle-words", default=3, show_default=True, type=click.IntRange(1))(command)
+
+
+def _connect(address, token_file, tls, ca_file):
+    from refkit.connection import ServerOptions, connect
+
+    return connect(ServerOptions(address, token_file, tls, ca_file))
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="refkit")
 def main() -> None:
-    not_built_yet("refkit", "reference collection and noise generation land with the refkit issue")
+    """Reproducible reference collection, noise generation, benchmark assembly and citation scoring."""
+
+
+@main.command()
+@click.argument("queries_file", metavar="QUERIES", type=PathIn)
+@click.option("--out", required=True, type=PathOut, help="refs.jsonl to write.")
+@click.option("--k", default=32, show_default=True, type=click.IntRange(1), help="References retrieved per query.")
+@client_options
+@query_options
+@dedup_options
+@_friendly_errors
+def collect(queries_file, out, k, address, token_file, tls, ca_file, retrievers, corpora, rrf_k, query_format, limit,
+            dedup_threshold, shingle_words) -> None:  # fmt: skip
+    """Candidate references per query, with provenance, deduplicated by content."""
+    from refkit.collect import DedupOptions, RetrievalOptions, collect
+    from refkit.jsonl import write_jsonl
+
+    queries = read_query_file(queries_file, query_format, limit)
+    client, lineage = _connect(address, token_file, tls, ca_file)
+    with client:
+        options = RetrievalOptions(k, tuple(corpora), tuple(retrievers), rrf_k)
+        dedup = DedupOptions(dedup_threshold, shingle_words)
+        records = list(collect(client, address, lineage, queries, options, dedup))
+    write_jsonl(out, records)
+    kept = sum(len(r["references"]) for r in records)
+    dropped = sum(len(r["duplicates"]) for r in records)
+    console.print(f"{len(records)} queries: {kept} references, {dropped} duplicates dropped -> {out}")
+
+
+@main.command()
+@click.option("--out", required=True, type=PathOut, help="lexicon.tsv to write.")
+@click.option("--server", "address", help="Mine through searchd (ScanSnippets) at this address.")
+@click.option("--corpus", "corpus_dirs", multiple=True, type=click.Path(path_type=Path, file_okay=False, exists=True),
+              help="Or mine a corpus folder's shards directly (repeatable).")  # fmt: skip
+@click.option("--corpora", multiple=True, help="With --server: only these corpora [default: all].")
+@click.option("--token-file", type=PathIn)
+@click.option("--tls", is_flag=True)
+@click.option("--ca-file", type=PathIn)
+@_friendly_errors
+def lexicon(out, address, corpus_dirs, corpora, token_file, tls, ca_file) -> None:
+    """An entity lexicon from the indexed PubMed records' MeSH headings and chemicals."""
+    from refkit.lexicon import LexiconMiner
+
+    if bool(address) == bool(corpus_dirs):
+        raise click.UsageError("give either --server ADDR or --corpus DIR")
+    miner = LexiconMiner()
+    if address:
+        import grpc
+
+        from refkit.connection import ServerError, describe_rpc_error
+
+        client, _ = _connect(address, token_file, tls, ca_file)
+        with client:
+            try:
+                for _, snippet in client.scan_snippets(corpora, first_chunk_only=True):
+                    miner.add_document(json.loads(snippet.meta_json) if snippet.meta_json else {})
+            except grpc.RpcError as error:
+                raise ServerError(describe_rpc_error(address, error)) from error
+    else:
+        from indexer.corpus import Corpus, LineageError
+        from medsnip.snippet import iter_snippets
+
+        for folder in corpus_dirs:
+            try:
+                corpus = Corpus.open(folder)
+            except LineageError as error:
+                raise ValueError(str(error)) from error
+            for shard in corpus.shards:
+                for snippet in iter_snippets(shard.path):
+                    if snippet["chunk"] == 0:
+                        miner.add_document(snippet.get("meta") or {})
+    built = miner.lexicon()
+    if not len(built):
+        raise ValueError("no MeSH headings or chemicals in the scanned records (is a PubMed corpus among them?)")
+    built.write(out)
+    types = Counter(e.type for e in built.entities.values())
+    console.print(f"{miner.documents} documents: {len(built)} entities ({dict(sorted(types.items()))}) -> {out}")
+
+
+@main.command()
+@click.argument("queries_file", metavar="QUERIES", type=PathIn)
+@click.option("--lexicon", "lexicon_path", required=True, type=PathIn, help="lexicon.tsv (mined or your own).")
+@click.option("--seed", required=True, type=int)
+@click.option("--out", required=True, type=PathOut, help="noise.jsonl to write.")
+@click.option("--per-query", default=5, show_default=True, type=click.IntRange(1), help="Noisy references kept.")
+@click.option("--top-m", default=100, show_default=True, type=click.IntRange(1),
+              help="A candidate in the original query's top-M is rejected.")  # fmt: skip
+@click.option("--candidates", default=20, show_default=True, type=click.IntRange(1), help="Hits per rewrite.")
+@click.option("--refs", type=PathIn, help="refs.jsonl from collect: noise must not duplicate these.")
+@click.option("--aspects", "aspects_path", type=PathIn, help="Your aspect lexicon [default: refkit/aspects.tsv].")
+@client_options
+@query_options
+@dedup_options
+@_friendly_errors
+def noise(queries_file, lexicon_path, seed, out, per_query, top_m, candidates, refs, aspects_path, address,
+          token_file, tls, ca_file, retrievers, corpora, rrf_k, query_format, limit, dedup_threshold,
+          shingle_words) -> None:  # fmt: skip
+    """Entity/attribute substitutions and the filtered hard-negative references they retrieve."""
+    from refkit.collect import DedupOptions, RetrievalOptions
+    from refkit.jsonl import read_jsonl, write_jsonl
+    from refkit.lexicon import read_lexicon
+    from refkit.matcher import read_aspects
+    from refkit.noise import NoiseGenerator, NoiseOptions, QueryRewriter
+
+    queries = read_query_file(queries_file, query_format, limit)
+    lexicon_data = read_lexicon(lexicon_path)
+    aspects = read_aspects(aspects_path)
+    collected = {}
+    if refs:
+        collected = {str(r["id"]): r["references"] for _, r in read_jsonl(refs, ("id", "references"))}
+    provenance = {
+        "lexicon_sha256": hashlib.sha256(lexicon_path.read_bytes()).hexdigest(),
+        "aspects": str(aspects_path) if aspects_path else "refkit/aspects.tsv",
+        "dedup": {"threshold": dedup_threshold, "shingle_words": shingle_words},
+    }
+    client, lineage = _connect(address, token_file, tls, ca_file)
+    with client:
+        generator = NoiseGenerator(
+            client, address, lineage, QueryRewriter(lexicon_data, aspects),
+            RetrievalOptions(candidates, tuple(corpora), tuple(retrievers), rrf_k),
+            NoiseOptions(seed, per_query, top_m, candidates), DedupOptions(dedup_threshold, shingle_words),
+            collected, provenance,
+        )  # fmt: skip
+        records = list(generator.run(queries))
+    write_jsonl(out, records)
+    rewritten = sum(1 for r in records if r["rewrites"])
+    kept = sum(len(r["noise"]) for r in records)
+    rejected = sum(len(r["rejected"]) for r in records)
+    console.print(f"{len(records)} queries, {rewritten} rewritten: {kept} noisy references kept, "
+                  f"{rejected} candidates rejected -> {out}")  # fmt: skip
+
+
+@main.command()
+@click.argument("refs", type=PathIn)
+@click.option("--qrels", required=True, type=PathIn, help="TREC (qid 0 docid grade) or BEIR qrels.")
+@click.option("--out", required=True, type=PathOut, help="labeled.jsonl to write.")
+@click.option("--unjudged", default="irrelevant", show_default=True, type=click.Choice(["irrelevant", "skip"]))
+@_friendly_errors
+def label(refs, qrels, out, unjudged) -> None:
+    """Label collected references from relevance judgements (by document id or snippet id)."""
+    from indexer.evaluate import read_qrels
+    from refkit.jsonl import write_jsonl
+    from refkit.label import label_references
+
+    records = list(label_references(refs, read_qrels(qrels), unjudged))
+    write_jsonl(out, records)
+    labels = Counter(r["label"] for record in records for r in record["references"])
+    console.print(f"{len(records)} queries: {dict(sorted((str(k), v) for k, v in labels.items()))} -> {out}")
+
+
+@main.command()
+@click.option("--relevant", "labeled_path", required=True, type=PathIn, help="Labelled references (JSONL).")
+@click.option("--noise", "noise_path", type=PathIn, help="noise.jsonl from `refkit noise`.")
+@click.option("--n-relevant", required=True, help="A..B relevant references per item.")
+@click.option("--n-irrelevant", required=True, help="C..D irrelevant references per item.")
+@click.option("--seed", required=True, type=int)
+@click.option("--out", required=True, type=PathOut, help="items.jsonl to write.")
+@_friendly_errors
+def assemble(labeled_path, noise_path, n_relevant, n_irrelevant, seed, out) -> None:
+    """CRAB-style items: the query and numbered references in a seeded order, labels hidden in answer_key."""
+    from refkit.assemble import CountRange, assemble, read_labeled, read_noise
+    from refkit.jsonl import write_jsonl
+
+    relevant = CountRange.parse(n_relevant, "--n-relevant")
+    irrelevant = CountRange.parse(n_irrelevant, "--n-irrelevant")
+    items = list(assemble(read_labeled(labeled_path), read_noise(noise_path) if noise_path else {}, relevant,
+                          irrelevant, seed))  # fmt: skip
+    write_jsonl(out, items)
+    short = sum(1 for item in items if item["shortfall"])
+    console.print(f"{len(items)} items ({short} below a minimum, see their 'shortfall') -> {out}")
+
+
+@main.command()
+@click.argument("items_path", metavar="ITEMS", type=PathIn)
+@click.argument("responses_path", metavar="RESPONSES", type=PathIn)
+@click.option("--out", type=PathOut, help="Write the scores as JSON here too.")
+@_friendly_errors
+def score(items_path, responses_path, out) -> None:
+    """Relevance Precision, Irrelevance Suppression and Curation Efficiency from the responses' citations."""
+    from medsnip.buildrecord import atomic_write_bytes
+    from refkit.score import read_items, read_responses
+    from refkit.score import score as compute
+
+    result = compute(read_items(items_path), read_responses(responses_path))
+    text = json.dumps(result, indent=2)
+    if out:
+        atomic_write_bytes(out, (text + "\n").encode("utf-8"))
+    table = Table("query", "relevance precision", "irrelevance suppression", "curation efficiency", "cited")
+    for row in result["per_query"]:
+        table.add_row(escape(row["id"]), f"{row['relevance_precision']:.3f}", f"{row['irrelevance_suppression']:.3f}",
+                      f"{row['curation_efficiency']:.3f}", escape(str(row["cited"])))  # fmt: skip
+    overall = result["overall"]
+    table.add_row("[bold]overall[/bold]", f"{overall['relevance_precision']:.3f}",
+                  f"{overall['irrelevance_suppression']:.3f}", f"{overall['curation_efficiency']:.3f}", "")  # fmt: skip
+    Console(stderr=True).print(table)
+    click.echo(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sys
@@ -14,6 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from medsnip import __version__
+from medsnip.queries import FORMATS as QUERY_FORMATS
 
 console = Console(stderr=True)
 
@@ -154,37 +154,26 @@ def query(text, address, token_file, tls, ca_file, retrievers, corpora, rrf_k, k
     Console().print(table)
 
 
-def read_query_file(path: Path) -> list[tuple[str, str]]:
-    """(qid, text) from `qid<TAB>text` lines or JSONL with `_id`/`id`/`qid` and `text`/`query`."""
-    from indexer.evaluate import read_queries
-
-    if path.suffix in (".jsonl", ".json"):
-        queries = []
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                item = json.loads(line)
-                qid = str(next(item[key] for key in ("_id", "id", "qid") if key in item))
-                text = next(item[key] for key in ("text", "query", "question") if key in item)
-            except (json.JSONDecodeError, StopIteration) as error:
-                raise click.BadParameter(f"{path}:{number}: need an id (_id/id/qid) and a text (text/query)") from error
-            queries.append((qid, text))
-        return queries
-    return list(read_queries(path).items())
-
-
 @main.command()
 @click.argument("queries_file", type=click.Path(path_type=Path, exists=True, dir_okay=False))
 @click.option("--out", required=True, type=click.Path(path_type=Path), help="TREC run file to write.")
 @client_options
 @click.option("--k", default=1000, show_default=True, type=click.IntRange(1))
 @click.option("--batch", "batch_size", default=32, show_default=True, type=click.IntRange(1))
-def batch(queries_file, out, address, token_file, tls, ca_file, retrievers, corpora, rrf_k, k, batch_size) -> None:
+@click.option("--format", "query_format", default="auto", show_default=True, type=click.Choice(QUERY_FORMATS),
+              help="Query file format (see README: query files).")  # fmt: skip
+def batch(
+    queries_file, out, address, token_file, tls, ca_file, retrievers, corpora, rrf_k, k, batch_size, query_format
+) -> None:
     """Many queries through BatchSearch into a TREC run (for trec_eval or `indexer eval`)."""
     from rich.progress import Progress
 
-    queries = read_query_file(queries_file)
+    from medsnip.queries import QueryFileError, read_query_file
+
+    try:
+        queries = [(item.id, item.query) for item in read_query_file(queries_file, query_format)]
+    except QueryFileError as error:
+        raise click.BadParameter(str(error), param_hint="QUERIES_FILE") from error
     with _client(address, token_file, tls, ca_file) as client, open(out, "w", encoding="utf-8") as run:
         with Progress(console=console) as progress:
             task = progress.add_task("queries", total=len(queries))

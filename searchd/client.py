@@ -10,7 +10,9 @@ exponential backoff; every other error is raised at once as grpc.RpcError.
 
 from __future__ import annotations
 
+import itertools
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
@@ -103,6 +105,30 @@ class SearchClient:
 
     def get_snippets(self, ids: list[str], timeout: float | None = None) -> search_pb2.GetSnippetsResponse:
         return self._call(self._stub.GetSnippets, search_pb2.GetSnippetsRequest(ids=list(ids)), timeout)
+
+    def scan_snippets(
+        self, corpora=(), first_chunk_only: bool = False, return_text: bool = False, page_size: int = 0
+    ) -> Iterator[tuple[str, search_pb2.Snippet]]:
+        """(corpus, snippet) for every snippet of `corpora` (all when empty), streamed in store order.
+        A stream is not retried once started; a refused start (UNAVAILABLE) is, like other calls."""
+        request = search_pb2.ScanSnippetsRequest(
+            corpora=list(corpora), first_chunk_only=first_chunk_only, return_text=return_text, page_size=page_size
+        )
+        delay = self.backoff
+        for attempt in range(self.retries + 1):
+            pages = self._stub.ScanSnippets(request, metadata=self._metadata)
+            try:
+                first = next(pages, None)
+            except grpc.RpcError as error:
+                if error.code() != grpc.StatusCode.UNAVAILABLE or attempt == self.retries:
+                    raise
+                time.sleep(delay)
+                delay *= 2
+                continue
+            for page in itertools.chain([first] if first is not None else [], pages):
+                for snippet in page.snippets:
+                    yield page.corpus, snippet
+            return
 
     def info(self, timeout: float | None = None) -> search_pb2.InfoResponse:
         return self._call(self._stub.Info, search_pb2.InfoRequest(), timeout)

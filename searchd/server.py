@@ -217,6 +217,42 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
 
         return self._guarded(context, "Info", {}, work)
 
+    def ScanSnippets(self, request, context):
+        """Pages of snippets; holds one in-flight slot for the whole stream."""
+        started = time.perf_counter()
+        detail = {"corpora": list(request.corpora), "first_chunk_only": request.first_chunk_only}
+        corpora = list(request.corpora) or list(self.engine.corpora)
+        unknown = [c for c in corpora if c not in self.engine.corpora]
+        if unknown:
+            _log_request("ScanSnippets", detail, started, "INVALID_ARGUMENT")
+            context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"unknown corpus {', '.join(unknown)}; served: {', '.join(self.engine.corpora)}",
+            )
+        if not self._slots.acquire(blocking=False):
+            _log_request("ScanSnippets", detail, started, "RESOURCE_EXHAUSTED")
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "server busy: too many calls in flight, retry later")
+        status, sent = "CANCELLED", 0
+        try:
+            size = request.page_size or 1000
+            for name in corpora:
+                page = []
+                for snippet in self.engine.corpora[name].store.scan():
+                    if request.first_chunk_only and snippet["chunk"] != 0:
+                        continue
+                    page.append(_snippet_message(snippet, request.return_text))
+                    if len(page) == size:
+                        yield search_pb2.SnippetPage(corpus=name, snippets=page)
+                        sent += len(page)
+                        page = []
+                if page:
+                    yield search_pb2.SnippetPage(corpus=name, snippets=page)
+                    sent += len(page)
+            status = "OK"
+        finally:
+            self._slots.release()
+            _log_request("ScanSnippets", {**detail, "snippets": sent}, started, status)
+
 
 _pool_lock = threading.Lock()
 _pool: futures.ThreadPoolExecutor | None = None
@@ -231,12 +267,12 @@ def _batch_pool() -> futures.ThreadPoolExecutor:
         return _pool
 
 
-def _snippet_message(snippet: dict) -> search_pb2.Snippet:
+def _snippet_message(snippet: dict, with_text: bool = True) -> search_pb2.Snippet:
     return search_pb2.Snippet(
         id=snippet["id"],
-        title=snippet["title"],
-        content=snippet["content"],
-        contents=snippet["contents"],
+        title=snippet["title"] if with_text else "",
+        content=snippet["content"] if with_text else "",
+        contents=snippet["contents"] if with_text else "",
         source=snippet["source"],
         doc_id=snippet["doc_id"],
         chunk=snippet["chunk"],
@@ -265,6 +301,7 @@ class TokenInterceptor(grpc.ServerInterceptor):
             context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
 
         self._deny = grpc.unary_unary_rpc_method_handler(deny)
+        self._deny_stream = grpc.unary_stream_rpc_method_handler(deny)  # the refusal must match the call's shape
 
     def intercept_service(self, continuation, handler_call_details):
         if handler_call_details.method.startswith("/grpc.health.v1.Health/"):
@@ -273,7 +310,8 @@ class TokenInterceptor(grpc.ServerInterceptor):
         given = metadata.get("authorization", "")
         if given.startswith("Bearer ") and hmac.compare_digest(given[7:].encode(), self._token):
             return continuation(handler_call_details)
-        return self._deny
+        handler = continuation(handler_call_details)
+        return self._deny_stream if handler is not None and handler.response_streaming else self._deny
 
 
 def read_token(path: Path) -> str:

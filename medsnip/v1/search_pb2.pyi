@@ -129,6 +129,26 @@ class GetSnippetsResponse(_message.Message):
     missing: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, snippets: _Optional[_Iterable[_Union[Snippet, _Mapping]]] = ..., missing: _Optional[_Iterable[str]] = ...) -> None: ...
 
+class ScanSnippetsRequest(_message.Message):
+    __slots__ = ("corpora", "first_chunk_only", "return_text", "page_size")
+    CORPORA_FIELD_NUMBER: _ClassVar[int]
+    FIRST_CHUNK_ONLY_FIELD_NUMBER: _ClassVar[int]
+    RETURN_TEXT_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    corpora: _containers.RepeatedScalarFieldContainer[str]
+    first_chunk_only: bool
+    return_text: bool
+    page_size: int
+    def __init__(self, corpora: _Optional[_Iterable[str]] = ..., first_chunk_only: _Optional[bool] = ..., return_text: _Optional[bool] = ..., page_size: _Optional[int] = ...) -> None: ...
+
+class SnippetPage(_message.Message):
+    __slots__ = ("corpus", "snippets")
+    CORPUS_FIELD_NUMBER: _ClassVar[int]
+    SNIPPETS_FIELD_NUMBER: _ClassVar[int]
+    corpus: str
+    snippets: _containers.RepeatedCompositeFieldContainer[Snippet]
+    def __init__(self, corpus: _Optional[str] = ..., snippets: _Optional[_Iterable[_Union[Snippet, _Mapping]]] = ...) -> None: ...
+
 class InfoRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...

@@ -54,6 +54,11 @@ class SearchServiceStub:
                 request_serializer=medsnip_dot_v1_dot_search__pb2.InfoRequest.SerializeToString,
                 response_deserializer=medsnip_dot_v1_dot_search__pb2.InfoResponse.FromString,
                 _registered_method=True)
+        self.ScanSnippets = channel.unary_stream(
+                '/medsnip.v1.SearchService/ScanSnippets',
+                request_serializer=medsnip_dot_v1_dot_search__pb2.ScanSnippetsRequest.SerializeToString,
+                response_deserializer=medsnip_dot_v1_dot_search__pb2.SnippetPage.FromString,
+                _registered_method=True)
 
 
 class SearchServiceServicer:
@@ -87,6 +92,14 @@ class SearchServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ScanSnippets(self, request, context):
+        """Every snippet of the requested corpora in store order (corpus, shard, row), in pages: for tools
+        that mine a corpus through the server (refkit lexicon) instead of opening its files.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SearchServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -109,6 +122,11 @@ def add_SearchServiceServicer_to_server(servicer, server):
                     servicer.Info,
                     request_deserializer=medsnip_dot_v1_dot_search__pb2.InfoRequest.FromString,
                     response_serializer=medsnip_dot_v1_dot_search__pb2.InfoResponse.SerializeToString,
+            ),
+            'ScanSnippets': grpc.unary_stream_rpc_method_handler(
+                    servicer.ScanSnippets,
+                    request_deserializer=medsnip_dot_v1_dot_search__pb2.ScanSnippetsRequest.FromString,
+                    response_serializer=medsnip_dot_v1_dot_search__pb2.SnippetPage.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -219,6 +237,33 @@ class SearchService:
             '/medsnip.v1.SearchService/Info',
             medsnip_dot_v1_dot_search__pb2.InfoRequest.SerializeToString,
             medsnip_dot_v1_dot_search__pb2.InfoResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ScanSnippets(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/medsnip.v1.SearchService/ScanSnippets',
+            medsnip_dot_v1_dot_search__pb2.ScanSnippetsRequest.SerializeToString,
+            medsnip_dot_v1_dot_search__pb2.SnippetPage.FromString,
             options,
             channel_credentials,
             insecure,

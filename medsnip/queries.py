@@ -1,0 +1,162 @@
+"""Reading query files (searchd batch, refkit): JSONL/TSV and the question sets users already have.
+
+Field mapping (docs: README "Build a curation benchmark"):
+
+| format   | file shape                                   | id                      | query          |
+|----------|----------------------------------------------|-------------------------|----------------|
+| jsonl    | one object per line                          | `id` (or `_id`, `qid`)  | `query` (or `text`, `question`) |
+| tsv      | `id<TAB>query` lines, optional header        | column 1                | column 2       |
+| pubmedqa | PubMedQA JSON: `{PMID: {"QUESTION": ...}}`   | the PMID                | `QUESTION`     |
+| bioasq   | BioASQ JSON: `{"questions": [...]}`          | `id`                    | `body`         |
+| medqa    | MedQA JSONL (no id field)                    | `medqa-<line number>`   | `question`     |
+
+`auto` picks the format from the extension and the first record. Every error names the file and the
+line (or the JSON key) and the field, and nothing is read past it.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+FORMATS = ("auto", "jsonl", "tsv", "pubmedqa", "bioasq", "medqa")
+_ID_KEYS = ("id", "_id", "qid")
+_TEXT_KEYS = ("query", "text", "question")
+
+
+class QueryFileError(ValueError):
+    """A query file that cannot be read as asked (the message names the file and the place)."""
+
+
+@dataclass(frozen=True)
+class QueryItem:
+    id: str
+    query: str
+
+
+def read_query_file(path: Path, file_format: str = "auto", limit: int | None = None) -> list[QueryItem]:
+    """The queries of `path`, in file order (at most `limit`); ids must be unique and queries non-empty."""
+    path = Path(path)
+    if not path.is_file():
+        raise QueryFileError(f"{path}: no such query file")
+    if file_format == "auto":
+        file_format = _detect(path)
+    readers = {"jsonl": _jsonl, "tsv": _tsv, "pubmedqa": _pubmedqa, "bioasq": _bioasq, "medqa": _medqa}
+    if file_format not in readers:
+        raise QueryFileError(f"{path}: unknown query format {file_format!r} (one of {', '.join(FORMATS)})")
+    items: list[QueryItem] = []
+    seen: dict[str, str] = {}
+    for where, query_id, text in readers[file_format](path):
+        query_id = "" if query_id is None else str(query_id).strip()
+        if not query_id:
+            raise QueryFileError(f"{where}: missing id")
+        if not isinstance(text, str) or not text.strip():
+            raise QueryFileError(f"{where}: empty query (id {query_id})")
+        if query_id in seen:
+            raise QueryFileError(f"{where}: duplicate id {query_id} (first at {seen[query_id]})")
+        seen[query_id] = where
+        items.append(QueryItem(query_id, " ".join(text.split())))
+        if limit is not None and len(items) >= limit:
+            break
+    if not items:
+        raise QueryFileError(f"{path}: no queries")
+    return items
+
+
+def _detect(path: Path) -> str:
+    name = path.name.lower()
+    if name.endswith(".tsv") or name.endswith(".txt"):
+        return "tsv"
+    if name.endswith(".jsonl"):
+        with open(path, encoding="utf-8") as handle:
+            first = next((line for line in handle if line.strip()), "")
+        try:
+            record = json.loads(first) if first else {}
+        except json.JSONDecodeError as error:
+            raise QueryFileError(f"{path}:1: not JSON ({error.msg})") from error
+        if isinstance(record, dict) and "question" in record and not (set(_ID_KEYS) & record.keys()):
+            return "medqa"
+        return "jsonl"
+    if name.endswith(".json"):
+        data = _load_json(path)
+        if isinstance(data, dict) and isinstance(data.get("questions"), list):
+            return "bioasq"
+        if isinstance(data, dict) and all(isinstance(v, dict) and "QUESTION" in v for v in data.values()):
+            return "pubmedqa"
+        raise QueryFileError(f"{path}: a JSON file that is neither BioASQ nor PubMedQA; pass --format")
+    raise QueryFileError(f"{path}: cannot tell the query format from the name; pass --format")
+
+
+def _load_json(path: Path):
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise QueryFileError(f"{path}:{error.lineno}: not JSON ({error.msg})") from error
+    except UnicodeDecodeError as error:
+        raise QueryFileError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start})") from error
+
+
+def _json_lines(path: Path):
+    with open(path, encoding="utf-8") as handle:
+        try:
+            for number, line in enumerate(handle, 1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as error:
+                    raise QueryFileError(f"{path}:{number}: not JSON ({error.msg})") from error
+                if not isinstance(record, dict):
+                    raise QueryFileError(f"{path}:{number}: expected a JSON object")
+                yield number, record
+        except UnicodeDecodeError as error:
+            raise QueryFileError(f"{path}: not UTF-8 text ({error.reason})") from error
+
+
+def _jsonl(path: Path):
+    for number, record in _json_lines(path):
+        query_id = next((record[key] for key in _ID_KEYS if key in record), None)
+        text_key = next((key for key in _TEXT_KEYS if key in record), None)
+        if text_key is None:
+            raise QueryFileError(f"{path}:{number}: no 'query' field (nor 'text', 'question')")
+        yield f"{path}:{number}", query_id, record[text_key]
+
+
+def _medqa(path: Path):
+    for number, record in _json_lines(path):
+        if "question" not in record:
+            raise QueryFileError(f"{path}:{number}: no 'question' field (MedQA)")
+        yield f"{path}:{number}", f"medqa-{number}", record["question"]
+
+
+def _tsv(path: Path):
+    with open(path, encoding="utf-8", newline="") as handle:
+        for number, row in enumerate(csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE), 1):
+            if not row or (number == 1 and row[0].strip().lower() in ("id", "qid", "query-id", "query_id")):
+                continue
+            if len(row) < 2:
+                raise QueryFileError(f"{path}:{number}: expected 'id<TAB>query', found one column")
+            yield f"{path}:{number}", row[0], row[1]
+
+
+def _pubmedqa(path: Path):
+    data = _load_json(path)
+    if not isinstance(data, dict):
+        raise QueryFileError(f"{path}: PubMedQA JSON is an object keyed by PMID")
+    for pmid, record in data.items():
+        if not isinstance(record, dict) or "QUESTION" not in record:
+            raise QueryFileError(f"{path}: [{pmid!r}]: no 'QUESTION' field (PubMedQA)")
+        yield f"{path}: [{pmid!r}]", pmid, record["QUESTION"]
+
+
+def _bioasq(path: Path):
+    data = _load_json(path)
+    questions = data.get("questions") if isinstance(data, dict) else None
+    if not isinstance(questions, list):
+        raise QueryFileError(f"{path}: BioASQ JSON has a 'questions' list")
+    for position, record in enumerate(questions):
+        if not isinstance(record, dict) or "body" not in record:
+            raise QueryFileError(f"{path}: questions[{position}]: no 'body' field (BioASQ)")
+        yield f"{path}: questions[{position}]", record.get("id"), record["body"]

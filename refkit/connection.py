@@ -1,0 +1,69 @@
+"""refkit's connection to searchd: a SearchClient plus what the server says about its indexes.
+
+refkit never opens index files; everything it knows about the corpora (their lineage, the retrievers
+and the encoder) comes from `Info`, and it is recorded with every reference so a collection can be
+tied to the exact indexes that produced it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+
+from medsnip.buildrecord import lineage_hash
+from searchd.client import SearchClient
+
+
+class ServerError(RuntimeError):
+    """The server cannot be reached or refused the call (the message says which and why)."""
+
+
+@dataclass
+class ServerOptions:
+    address: str
+    token_file: Path | None = None
+    tls: bool = False
+    ca_file: Path | None = None
+    timeout: float = 120.0
+
+
+def connect(options: ServerOptions) -> tuple[SearchClient, dict]:
+    """A client and the server's lineage summary; raises ServerError if the server does not answer."""
+    token = Path(options.token_file).read_text(encoding="utf-8").strip() if options.token_file else None
+    client = SearchClient(
+        options.address, token=token, tls=options.tls, ca_file=options.ca_file, retries=2, timeout=options.timeout
+    )
+    try:
+        info = client.info(timeout=10)
+    except grpc.RpcError as error:
+        client.close()
+        raise ServerError(describe_rpc_error(options.address, error)) from error
+    return client, lineage_summary(info)
+
+
+def describe_rpc_error(address: str, error: grpc.RpcError) -> str:
+    code = error.code()
+    if code == grpc.StatusCode.UNAVAILABLE:
+        return f"searchd at {address} is unreachable ({error.details()}); start it with `searchd serve --root ROOT`"
+    if code == grpc.StatusCode.UNAUTHENTICATED:
+        return f"searchd at {address} refused the call: {error.details()} (pass --token-file)"
+    return f"searchd at {address}: {code.name}: {error.details()}"
+
+
+def lineage_summary(info) -> dict:
+    """{"server_version", "encoder", "corpora": {name: {"corpus": ..., "bm25": ..., "dense": ...}}}: per
+    corpus, the lineage hash of the corpus its indexes were built from and each index's own (the hash
+    of what the index is, as medsnip.buildrecord.lineage_hash defines it: rebuilding it to the same
+    bytes keeps it, any change of parameters, model or corpus changes it)."""
+    corpora = {}
+    for corpus in info.corpora:
+        entry = {"corpus": corpus.lineage_sha256}
+        for index in corpus.indexes:
+            entry["corpus"] = index.lineage_sha256
+            entry[index.retriever] = lineage_hash(json.loads(index.build_json))
+        corpora[corpus.name] = entry
+    encoder = json.loads(info.encoder_json) if info.encoder_json else None
+    return {"server_version": info.server_version, "encoder": encoder, "corpora": corpora}

@@ -1,0 +1,107 @@
+"""Content deduplication of references: exact (hash of normalised text) and near-duplicate (MinHash LSH).
+
+References are offered best-ranked first; the first member of a cluster stays and every later member
+is dropped as a duplicate *of that member*. Near-duplicates are found with datasketch's MinHash LSH
+over word shingles (fixed seed, so the same texts always give the same candidates), and each LSH
+candidate is then confirmed with the exact Jaccard similarity of the two shingle sets, so a drop never
+rests on an estimate and the recorded similarity is the true one.
+
+Normalisation (for both): Unicode NFKC, case-folded, every run of non-alphanumeric characters turned
+into one space. Overlapping chunks of one document (200 characters of overlap in 1000) stay far below
+the default threshold of 0.8; the same paragraph copied into two articles does not.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from dataclasses import dataclass
+
+from datasketch import MinHash, MinHashLSH
+
+_NON_WORD = re.compile(r"[\W_]+", re.UNICODE)
+
+
+def normalise(text: str) -> str:
+    return _NON_WORD.sub(" ", unicodedata.normalize("NFKC", text).casefold()).strip()
+
+
+def content_hash(text: str) -> str:
+    return hashlib.sha256(normalise(text).encode("utf-8")).hexdigest()
+
+
+def shingles(text: str, size: int) -> set[str]:
+    """Word `size`-grams of the normalised text (the whole text as one shingle when it is shorter)."""
+    words = normalise(text).split()
+    if len(words) <= size:
+        return {" ".join(words)} if words else set()
+    return {" ".join(words[i : i + size]) for i in range(len(words) - size + 1)}
+
+
+def jaccard(a: set[str], b: set[str]) -> float:
+    return len(a & b) / len(a | b) if a or b else 1.0
+
+
+@dataclass(frozen=True)
+class Duplicate:
+    of: str  # the key of the kept member of the cluster
+    kind: str  # "exact" | "near"
+    jaccard: float
+
+    def as_dict(self) -> dict:
+        return {"duplicate_of": self.of, "kind": self.kind, "jaccard": round(self.jaccard, 4)}
+
+
+class Deduplicator:
+    def __init__(self, threshold: float = 0.8, shingle_words: int = 3, num_perm: int = 128, seed: int = 1):
+        if not 0.0 < threshold <= 1.0:
+            raise ValueError(f"near-duplicate threshold must be in (0, 1], got {threshold}")
+        self.threshold, self.shingle_words, self.num_perm, self.seed = threshold, shingle_words, num_perm, seed
+        self._lsh = MinHashLSH(threshold=threshold, num_perm=num_perm)
+        self._exact: dict[str, str] = {}
+        self._shingles: dict[str, set[str]] = {}
+        self._order: dict[str, int] = {}
+
+    def params(self) -> dict:
+        return {"threshold": self.threshold, "shingle_words": self.shingle_words, "num_perm": self.num_perm,
+                "seed": self.seed}  # fmt: skip
+
+    def _minhash(self, words: set[str]) -> MinHash:
+        minhash = MinHash(num_perm=self.num_perm, seed=self.seed)
+        minhash.update_batch([w.encode("utf-8") for w in sorted(words)])
+        return minhash
+
+    def match(self, text: str) -> Duplicate | None:
+        """The kept text this one duplicates (the earliest kept of the best matches), or None."""
+        kept = self._exact.get(content_hash(text))
+        if kept is not None:
+            return Duplicate(kept, "exact", 1.0)
+        words = shingles(text, self.shingle_words)
+        if not words:
+            return None
+        best: tuple[float, int, str] | None = None
+        for key in self._lsh.query(self._minhash(words)):
+            similarity = jaccard(words, self._shingles[key])
+            if similarity >= self.threshold:
+                candidate = (-similarity, self._order[key], key)
+                best = candidate if best is None or candidate < best else best
+        return None if best is None else Duplicate(best[2], "near", -best[0])
+
+    def add(self, key: str, text: str) -> None:
+        """Keep `key` (a new cluster): later texts are compared with it."""
+        if key in self._order:
+            return
+        self._order[key] = len(self._order)
+        self._exact.setdefault(content_hash(text), key)
+        words = shingles(text, self.shingle_words)
+        if words:
+            self._shingles[key] = words
+            self._lsh.insert(key, self._minhash(words))
+
+    def offer(self, key: str, text: str) -> Duplicate | None:
+        """match() and, when the text is new, add() it."""
+        duplicate = self.match(text)
+        if duplicate is None:
+            self.add(key, text)
+        return duplicate

@@ -1,0 +1,55 @@
+"""JSONL in and out for refkit's files.
+
+Outputs are written whole, to a temp file renamed over the target, so a failed or interrupted command
+leaves either the previous file or none, never half of one. Lines are orjson with the keys in the
+order the code builds them: the same inputs give the same bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from medsnip.buildrecord import atomic_write_bytes
+
+
+class InputFileError(ValueError):
+    """A refkit input file that cannot be used (the message names the file, line and field)."""
+
+
+def dumps_line(record: dict[str, Any]) -> bytes:
+    return orjson.dumps(record) + b"\n"
+
+
+def write_jsonl(path: Path, records: Iterable[dict[str, Any]]) -> int:
+    """Write all records atomically; returns how many."""
+    lines = [dumps_line(record) for record in records]
+    atomic_write_bytes(Path(path), b"".join(lines))
+    return len(lines)
+
+
+def read_jsonl(path: Path, required: tuple[str, ...] = ()) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) for each non-blank line; a line that is not a JSON object, or lacks a
+    `required` field, raises InputFileError naming the file, the line and the field."""
+    path = Path(path)
+    try:
+        handle = open(path, "rb")
+    except OSError as error:
+        raise InputFileError(f"{path}: cannot read ({error.strerror})") from error
+    with handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                record = orjson.loads(line)
+            except orjson.JSONDecodeError as error:
+                raise InputFileError(f"{path}:{number}: not JSON ({error})") from error
+            if not isinstance(record, dict):
+                raise InputFileError(f"{path}:{number}: expected a JSON object")
+            for field in required:
+                if field not in record:
+                    raise InputFileError(f"{path}:{number}: missing field '{field}'")
+            yield number, record

@@ -1,0 +1,269 @@
+"""The entity lexicon: biomedical entities mined from PubMed records' MeSH headings and chemicals.
+
+Mining reads one record per document (chunk 0 carries the document's `meta`), either streamed from
+searchd (ScanSnippets) or read from a corpus folder's shards. Every MeSH descriptor and every
+substance of the chemical list is an entity, keyed by its case-folded name (the 2014 MEDLINE sample
+has no UIs, newer records do; the first UI seen is kept).
+
+Columns of lexicon.tsv (a user-supplied lexicon needs `name` and `type`; the others are optional):
+
+| column        | meaning |
+|---------------|---------|
+| name          | the preferred name (MeSH heading or substance name) |
+| ui            | MeSH UI (D..., C...) when the records carry it |
+| type          | `drug` (chemicals and drugs), `disease`, or `other` |
+| frequency     | documents that carry the entity |
+| entry_terms   | other names, `|`-separated (mined: the uninverted form of an inverted heading) |
+| qualifiers    | qualifier profile: `name=count|...`, most frequent first |
+| cooccurrence  | the most frequent co-occurring entities: `name=count|...` |
+
+Type inference, since PubMed records carry no tree numbers: an entity is a `drug` when it appears in
+a chemical list or its qualifier profile leans to drug-only qualifiers (pharmacology, therapeutic use,
+administration & dosage, ...), a `disease` when it leans to disease-only qualifiers (diagnosis,
+therapy, drug therapy, etiology, complications, mortality, ...), `other` when it has neither (check
+tags such as Humans, anatomy, places, methods). A hand-made or MeSH-derived TSV with the right types
+can replace the mined one.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from medsnip.buildrecord import atomic_write_bytes
+
+TYPES = ("drug", "disease", "other")
+COLUMNS = ("name", "ui", "type", "frequency", "entry_terms", "qualifiers", "cooccurrence")
+# Qualifiers MeSH allows (almost) only on drugs/chemicals, and only on diseases. Qualifiers shared with
+# anatomy, organisms, places or procedures (pathology, physiopathology, genetics, epidemiology, surgery,
+# adverse effects, standards, ...) would type "Heart", "United States" or "Coronary Artery Bypass" as
+# diseases or drugs, so they do not count.
+DRUG_QUALIFIERS = frozenset(
+    {"pharmacology", "therapeutic use", "administration & dosage", "pharmacokinetics", "toxicity", "poisoning",
+     "analogs & derivatives", "agonists", "antagonists & inhibitors", "chemical synthesis"}
+)  # fmt: skip
+DISEASE_QUALIFIERS = frozenset(
+    {"complications", "congenital", "diagnosis", "drug therapy", "etiology", "mortality", "prevention & control",
+     "therapy", "radiotherapy", "chemically induced"}
+)  # fmt: skip
+COOCCURRENCE_KEPT = 25
+
+
+class LexiconError(ValueError):
+    """A lexicon file that cannot be used (the message names the file, line and column)."""
+
+
+@dataclass
+class Entity:
+    name: str
+    type: str
+    ui: str = ""
+    frequency: int = 0
+    entry_terms: list[str] = field(default_factory=list)
+    qualifiers: Counter = field(default_factory=Counter)
+    cooccurrence: Counter = field(default_factory=Counter)
+
+    @property
+    def key(self) -> str:
+        return self.name.casefold()
+
+    def surface_forms(self) -> list[str]:
+        """The names a text may use for it (preferred name first)."""
+        forms = [self.name]
+        for term in self.entry_terms:
+            if term.casefold() not in {f.casefold() for f in forms}:
+                forms.append(term)
+        return forms
+
+
+class Lexicon:
+    def __init__(self, entities: Iterable[Entity]):
+        self.entities: dict[str, Entity] = {}
+        for entity in entities:
+            self.entities.setdefault(entity.key, entity)
+
+    def __len__(self) -> int:
+        return len(self.entities)
+
+    def get(self, name: str) -> Entity | None:
+        return self.entities.get(name.casefold())
+
+    def of_type(self, kind: str) -> list[Entity]:
+        return [e for e in self.entities.values() if e.type == kind]
+
+    def to_tsv(self) -> bytes:
+        out = io.StringIO()
+        writer = csv.writer(out, delimiter="\t", lineterminator="\n", quoting=csv.QUOTE_NONE, escapechar="\\")
+        writer.writerow(COLUMNS)
+        for entity in sorted(self.entities.values(), key=lambda e: (-e.frequency, e.key)):
+            writer.writerow([
+                entity.name, entity.ui, entity.type, entity.frequency, "|".join(entity.entry_terms),
+                _pairs(entity.qualifiers), _pairs(entity.cooccurrence, COOCCURRENCE_KEPT),
+            ])  # fmt: skip
+        return out.getvalue().encode("utf-8")
+
+    def write(self, path: Path) -> None:
+        atomic_write_bytes(Path(path), self.to_tsv())
+
+
+def _pairs(counter: Counter, limit: int | None = None) -> str:
+    items = sorted(counter.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
+    return "|".join(f"{name}={count}" for name, count in items)
+
+
+def _parse_pairs(text: str, where: str, column: str) -> Counter:
+    counter: Counter = Counter()
+    for part in filter(None, text.split("|")):
+        name, sep, count = part.rpartition("=")
+        if not sep or not count.isdigit():
+            raise LexiconError(f"{where}: column '{column}': expected name=count, got {part!r}")
+        counter[name] = int(count)
+    return counter
+
+
+def read_lexicon(path: Path) -> Lexicon:
+    """A lexicon TSV (mined by `refkit lexicon` or written by hand: `name` and `type` are required)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise LexiconError(f"{path}: cannot read ({error.strerror})") from error
+    except UnicodeDecodeError as error:
+        raise LexiconError(f"{path}: not UTF-8 text") from error
+    rows = list(csv.reader(io.StringIO(text), delimiter="\t", quoting=csv.QUOTE_NONE, escapechar="\\"))
+    if not rows:
+        raise LexiconError(f"{path}: empty lexicon (expected a header line: {' '.join(COLUMNS)})")
+    header = [h.strip() for h in rows[0]]
+    unknown = [h for h in header if h not in COLUMNS]
+    if unknown:
+        raise LexiconError(f"{path}:1: unknown lexicon column '{unknown[0]}' (known: {', '.join(COLUMNS)})")
+    for required in ("name", "type"):
+        if required not in header:
+            raise LexiconError(f"{path}:1: missing lexicon column '{required}'")
+    entities = []
+    for number, row in enumerate(rows[1:], 2):
+        if not any(cell.strip() for cell in row):
+            continue
+        if len(row) != len(header):
+            raise LexiconError(f"{path}:{number}: {len(row)} columns, the header has {len(header)}")
+        cells = dict(zip(header, (c.strip() for c in row), strict=True))
+        where = f"{path}:{number}"
+        if not cells["name"]:
+            raise LexiconError(f"{where}: column 'name' is empty")
+        if cells["type"] not in TYPES:
+            raise LexiconError(f"{where}: column 'type' is {cells['type']!r}, expected one of {', '.join(TYPES)}")
+        frequency = cells.get("frequency", "") or "0"
+        if not frequency.isdigit():
+            raise LexiconError(f"{where}: column 'frequency' is not a number: {frequency!r}")
+        entities.append(
+            Entity(
+                name=cells["name"],
+                type=cells["type"],
+                ui=cells.get("ui", ""),
+                frequency=int(frequency),
+                entry_terms=[t.strip() for t in cells.get("entry_terms", "").split("|") if t.strip()],
+                qualifiers=_parse_pairs(cells.get("qualifiers", ""), where, "qualifiers"),
+                cooccurrence=_parse_pairs(cells.get("cooccurrence", ""), where, "cooccurrence"),
+            )
+        )
+    if not entities:
+        raise LexiconError(f"{path}: no entities")
+    return Lexicon(entities)
+
+
+class LexiconMiner:
+    """Accumulates documents' MeSH and chemicals; `lexicon()` types the entities at the end."""
+
+    def __init__(self):
+        self.names: dict[str, str] = {}
+        self.uis: dict[str, str] = {}
+        self.frequency: Counter = Counter()
+        self.in_chemical_list: Counter = Counter()
+        self.qualifiers: dict[str, Counter] = defaultdict(Counter)
+        self.cooccurrence: dict[str, Counter] = defaultdict(Counter)
+        self.documents = 0
+
+    def add_document(self, meta: dict) -> None:
+        mesh, chemicals = meta.get("mesh") or [], meta.get("chemicals") or []
+        if not mesh and not chemicals:
+            return
+        self.documents += 1
+        present: set[str] = set()
+        for heading in mesh:
+            key = self._entity(heading.get("name"), heading.get("ui"))
+            if key is None:
+                continue
+            present.add(key)
+            for qualifier in heading.get("qualifiers") or []:
+                if qualifier.get("name"):
+                    self.qualifiers[key][qualifier["name"].casefold()] += 1
+        for chemical in chemicals:
+            key = self._entity(chemical.get("name"), chemical.get("ui"))
+            if key is not None:
+                present.add(key)
+                self.in_chemical_list[key] += 1
+        for key in present:
+            self.frequency[key] += 1
+        ordered = sorted(present)
+        for key in ordered:
+            for other in ordered:
+                if other != key:
+                    self.cooccurrence[key][other] += 1
+
+    def _entity(self, name: str | None, ui: str | None) -> str | None:
+        if not name or not name.strip():
+            return None
+        name = " ".join(name.split())
+        key = name.casefold()
+        self.names.setdefault(key, name)
+        if ui and key not in self.uis:
+            self.uis[key] = ui
+        return key
+
+    def entity_type(self, key: str) -> str:
+        profile = self.qualifiers.get(key, Counter())
+        drug = self.in_chemical_list[key] + sum(n for q, n in profile.items() if q in DRUG_QUALIFIERS)
+        disease = sum(n for q, n in profile.items() if q in DISEASE_QUALIFIERS)
+        if drug > disease:
+            return "drug"
+        if disease > 0:
+            return "disease"
+        return "other"
+
+    def lexicon(self) -> Lexicon:
+        entities = []
+        for key, name in self.names.items():
+            entities.append(
+                Entity(
+                    name=name,
+                    type=self.entity_type(key),
+                    ui=self.uis.get(key, ""),
+                    frequency=self.frequency[key],
+                    entry_terms=uninverted(name),
+                    qualifiers=Counter(self.qualifiers.get(key, {})),
+                    cooccurrence=Counter({self.names[k]: n for k, n in self.cooccurrence.get(key, {}).items()}),
+                )
+            )
+        return Lexicon(entities)
+
+
+def uninverted(name: str) -> list[str]:
+    """MeSH's inverted headings read naturally uninverted: "Carcinoma, Squamous Cell" -> "Squamous
+    Cell Carcinoma" (only for a single comma, where the reading is unambiguous)."""
+    head, sep, tail = name.partition(", ")
+    if not sep or "," in tail or not tail or not head:
+        return []
+    return [f"{tail} {head}"]
+
+
+def profile_similarity(a: Entity, b: Entity) -> float:
+    """Cosine similarity of two qualifier profiles (0 when either is empty)."""
+    common = set(a.qualifiers) & set(b.qualifiers)
+    dot = sum(a.qualifiers[q] * b.qualifiers[q] for q in common)
+    norm = math.sqrt(sum(v * v for v in a.qualifiers.values())) * math.sqrt(sum(v * v for v in b.qualifiers.values()))
+    return dot / norm if norm else 0.0

@@ -1,0 +1,83 @@
+"""Dictionary matching of entities and aspects in a query: Aho-Corasick (pyahocorasick) over lower-cased
+phrases, kept only on whole-word boundaries, then leftmost-longest without overlaps ("non-small cell
+lung carcinoma" wins over "carcinoma"; "dose" inside "dosed" never matches)."""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import ahocorasick
+
+
+@dataclass(frozen=True)
+class Match:
+    start: int
+    end: int
+    text: str  # as written in the query
+    payload: Any  # what the phrase stands for (an Entity, an Aspect)
+
+
+class PhraseMatcher:
+    def __init__(self, phrases: list[tuple[str, Any]]):
+        """`phrases`: (phrase, payload); a phrase given twice keeps its first payload."""
+        self._automaton = ahocorasick.Automaton()
+        for phrase, payload in phrases:
+            key = " ".join(phrase.lower().split())
+            if key and key not in self._automaton:
+                self._automaton.add_word(key, (len(key), payload))
+        self._empty = len(self._automaton) == 0
+        if not self._empty:
+            self._automaton.make_automaton()
+
+    def find(self, text: str) -> list[Match]:
+        if self._empty:
+            return []
+        lowered = text.lower()
+        if len(lowered) != len(text):  # a few characters change length when lower-cased: match on an aligned copy
+            lowered = "".join(c.lower() if len(c.lower()) == 1 else c for c in text)
+        found = []
+        for end_index, (length, payload) in self._automaton.iter(lowered):
+            start, end = end_index - length + 1, end_index + 1
+            if _boundary(lowered, start - 1) and _boundary(lowered, end):
+                found.append((start, -(end - start), end, payload))
+        chosen: list[Match] = []
+        covered_until = -1
+        for start, _, end, payload in sorted(found, key=lambda m: (m[0], m[1])):
+            if start >= covered_until:
+                chosen.append(Match(start, end, text[start:end], payload))
+                covered_until = end
+        return chosen
+
+
+def _boundary(text: str, index: int) -> bool:
+    return index < 0 or index >= len(text) or not text[index].isalnum()
+
+
+@dataclass(frozen=True)
+class Aspect:
+    type: str  # "drug" | "disease"
+    name: str
+    synonyms: tuple[str, ...]
+    qualifiers: tuple[str, ...]
+
+
+def read_aspects(path: Path | None = None) -> list[Aspect]:
+    """The aspect lexicon (refkit/aspects.tsv unless a path is given): type, aspect, synonyms, qualifiers."""
+    if path is None:
+        text = resources.files("refkit").joinpath("aspects.tsv").read_text(encoding="utf-8")
+        where = "refkit/aspects.tsv"
+    else:
+        text, where = Path(path).read_text(encoding="utf-8"), str(path)
+    aspects = []
+    lines = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip() and not line.startswith("#")]
+    for number, row in ((n, next(csv.reader([line], delimiter="\t"))) for n, line in lines[1:]):
+        if len(row) != 4 or row[0] not in ("drug", "disease") or not row[1].strip():
+            raise ValueError(f"{where}:{number}: expected 'drug|disease<TAB>aspect<TAB>synonyms<TAB>qualifiers'")
+        synonyms = tuple(s.strip() for s in row[2].split("|") if s.strip())
+        qualifiers = tuple(q.strip().casefold() for q in row[3].split("|") if q.strip())
+        aspects.append(Aspect(row[0], row[1].strip(), synonyms or (row[1].strip(),), qualifiers))
+    return aspects

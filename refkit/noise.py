@@ -1,0 +1,353 @@
+"""`refkit noise`: hard irrelevant references by entity/attribute substitution.
+
+For each query (CRAB's recipe, scripted):
+1. find its entities (lexicon, drug and disease types) and aspects (aspect lexicon) with the phrase
+   matcher; the *target* is the last aspect that has an entity of its type in the query, with the
+   nearest such entity (else the last entity, with no aspect);
+2. rewrite it: attribute swap (the aspect replaced by another aspect of the same type), entity swap
+   (the entity replaced by a same-type entity, ranked by co-occurrence with it, then qualifier-profile
+   similarity, then frequency; the seed picks among the top five), and both at once;
+3. retrieve for every rewrite and keep a candidate only if it plausibly cannot answer the original:
+   - it is not in the original query's top-M;
+   - its text does not pair the original entity (any of its names) with the original aspect (any
+     synonym); a query with no aspect rejects every text that names the entity at all;
+   - its MeSH does not carry the original (descriptor, qualifier of the aspect) pair;
+   - it is not a duplicate (exact or near, dedup.py) of a reference already collected for the query
+     (--refs), of the original's top-M, or of noise kept before it;
+4. write what was rewritten, what was kept and why, and what was rejected and why.
+
+Everything that chooses is seeded by (seed, query id) and every list is in a fixed order, so the
+same queries, lexicon, seed and index lineage give byte-identical output.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import grpc
+
+from medsnip.queries import QueryItem
+from refkit.collect import DedupOptions, RetrievalOptions, reference_from_hit, search_many
+from refkit.connection import ServerError, describe_rpc_error
+from refkit.lexicon import Entity, Lexicon, profile_similarity, uninverted
+from refkit.matcher import Aspect, Match, PhraseMatcher
+from searchd.client import SearchClient
+
+ENTITY_POOL = 5  # the seed picks entity swaps among this many best-ranked candidates
+
+
+@dataclass
+class NoiseOptions:
+    seed: int = 0
+    per_query: int = 5
+    top_m: int = 100
+    candidates: int = 20  # hits retrieved per rewrite
+    attribute_swaps: int = 2
+    entity_swaps: int = 2
+
+    def as_dict(self) -> dict:
+        return {"seed": self.seed, "per_query": self.per_query, "top_m": self.top_m, "candidates": self.candidates,
+                "attribute_swaps": self.attribute_swaps, "entity_swaps": self.entity_swaps}  # fmt: skip
+
+
+@dataclass
+class Analysis:
+    entities: list[Match]
+    aspects: list[Match]
+    entity: Match | None = None  # the target
+    aspect: Match | None = None
+
+    def as_dict(self) -> dict:
+        return {
+            "entities": [{"name": m.payload.name, "ui": m.payload.ui, "type": m.payload.type, "text": m.text,
+                          "span": [m.start, m.end]} for m in self.entities],  # fmt: skip
+            "aspects": [{"aspect": m.payload.name, "type": m.payload.type, "text": m.text, "span": [m.start, m.end]}
+                        for m in self.aspects],  # fmt: skip
+            "target": None if self.entity is None else {
+                "entity": self.entity.payload.name,
+                "aspect": None if self.aspect is None else self.aspect.payload.name,
+            },
+        }  # fmt: skip
+
+
+@dataclass
+class Rewrite:
+    kind: str  # "attribute" | "entity" | "both"
+    query: str
+    replaced: list[dict] = field(default_factory=list)
+
+    def as_dict(self, number: int) -> dict:
+        return {"number": number, "kind": self.kind, "query": self.query, "replaced": self.replaced}
+
+
+class QueryRewriter:
+    """Analysis and rewrites of queries against one lexicon and one aspect list."""
+
+    def __init__(self, lexicon: Lexicon, aspects: list[Aspect]):
+        self.lexicon = lexicon
+        self.aspects = aspects
+        typed = [e for e in lexicon.entities.values() if e.type in ("drug", "disease")]
+        self.entity_matcher = PhraseMatcher([(form, e) for e in typed for form in e.surface_forms()])
+        self.aspect_matcher = PhraseMatcher([(s, a) for a in aspects for s in a.synonyms])
+        self._by_type = {kind: sorted((e for e in typed if e.type == kind), key=lambda e: e.key)
+                         for kind in ("drug", "disease")}  # fmt: skip
+
+    def analyse(self, query: str) -> Analysis:
+        """Entities, aspects and the target pair. Questions end with what they ask ("... which of the
+        following adverse effects?"), so aspects are tried from the last one back, each paired with the
+        nearest entity of its type; a query with no such pair targets its last entity, aspect-less."""
+        entities = self.entity_matcher.find(query)
+        entity_spans = [(m.start, m.end) for m in entities]
+        aspects = [m for m in self.aspect_matcher.find(query)
+                   if not any(s < m.end and m.start < e for s, e in entity_spans)]  # fmt: skip
+        analysis = Analysis(entities, aspects)
+        for aspect in reversed(aspects):
+            compatible = [e for e in entities if e.payload.type == aspect.payload.type]
+            if compatible:
+                analysis.entity = min(compatible, key=lambda e: (_distance(e, aspect), -e.start))
+                analysis.aspect = aspect
+                return analysis
+        if entities:
+            analysis.entity = entities[-1]
+        return analysis
+
+    def entity_candidates(self, original: Entity, exclude: set[str]) -> list[Entity]:
+        """Same-type entities, best first: co-occurring with the original, then similar qualifier
+        profile, then frequent."""
+        candidates = [e for e in self._by_type.get(original.type, []) if e.key != original.key and e.key not in exclude]
+        return sorted(
+            candidates,
+            key=lambda e: (
+                -original.cooccurrence.get(e.name, 0),
+                -profile_similarity(original, e),
+                -e.frequency,
+                e.key,
+            ),
+        )
+
+    def rewrites(self, query: QueryItem, analysis: Analysis, options: NoiseOptions) -> list[Rewrite]:
+        if analysis.entity is None:
+            return []
+        rng = random.Random(f"{options.seed}:{query.id}")
+        entity: Entity = analysis.entity.payload
+        attribute_targets: list[Aspect] = []
+        if analysis.aspect is not None:
+            others = [a for a in self.aspects if a.type == entity.type and a.name != analysis.aspect.payload.name]
+            attribute_targets = rng.sample(others, min(options.attribute_swaps, len(others)))
+        present = {m.payload.key for m in analysis.entities}
+        pool = self.entity_candidates(entity, present)[:ENTITY_POOL]
+        entity_targets = rng.sample(pool, min(options.entity_swaps, len(pool)))
+        rewrites = [self._swap(query.query, analysis, aspect=target) for target in attribute_targets]
+        rewrites += [self._swap(query.query, analysis, entity=target) for target in entity_targets]
+        if attribute_targets and entity_targets:
+            rewrites.append(self._swap(query.query, analysis, entity=entity_targets[0], aspect=attribute_targets[0]))
+        unique, seen = [], {query.query.casefold()}
+        for rewrite in rewrites:
+            if rewrite.query.casefold() not in seen:
+                seen.add(rewrite.query.casefold())
+                unique.append(rewrite)
+        return unique
+
+    @staticmethod
+    def _swap(text: str, analysis: Analysis, entity: Entity | None = None, aspect: Aspect | None = None) -> Rewrite:
+        edits = []  # (start, end, replacement, record)
+        if entity is not None:
+            match = analysis.entity
+            words = _match_case(match.text, natural_name(entity))
+            edits.append((match.start, match.end, words, {
+                "what": "entity", "type": entity.type, "from": match.payload.name, "from_ui": match.payload.ui,
+                "to": entity.name, "to_ui": entity.ui, "text": match.text,
+                "span": [match.start, match.end]}))  # fmt: skip
+        if aspect is not None:
+            match = analysis.aspect
+            words = _match_case(match.text, aspect.name)
+            edits.append((match.start, match.end, words, {
+                "what": "aspect", "type": aspect.type, "from": match.payload.name, "to": aspect.name,
+                "text": match.text, "span": [match.start, match.end]}))  # fmt: skip
+        for start, end, words, _ in sorted(edits, key=lambda e: -e[0]):
+            text = text[:start] + words + text[end:]
+        kind = "both" if len(edits) == 2 else edits[0][3]["what"].replace("aspect", "attribute")
+        return Rewrite(kind, text, [record for *_, record in sorted(edits, key=lambda e: e[0])])
+
+
+def _distance(a: Match, b: Match) -> int:
+    return max(a.start - b.end, b.start - a.end, 0)
+
+
+def natural_name(entity: Entity) -> str:
+    """How a query would write the entity: the uninverted form of an inverted MeSH heading."""
+    forms = uninverted(entity.name)
+    return forms[0] if forms else entity.name
+
+
+def _match_case(original: str, replacement: str) -> str:
+    if original.islower():
+        return replacement.lower()
+    if original[:1].isupper() and not original.isupper():
+        return replacement[:1].upper() + replacement[1:]
+    return replacement
+
+
+def file_sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+class NoiseGenerator:
+    def __init__(self, client: SearchClient, address: str, lineage: dict, rewriter: QueryRewriter,
+                 retrieval: RetrievalOptions, options: NoiseOptions, dedup: DedupOptions,
+                 collected: dict[str, list[dict]] | None = None, provenance: dict | None = None):  # fmt: skip
+        self.client, self.address, self.lineage = client, address, lineage
+        self.rewriter, self.retrieval, self.options, self.dedup = rewriter, retrieval, options, dedup
+        self.collected = collected or {}
+        self.provenance = provenance or {}
+
+    def run(self, queries: list[QueryItem], batch: int = 32) -> Iterator[dict]:
+        analyses = [self.rewriter.analyse(q.query) for q in queries]
+        rewrites = [self.rewriter.rewrites(q, a, self.options) for q, a in zip(queries, analyses, strict=True)]
+        wanted = [i for i, r in enumerate(rewrites) if r]
+        originals = search_many(
+            self.client, self.address, [queries[i].query for i in wanted], self._retrieval(self.options.top_m), batch
+        )
+        flat = [r.query for i in wanted for r in rewrites[i]]
+        rewritten_hits = iter(
+            search_many(self.client, self.address, flat, self._retrieval(self.options.candidates), batch)
+        )
+        top_m = dict(zip(wanted, originals, strict=True))
+        for index, (query, analysis) in enumerate(zip(queries, analyses, strict=True)):
+            record = {"id": query.id, "query": query.query, **analysis.as_dict()}
+            if not rewrites[index]:
+                reason = "no drug or disease entity of the lexicon in the query"
+                yield {**record, "rewrites": [], "noise": [], "rejected": [], "skipped": reason, **self._footer()}
+                continue
+            hits_per_rewrite = [next(rewritten_hits) for _ in rewrites[index]]
+            noise, rejected = self._filter(query, analysis, top_m[index], hits_per_rewrite)
+            yield {
+                **record,
+                "rewrites": [r.as_dict(n) for n, r in enumerate(rewrites[index], 1)],
+                "noise": noise,
+                "rejected": rejected,
+                "skipped": None,
+                **self._footer(),
+            }
+
+    def _retrieval(self, k: int) -> RetrievalOptions:
+        return RetrievalOptions(k, self.retrieval.corpora, self.retrieval.retrievers, self.retrieval.rrf_k)
+
+    def _footer(self) -> dict:
+        return {"params": {**self.options.as_dict(), "retrieval": self.retrieval.as_dict(), **self.provenance},
+                "lineage": self.lineage["corpora"]}  # fmt: skip
+
+    def _filter(self, query: QueryItem, analysis: Analysis, original_hits: list, hits_per_rewrite: list[list]):
+        entity: Entity = analysis.entity.payload
+        aspect: Aspect | None = None if analysis.aspect is None else analysis.aspect.payload
+        pairing = PairingTest(entity, aspect)
+        original_rank = {hit.id: hit.rank for hit in original_hits}
+        deduplicator = self.dedup.new()
+        for reference in self.collected.get(query.id, []):
+            deduplicator.add(reference["snippet_id"], reference.get("content", ""))
+        for hit in original_hits:
+            deduplicator.add(hit.id, hit.content)
+        order = _round_robin(hits_per_rewrite)
+        meta = self._meta([hit.id for _, hit in order if hit.id not in original_rank])
+        noise, rejected, considered = [], [], set()
+        for rewrite_number, hit in order:
+            if len(noise) >= self.options.per_query:
+                break
+            if hit.id in considered:
+                continue
+            considered.add(hit.id)
+            where = {"snippet_id": hit.id, "rewrite": rewrite_number, "rewrite_rank": hit.rank}
+            reason = None
+            if hit.id in original_rank:
+                reason = f"in the original query's top-{self.options.top_m} (rank {original_rank[hit.id]})"
+            if reason is None:
+                reason = pairing.check(f"{hit.title} {hit.content}")
+            if reason is None:
+                reason = mesh_pair(meta.get(hit.id, {}), entity, aspect)
+            if reason is None:
+                duplicate = deduplicator.match(hit.content)
+                if duplicate is not None:
+                    reason = (f"duplicate ({duplicate.kind}, Jaccard {duplicate.jaccard:.2f}) of "
+                              f"{duplicate.of}")  # fmt: skip
+            if reason is not None:
+                rejected.append({**where, "reason": reason})
+                continue
+            deduplicator.add(hit.id, hit.content)
+            kept_reason = (
+                f"retrieved for rewrite {rewrite_number} at rank {hit.rank}; not in the original's "
+                f"top-{self.options.top_m}; {pairing.describe()}; {mesh_description(entity, aspect)}; not a duplicate"
+            )
+            noise.append({**reference_from_hit(hit, self.lineage), **where, "label": "irrelevant",
+                          "origin": "noise", "reason": kept_reason})  # fmt: skip
+        return noise, rejected
+
+    def _meta(self, ids: list[str]) -> dict[str, dict]:
+        """The meta (MeSH) of candidate snippets, from GetSnippets."""
+        found: dict[str, dict] = {}
+        unique = list(dict.fromkeys(ids))
+        for start in range(0, len(unique), 500):
+            try:
+                response = self.client.get_snippets(unique[start : start + 500])
+            except grpc.RpcError as error:
+                raise ServerError(describe_rpc_error(self.address, error)) from error
+            for snippet in response.snippets:
+                found[snippet.id] = json.loads(snippet.meta_json) if snippet.meta_json else {}
+        return found
+
+
+def _round_robin(hits_per_rewrite: list[list]) -> list[tuple[int, object]]:
+    """(rewrite number, hit): rank 1 of every rewrite, then rank 2, ... so kept noise spans rewrites."""
+    order = []
+    for rank in range(max((len(h) for h in hits_per_rewrite), default=0)):
+        for number, hits in enumerate(hits_per_rewrite, 1):
+            if rank < len(hits):
+                order.append((number, hits[rank]))
+    return order
+
+
+class PairingTest:
+    """Does a text name the original entity together with the original aspect?"""
+
+    def __init__(self, entity: Entity, aspect: Aspect | None):
+        self.entity, self.aspect = entity, aspect
+        self._entity = PhraseMatcher([(form, entity) for form in entity.surface_forms()])
+        self._aspect = PhraseMatcher([(s, aspect) for s in aspect.synonyms]) if aspect else None
+
+    def check(self, text: str) -> str | None:
+        named = self._entity.find(text)
+        if not named:
+            return None
+        if self._aspect is None:
+            return f"names {self.entity.name} ('{named[0].text}') and the query has no aspect to tell answers apart"
+        about = self._aspect.find(text)
+        if about:
+            return f"pairs {self.entity.name} ('{named[0].text}') with {self.aspect.name} ('{about[0].text}')"
+        return None
+
+    def describe(self) -> str:
+        if self.aspect is None:
+            return f"does not name {self.entity.name}"
+        return f"does not pair {self.entity.name} with {self.aspect.name}"
+
+
+def mesh_pair(meta: dict, entity: Entity, aspect: Aspect | None) -> str | None:
+    """A reason if the record's MeSH carries (entity, a qualifier of the aspect)."""
+    if aspect is None or not aspect.qualifiers:
+        return None
+    for heading in meta.get("mesh") or []:
+        if (heading.get("name") or "").casefold() != entity.key:
+            continue
+        for qualifier in heading.get("qualifiers") or []:
+            if (qualifier.get("name") or "").casefold() in aspect.qualifiers:
+                return f"MeSH carries {heading['name']}/{qualifier['name']}"
+    return None
+
+
+def mesh_description(entity: Entity, aspect: Aspect | None) -> str:
+    if aspect is None or not aspect.qualifiers:
+        return "no MeSH pair to test"
+    return f"MeSH has no {entity.name}/{'|'.join(aspect.qualifiers)}"

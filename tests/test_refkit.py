@@ -1,0 +1,435 @@
+"""refkit against a real searchd over real data: the PubMedQA abstracts (`pubmedqa`) and the bundled
+PubMed samples with their MeSH and chemicals (`pubmed`), both with BM25 and dense indexes; real
+questions from ../shared/data/ir (copied in samples/ir) through collect -> label -> noise -> assemble
+-> score; rewrites of real drug and disease questions; filters, determinism, bad input."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+from pathlib import Path
+
+import orjson
+import pytest
+from click.testing import CliRunner
+
+from conftest import PUBMED_SAMPLES, SAMPLES, run_indexer
+from medsnip.queries import QueryFileError, read_query_file
+from refkit.cli import main as refkit_main
+from refkit.dedup import Deduplicator, jaccard, shingles
+from refkit.lexicon import LexiconError, read_lexicon
+from refkit.matcher import PhraseMatcher, read_aspects
+from refkit.noise import PairingTest, QueryRewriter
+from refkit.score import parse_citations, score
+from searchd.client import SearchClient
+from searchd.launch import start_background_server
+
+IR = SAMPLES / "ir"
+BEIR = IR / "pubmedqa-beir"
+SHARED_IR = Path(__file__).resolve().parents[2] / "shared" / "data" / "ir"
+# Real questions: PubMedQA test set (disease + aspect, disease without aspect) and MedQA test set
+# question 57 (a drug + an aspect).
+ASTHMA = ("16266387", "Fast foods - are they a risk factor for asthma?")
+VARICES = ("26163474", "Is there a connection between sublingual varices and hypertension?")
+RISPERIDONE = (
+    "medqa-57",
+    "An otherwise healthy 26-year-old man comes to the physician for medication counseling after recently being "
+    "diagnosed with schizophrenia. Risperidone therapy is initiated. This patient is at increased risk for which of "
+    "the following adverse effects?",
+)
+
+
+def refkit(*args, ok: bool = True):
+    result = CliRunner().invoke(refkit_main, [str(a) for a in args], catch_exceptions=False)
+    if ok:
+        assert result.exit_code == 0, result.output
+    return result
+
+
+@pytest.fixture(scope="module")
+def refkit_root(search_root, tmp_path_factory, run_corpusbuild) -> Path:
+    root = tmp_path_factory.mktemp("refkit-root")
+    shutil.copytree(search_root / "pubmedqa", root / "pubmedqa")
+    result = run_corpusbuild("pubmed", PUBMED_SAMPLES, "--out", root / "pubmed", "--shards", 2, "--workers", 1,
+                             "--quiet")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    for command in ("store", "bm25"):
+        run_indexer(command, root / "pubmed")
+    run_indexer("dense", root / "pubmed", "--preset", "minilm", "--batch-size", 64)
+    return root
+
+
+@pytest.fixture(scope="module")
+def server(refkit_root):
+    process, address = start_background_server(refkit_root)
+    yield address
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=60) == 0
+
+
+@pytest.fixture(scope="module")
+def lexicon_path(server, tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("lexicon") / "lexicon.tsv"
+    refkit("lexicon", "--server", server, "--out", path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def questions(tmp_path_factory) -> Path:
+    """Real questions: the first 12 PubMedQA questions (the varices one among them), the asthma one and
+    MedQA 57."""
+    path = tmp_path_factory.mktemp("questions") / "questions.tsv"
+    pubmedqa = read_query_file(BEIR / "queries.tsv")
+    chosen = pubmedqa[:12] + [q for q in pubmedqa if q.id == ASTHMA[0]]
+    assert VARICES[0] in {q.id for q in chosen} and chosen[-1].query == ASTHMA[1]
+    lines = ["id\tquery"] + [f"{q.id}\t{q.query}" for q in chosen] + ["\t".join(RISPERIDONE)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+# -- query files --
+
+
+def test_reads_the_real_question_sets_through_their_field_mapping():
+    pubmedqa = read_query_file(SHARED_IR / "pubmedqa_test_set.json")
+    assert len(pubmedqa) == 500 and pubmedqa[0].id == "12377809"
+    assert pubmedqa[0].query == "Is anorectal endosonography valuable in dyschesia?"
+    bioasq = read_query_file(SHARED_IR / "bioasq_10B1_golden.json")
+    assert bioasq[0].id == "61f80d5d882a024a1000003c"
+    assert bioasq[0].query == "Do only changes in coding regions of MEF2C cause developmental disorders?"
+    medqa = read_query_file(SHARED_IR / "medqa_us_4options_test.jsonl")
+    assert len(medqa) == 1273 and medqa[56].id == RISPERIDONE[0] and medqa[56].query == RISPERIDONE[1]
+    assert [q.id for q in read_query_file(BEIR / "queries.tsv", limit=2)] == ["12377809", "26163474"]
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "message"),
+    [
+        ("q.jsonl", '{"id": "1", "query": "ok"}\n{"query": "no id"}\n', "q.jsonl:2: missing id"),
+        ("q.jsonl", '{"id": "1", "query": "ok"}\n{"id": "2", "query": "  "}\n', "q.jsonl:2: empty query (id 2)"),
+        ("q.jsonl", '{"id": "1", "query": "ok"}\n{"id": "1", "query": "again"}\n', "q.jsonl:2: duplicate id 1"),
+        ("q.jsonl", '{"id": "1", "query": "ok"}\n{"id": "2", "query": \n', "q.jsonl:2: not JSON"),
+        ("q.jsonl", '{"id": "1", "title": "no query field"}\n', "q.jsonl:1: no 'query' field"),
+        ("q.tsv", "1\tfine\n2\n", "q.tsv:2: expected 'id<TAB>query'"),
+    ],
+)
+def test_bad_query_files_name_the_line_and_field(tmp_path, name, text, message):
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(QueryFileError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        read_query_file(path)
+
+
+# -- scoring --
+
+
+def test_citation_parsing():
+    assert parse_citations("As shown [1], and [2, 3]; also [5-7][4] and [9\u201310].") == [1, 2, 3, 5, 6, 7, 4, 9, 10]
+    assert parse_citations("No citations [a], [see 2], [] or [1,] here.") == []
+    assert parse_citations("[3] again [3] and [2-3]") == [3, 2]
+
+
+def test_scores_match_f1_computed_by_hand():
+    """Two items. Item a: refs 1,2 relevant, 3,4,5 irrelevant; cites [1][3]. Item b: 1 relevant, 2 irrelevant;
+    cites nothing.
+    Pooled: relevant cited 1 (a1), relevant uncited 2 (a2, b1), irrelevant cited 1 (a3), irrelevant uncited 3.
+      Relevance F1 = 2*1 / (2*1 + 1 + 2) = 0.4; Irrelevance F1 = 2*3 / (2*3 + 2 + 1) = 6/9; macro = (0.4+6/9)/2.
+    Item a alone: relevance 2/(2+1+1) = 0.5, irrelevance 2*2/(4+1+1) = 2/3.
+    Item b alone: relevance 0/(0+0+1) = 0, irrelevance 2*1/(2+1+0) = 2/3."""
+    items = [
+        {"id": "a", "references": [{"number": n} for n in range(1, 6)],
+         "answer_key": {"1": {"label": "relevant"}, "2": {"label": "relevant"}, "3": {"label": "irrelevant"},
+                        "4": {"label": "irrelevant"}, "5": {"label": "irrelevant"}}},
+        {"id": "b", "references": [{"number": 1}, {"number": 2}],
+         "answer_key": {"1": {"label": "relevant"}, "2": {"label": "irrelevant"}}},
+    ]  # fmt: skip
+    result = score(items, {"a": "Answer [1][3], see also [9].", "b": "I cannot tell."})
+    overall = result["overall"]
+    assert overall["relevance_precision"] == pytest.approx(0.4)
+    assert overall["irrelevance_suppression"] == pytest.approx(6 / 9)
+    assert overall["curation_efficiency"] == pytest.approx((0.4 + 6 / 9) / 2)
+    a, b = result["per_query"]
+    assert (a["relevance_precision"], a["irrelevance_suppression"]) == (pytest.approx(0.5), pytest.approx(2 / 3))
+    assert a["cited"] == [1, 3] and a["invalid_citations"] == [9]
+    assert (b["relevance_precision"], b["irrelevance_suppression"]) == (0.0, pytest.approx(2 / 3))
+    assert result["mean_per_query"]["relevance_precision"] == pytest.approx(0.25)
+
+
+# -- dedup and matching --
+
+
+def test_dedup_exact_near_and_overlapping_chunks():
+    corpus = [json.loads(line) for line in (BEIR / "corpus.jsonl").read_text(encoding="utf-8").splitlines()[:40]]
+    first, second = corpus[0]["text"], corpus[1]["text"]
+    words = first.split()
+    edited = " ".join(words[:-3] + ["entirely", "different", "ending."])  # a few words changed: near duplicate
+    assert jaccard(shingles(first, 3), shingles(edited, 3)) >= 0.8
+    dedup = Deduplicator(threshold=0.8)
+    assert dedup.offer("a", first) is None
+    assert dedup.offer("b", second) is None
+    exact = dedup.offer("c", "  " + first.upper() + " ")  # case and spacing only
+    assert (exact.of, exact.kind) == ("a", "exact")
+    near = dedup.offer("d", edited)
+    assert (near.of, near.kind) == ("a", "near") and 0.8 <= near.jaccard < 1.0
+    for record in corpus[2:]:  # 38 different real abstracts: none is a duplicate of another
+        assert dedup.offer(record["_id"], record["text"]) is None
+    # consecutive 1000-character chunks of one real textbook overlap by 200 characters: not duplicates
+    book = (SAMPLES / "textbooks" / "books" / "InternalMed_Harrison.txt").read_text(encoding="utf-8")
+    chunks = [book[i : i + 1000] for i in range(0, len(book) - 1000, 800)]
+    assert len(chunks) >= 10
+    chunk_dedup = Deduplicator()
+    assert all(chunk_dedup.offer(str(n), chunk) is None for n, chunk in enumerate(chunks))
+
+
+def test_phrase_matcher_is_whole_word_case_insensitive_and_longest():
+    matcher = PhraseMatcher([("carcinoma", "short"), ("non-small cell lung carcinoma", "long"), ("dose", "dose")])
+    found = matcher.find("Chemotherapy in advanced Non-Small Cell Lung Carcinoma: dosed or dose-dense?")
+    assert [(m.text, m.payload) for m in found] == [("Non-Small Cell Lung Carcinoma", "long"), ("dose", "dose")]
+
+
+# -- lexicon --
+
+
+def test_lexicon_from_server_equals_lexicon_from_shards(server, refkit_root, lexicon_path, tmp_path):
+    from_shards = tmp_path / "shards.tsv"
+    refkit("lexicon", "--corpus", refkit_root / "pubmed", "--corpus", refkit_root / "pubmedqa", "--out", from_shards)
+    assert from_shards.read_bytes() == lexicon_path.read_bytes()
+    lexicon = read_lexicon(lexicon_path)
+    assert lexicon.get("Hypertension").type == "disease"
+    assert lexicon.get("asthma").type == "disease"
+    assert lexicon.get("Risperidone").type == "drug" and lexicon.get("Simvastatin").type == "drug"
+    assert lexicon.get("Humans").type == "other" and lexicon.get("Humans").frequency >= 70
+    assert lexicon.get("Asthma").ui == "D001249"  # from a record with UIs (the 2014 sample has none)
+    assert (
+        "Non-Steroidal Anti-Inflammatory Agents" in lexicon.get("Anti-Inflammatory Agents, Non-Steroidal").entry_terms
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("name\ttype\tcolour\nAspirin\tdrug\tred\n", "unknown lexicon column 'colour'"),
+        ("name\ttype\nAspirin\tpill\n", ":2: column 'type' is 'pill'"),
+        ("name\nAspirin\n", "missing lexicon column 'type'"),
+        ("name\ttype\tqualifiers\nAspirin\tdrug\ttherapeutic use\n", ":2: column 'qualifiers': expected name=count"),
+    ],
+)
+def test_bad_lexicons_are_refused_with_the_place(tmp_path, text, message):
+    path = tmp_path / "lexicon.tsv"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(LexiconError, match=message):
+        read_lexicon(path)
+
+
+# -- rewrites --
+
+
+def _rewriter(lexicon_path: Path) -> QueryRewriter:
+    return QueryRewriter(read_lexicon(lexicon_path), read_aspects())
+
+
+def test_attribute_and_entity_swaps_of_a_real_disease_question(lexicon_path):
+    from medsnip.queries import QueryItem
+    from refkit.noise import NoiseOptions
+
+    rewriter = _rewriter(lexicon_path)
+    query = QueryItem(*ASTHMA)
+    analysis = rewriter.analyse(query.query)
+    assert (analysis.entity.payload.name, analysis.aspect.payload.name) == ("Asthma", "risk factors")
+    rewrites = rewriter.rewrites(query, analysis, NoiseOptions(seed=13))
+    kinds = [r.kind for r in rewrites]
+    assert kinds == ["attribute", "attribute", "entity", "entity", "both"]
+    disease_aspects = {a.name for a in read_aspects() if a.type == "disease"} - {"risk factors"}
+    for rewrite in rewrites[:2]:
+        (change,) = rewrite.replaced
+        assert change["from"] == "risk factors" and change["to"] in disease_aspects
+        assert rewrite.query == f"Fast foods - are they a {change['to']} for asthma?"
+    pool = [e.name for e in rewriter.entity_candidates(analysis.entity.payload, {"asthma"})[:5]]
+    for rewrite in rewrites[2:4]:
+        (change,) = rewrite.replaced
+        assert change["from"] == "Asthma" and change["type"] == "disease" and change["to"] in pool
+        assert rewrite.query == f"Fast foods - are they a risk factor for {change['to'].lower()}?"
+    assert {c["what"] for c in rewrites[4].replaced} == {"entity", "aspect"}
+    # same seed, same rewrites; another seed may choose others but from the same candidates
+    assert [r.query for r in rewriter.rewrites(query, analysis, NoiseOptions(seed=13))] == [r.query for r in rewrites]
+
+
+def test_attribute_and_entity_swaps_of_a_real_drug_question(lexicon_path):
+    from medsnip.queries import QueryItem
+    from refkit.noise import NoiseOptions
+
+    rewriter = _rewriter(lexicon_path)
+    query = QueryItem(*RISPERIDONE)
+    analysis = rewriter.analyse(query.query)
+    assert (analysis.entity.payload.name, analysis.aspect.payload.name) == ("Risperidone", "adverse effects")
+    rewrites = rewriter.rewrites(query, analysis, NoiseOptions(seed=13))
+    drug_aspects = {a.name for a in read_aspects() if a.type == "drug"} - {"adverse effects"}
+    attribute = [r for r in rewrites if r.kind == "attribute"]
+    assert len(attribute) == 2
+    for rewrite in attribute:
+        assert rewrite.replaced[0]["to"] in drug_aspects
+        assert rewrite.query.endswith(f"which of the following {rewrite.replaced[0]['to']}?")
+        assert "Risperidone therapy" in rewrite.query
+    entity = [r for r in rewrites if r.kind == "entity"]
+    assert len(entity) == 2
+    risperidone = analysis.entity.payload
+    for rewrite in entity:
+        change = rewrite.replaced[0]
+        assert change["type"] == "drug" and change["from"] == "Risperidone"
+        assert risperidone.cooccurrence.get(change["to"], 0) > 0  # co-occurs with it in a real record
+        assert rewrite.query.endswith("adverse effects?") and "Risperidone" not in rewrite.query
+
+
+def test_a_question_without_an_aspect_gets_entity_swaps_only(lexicon_path):
+    from medsnip.queries import QueryItem
+    from refkit.noise import NoiseOptions
+
+    rewriter = _rewriter(lexicon_path)
+    analysis = rewriter.analyse(VARICES[1])
+    assert analysis.entity.payload.name == "Hypertension" and analysis.aspect is None
+    rewrites = rewriter.rewrites(QueryItem(*VARICES), analysis, NoiseOptions(seed=1))
+    assert [r.kind for r in rewrites] == ["entity", "entity"]
+
+
+# -- the whole workflow against the server --
+
+
+def test_collect_label_noise_assemble_score(server, lexicon_path, questions, tmp_path):
+    refs, labeled, noise, items = (tmp_path / f"{n}.jsonl" for n in ("refs", "labeled", "noise", "items"))
+    refkit("collect", questions, "--server", server, "--k", 16, "--out", refs)
+    collected = [orjson.loads(line) for line in refs.read_bytes().splitlines()]
+    assert len(collected) == 14
+    with SearchClient(server) as client:
+        info = client.info()
+    lineage = {c.name: c.indexes[0].lineage_sha256 for c in info.corpora}
+    for record in collected:
+        ranks = [r["rank"] for r in record["references"]] + [d["rank"] for d in record["duplicates"]]
+        assert sorted(ranks) == list(range(1, 17))
+        for reference in record["references"]:
+            assert reference["lineage"]["corpus"] == lineage[reference["corpus"]]
+            assert {r["retriever"] for r in reference["retrievers"]} <= {"bm25", "dense"}
+            assert set(reference["lineage"]) >= {"corpus", *(r["retriever"] for r in reference["retrievers"])}
+        for duplicate in record["duplicates"]:
+            assert duplicate["duplicate_of"] in {r["snippet_id"] for r in record["references"]}
+
+    refkit("label", refs, "--qrels", BEIR / "qrels.tsv", "--out", labeled)
+    labeled_records = {r["id"]: r for r in map(orjson.loads, labeled.read_bytes().splitlines())}
+    asthma_refs = labeled_records[ASTHMA[0]]["references"]
+    assert [r["label"] for r in asthma_refs if r["doc_id"] == ASTHMA[0]] == ["relevant"]  # its own abstract
+
+    refkit("noise", questions, "--server", server, "--lexicon", lexicon_path, "--seed", 13, "--refs", refs,
+           "--per-query", 4, "--top-m", 50, "--out", noise)  # fmt: skip
+    generated = {r["id"]: r for r in map(orjson.loads, noise.read_bytes().splitlines())}
+    assert set(generated) == {r["id"] for r in collected}
+    rewritten = [r for r in generated.values() if r["rewrites"]]
+    assert {ASTHMA[0], VARICES[0], RISPERIDONE[0]} <= {r["id"] for r in rewritten}
+    assert sum(len(r["noise"]) for r in rewritten) >= 6
+    lexicon, aspects = read_lexicon(lexicon_path), {a.name: a for a in read_aspects()}
+    with SearchClient(server) as client:
+        for record in rewritten:
+            top_m = {hit.id for hit in client.search(record["query"], k=50, return_text=False).hits}
+            collected_ids = {r["snippet_id"] for r in labeled_records[record["id"]]["references"]}
+            target = record["target"]
+            for kept in record["noise"]:
+                assert kept["snippet_id"] not in top_m  # never a reference the original's top-M holds
+                assert kept["snippet_id"] not in collected_ids
+                assert kept["label"] == "irrelevant" and kept["reason"].startswith("retrieved for rewrite")
+                pairing = PairingTest(lexicon.get(target["entity"]), aspects.get(target["aspect"]))
+                assert pairing.check(f"{kept['title']} {kept['content']}") is None
+            for rejected in record["rejected"]:
+                assert rejected["reason"]
+    varices = generated[VARICES[0]]
+    for kept in varices["noise"]:  # no aspect: no kept text may name hypertension at all
+        assert not PhraseMatcher([("hypertension", 1)]).find(f"{kept['title']} {kept['content']}")
+
+    refkit("assemble", "--relevant", labeled, "--noise", noise, "--n-relevant", "1..2", "--n-irrelevant", "3..5",
+           "--seed", 7, "--out", items)  # fmt: skip
+    assembled = [orjson.loads(line) for line in items.read_bytes().splitlines()]
+    assert len(assembled) == 14
+    asthma_item = next(i for i in assembled if i["id"] == ASTHMA[0])
+    labels = [k["label"] for k in asthma_item["answer_key"].values()]
+    assert labels.count("relevant") == 1 and 3 <= labels.count("irrelevant") <= 5
+    assert [r["number"] for r in asthma_item["references"]] == list(range(1, len(labels) + 1))
+    assert "label" not in json.dumps(asthma_item["references"])  # labels stay in the answer key
+    relevant_number = next(n for n, k in asthma_item["answer_key"].items() if k["label"] == "relevant")
+    assert asthma_item["references"][int(relevant_number) - 1]["doc_id"] == ASTHMA[0]
+
+    responses = tmp_path / "responses.jsonl"
+    responses.write_text("".join(
+        json.dumps({"id": item["id"], "response": "".join(f"[{n}]" for n, k in item["answer_key"].items()
+                                                          if k["label"] == "relevant")}) + "\n"
+        for item in assembled), encoding="utf-8")  # fmt: skip  # a perfect curator
+    result = json.loads(refkit("score", items, responses).stdout)
+    assert result["overall"]["curation_efficiency"] == 1.0
+
+
+def test_same_inputs_give_byte_identical_outputs(server, lexicon_path, questions, tmp_path):
+    outputs = []
+    for run in ("first", "second"):
+        folder = tmp_path / run
+        refkit("collect", questions, "--server", server, "--k", 8, "--out", folder / "refs.jsonl")
+        refkit("noise", questions, "--server", server, "--lexicon", lexicon_path, "--seed", 5, "--out",
+               folder / "noise.jsonl", "--refs", folder / "refs.jsonl")  # fmt: skip
+        refkit("label", folder / "refs.jsonl", "--qrels", BEIR / "qrels.tsv", "--out", folder / "labeled.jsonl")
+        refkit("assemble", "--relevant", folder / "labeled.jsonl", "--noise", folder / "noise.jsonl",
+               "--n-relevant", "0..2", "--n-irrelevant", "2..4", "--seed", 5,
+               "--out", folder / "items.jsonl")  # fmt: skip
+        outputs.append({p.name: p.read_bytes() for p in sorted(folder.iterdir())})
+    assert outputs[0] == outputs[1]
+    noise = [orjson.loads(line) for line in outputs[0]["noise.jsonl"].splitlines()]
+    assert all(r["params"]["seed"] == 5 and r["params"]["lexicon_sha256"] for r in noise)
+
+
+def test_scan_snippets_streams_every_snippet_and_needs_the_token(server, refkit_root, tmp_path):
+    with SearchClient(server) as client:
+        all_pubmed = list(client.scan_snippets(["pubmed"], page_size=50))
+        firsts = list(client.scan_snippets(["pubmed"], first_chunk_only=True))
+    corpus_snippets = [json.loads(line) for shard in sorted((refkit_root / "pubmed").glob("shard-*.jsonl"))
+                       for line in shard.read_text(encoding="utf-8").splitlines()]  # fmt: skip
+    assert [s.id for _, s in all_pubmed] == [s["id"] for s in corpus_snippets]
+    assert [s.id for _, s in firsts] == [s["id"] for s in corpus_snippets if s["chunk"] == 0]
+    assert json.loads(firsts[0][1].meta_json) == corpus_snippets[0]["meta"] and not firsts[0][1].content
+    token_file = tmp_path / "token"
+    token_file.write_text("s3cret\n")
+    import grpc
+
+    process, address = start_background_server(refkit_root, "--token-file", str(token_file), "--corpora", "pubmed")
+    try:
+        with SearchClient(address) as client, pytest.raises(grpc.RpcError) as refused:
+            list(client.scan_snippets())
+        assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        with SearchClient(address, token="s3cret") as client:
+            assert len(list(client.scan_snippets())) == len(corpus_snippets)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=60)
+
+
+# -- bad input writes nothing --
+
+
+def test_bad_input_gives_a_clear_error_and_writes_nothing(server, lexicon_path, questions, tmp_path):
+    out = tmp_path / "refs.jsonl"
+    unreachable = refkit("collect", questions, "--server", "127.0.0.1:1", "--out", out, ok=False)
+    assert unreachable.exit_code == 2 and "unreachable" in unreachable.output and not out.exists()
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text('{"id": "q1", "query": "asthma"}\n{"id": "q2", "query": ""}\n', encoding="utf-8")
+    result = refkit("collect", empty, "--server", server, "--out", out, ok=False)
+    assert result.exit_code == 2 and "empty.jsonl:2: empty query (id q2)" in result.output and not out.exists()
+    bad_lexicon = tmp_path / "lexicon.tsv"
+    bad_lexicon.write_text("name\ttype\tcolour\nAspirin\tdrug\tred\n", encoding="utf-8")
+    result = refkit("noise", questions, "--server", server, "--lexicon", bad_lexicon, "--seed", 1, "--out", out,
+                    ok=False)  # fmt: skip
+    assert result.exit_code == 2 and "unknown lexicon column 'colour'" in result.output and not out.exists()
+    previous = tmp_path / "items.jsonl"
+    previous.write_bytes(b"earlier output\n")
+    labeled = tmp_path / "labeled.jsonl"
+    labeled.write_text('{"id": "q1", "query": "x", "references": [{"snippet_id": "a", "label": "maybe"}]}\n')
+    result = refkit("assemble", "--relevant", labeled, "--n-relevant", "1..2", "--n-irrelevant", "1..2", "--seed", 1,
+                    "--out", previous, ok=False)  # fmt: skip
+    assert result.exit_code == 2 and "labeled.jsonl:1: references[0].label is 'maybe'" in result.output
+    assert previous.read_bytes() == b"earlier output\n"  # an earlier output is never damaged
+    result = refkit("assemble", "--relevant", labeled, "--n-relevant", "2..1", "--n-irrelevant", "1..2", "--seed", 1,
+                    "--out", out, ok=False)  # fmt: skip
+    assert result.exit_code == 2 and "--n-relevant" in result.output
