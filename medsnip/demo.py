@@ -1,5 +1,6 @@
 """`make demo`: build every bundled real sample source from manifests/demo.toml, show what came out,
-then build (or reuse, when their lineage still matches) each source's store, BM25 and dense indexes."""
+build (or reuse, when their lineage still matches) each source's store, BM25 and dense indexes, serve
+them with searchd, query it, and build a small curation benchmark with refkit."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from rich.table import Table
 from corpusbuild.cli import main as corpusbuild_main
 from corpusbuild.verify import verify_build
 from indexer.corpus import Corpus, LineageError
+from medsnip.demo_refkit import curation_walkthrough, show_item
 from medsnip.snippet import SHARD_GLOB, iter_snippets
 
 REPO = Path(__file__).resolve().parents[1]
@@ -55,7 +57,7 @@ def main() -> None:
     except SystemExit as stop:
         if stop.code:
             raise
-    sources = ("pubmed", "statpearls", "textbooks", "wikipedia")
+    sources = ("pubmed", "statpearls", "textbooks", "wikipedia", "pubmedqa")
     for source in sources:
         differences, summary = verify_build(args.out / source)
         console.print(f"verify {source}: {'OK, ' + summary if not differences else differences}")
@@ -70,7 +72,7 @@ def main() -> None:
         show_snippet(console, wanted[snippet_id])
     console.print(f"corpus root: {args.out} (build.json lists every source's record)")
     build_indexes(console, args.out, sources)
-    serve_and_query(console, args.out)
+    serve_and_query(console, args.out, args.out / "refkit")
 
 
 DEMO_QUERIES = (  # real questions: PubMedQA (samples/ir), and two of the kind MedQA asks
@@ -80,8 +82,9 @@ DEMO_QUERIES = (  # real questions: PubMedQA (samples/ir), and two of the kind M
 )
 
 
-def serve_and_query(console: Console, root: Path) -> None:
-    """Start searchd on a free loopback port, wait for SERVING, run the demo queries, stop it."""
+def serve_and_query(console: Console, root: Path, refkit_out: Path) -> None:
+    """Start searchd on a free loopback port, wait for SERVING, run the demo queries and the refkit
+    walkthrough, stop it."""
     import signal
 
     from searchd.client import SearchClient
@@ -103,10 +106,13 @@ def serve_and_query(console: Console, root: Path) -> None:
                     table.add_row(str(hit.rank), f"{hit.score:.4f}", escape(hit.id), escape(ranks),
                                   f"[bold]{escape(hit.title)}[/bold]\n{escape(hit.content[:160])}...")  # fmt: skip
                 console.print(table)
+        item = curation_walkthrough(console, address, refkit_out)
     finally:
         process.send_signal(signal.SIGTERM)
         status = process.wait(timeout=60)
     console.print(f"searchd stopped (exit status {status}); request log: {process.log_path}")
+    console.rule("one assembled benchmark item (refkit assemble), with its references")
+    show_item(console, item, refkit_out / "items.jsonl")
 
 
 def _size_mb(path: Path) -> float:

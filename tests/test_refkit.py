@@ -27,7 +27,6 @@ from searchd.launch import start_background_server
 
 IR = SAMPLES / "ir"
 BEIR = IR / "pubmedqa-beir"
-SHARED_IR = Path(__file__).resolve().parents[2] / "shared" / "data" / "ir"
 # Real questions: PubMedQA test set (disease + aspect, disease without aspect) and MedQA test set
 # question 57 (a drug + an aspect).
 ASTHMA = ("16266387", "Fast foods - are they a risk factor for asthma?")
@@ -92,13 +91,13 @@ def questions(tmp_path_factory) -> Path:
 
 
 def test_reads_the_real_question_sets_through_their_field_mapping():
-    pubmedqa = read_query_file(SHARED_IR / "pubmedqa_test_set.json")
+    pubmedqa = read_query_file(IR / "pubmedqa_test_set.json")
     assert len(pubmedqa) == 500 and pubmedqa[0].id == "12377809"
     assert pubmedqa[0].query == "Is anorectal endosonography valuable in dyschesia?"
-    bioasq = read_query_file(SHARED_IR / "bioasq_10B1_golden.json")
+    bioasq = read_query_file(IR / "bioasq_10B1_golden.json")
     assert bioasq[0].id == "61f80d5d882a024a1000003c"
     assert bioasq[0].query == "Do only changes in coding regions of MEF2C cause developmental disorders?"
-    medqa = read_query_file(SHARED_IR / "medqa_us_4options_test.jsonl")
+    medqa = read_query_file(IR / "medqa_us_4options_test.jsonl")
     assert len(medqa) == 1273 and medqa[56].id == RISPERIDONE[0] and medqa[56].query == RISPERIDONE[1]
     assert [q.id for q in read_query_file(BEIR / "queries.tsv", limit=2)] == ["12377809", "26163474"]
 

@@ -1,0 +1,74 @@
+"""The refkit part of `make demo`: the README's "Build a curation benchmark" walkthrough, run against the
+demo's searchd, ending with one assembled item.
+
+It runs the same commands a user types (through refkit's CLI in-process), on the real questions of
+samples/ir/refkit-demo-queries.tsv, labelling PubMedQA references with PubMedQA's qrels."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from pathlib import Path
+
+import orjson
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from refkit.cli import main as refkit_main
+
+REPO = Path(__file__).resolve().parents[1]
+QUERIES = REPO / "samples" / "ir" / "refkit-demo-queries.tsv"
+QRELS = REPO / "samples" / "ir" / "pubmedqa-beir" / "qrels.tsv"
+SHOWN_ITEM = "16266387"  # "Fast foods - are they a risk factor for asthma?"
+
+
+def _refkit(console: Console, *args) -> None:
+    words = [os.path.relpath(a) if isinstance(a, Path) else str(a) for a in args]
+    console.print(f"[dim]$ refkit {' '.join(escape(w) for w in words)}[/dim]")
+    try:
+        refkit_main(words, standalone_mode=False)
+    except SystemExit as stop:
+        if stop.code:
+            raise
+
+
+def curation_walkthrough(console: Console, address: str, out: Path) -> dict:
+    """Run the walkthrough's commands into `out`; returns the item to show."""
+    out.mkdir(parents=True, exist_ok=True)
+    refs, labeled, lexicon = out / "refs.jsonl", out / "labeled.jsonl", out / "lexicon.tsv"
+    noise, items = out / "noise.jsonl", out / "items.jsonl"
+    console.rule("refkit: a curation benchmark for 7 real questions (collect, label, lexicon, noise, assemble)")
+    _refkit(console, "collect", QUERIES, "--server", address, "--k", 16, "--out", refs)
+    # PubMedQA's qrels name each question's own abstract; the other hits stay unlabelled (they may well
+    # answer), and the irrelevant references come from noise, which is built not to answer.
+    _refkit(console, "label", refs, "--qrels", QRELS, "--unjudged", "skip", "--out", labeled)
+    _refkit(console, "lexicon", "--server", address, "--out", lexicon)
+    _refkit(console, "noise", QUERIES, "--server", address, "--lexicon", lexicon, "--seed", 13, "--refs", refs,
+            "--out", noise)  # fmt: skip
+    _refkit(console, "assemble", "--relevant", labeled, "--noise", noise, "--n-relevant", "1..2",
+            "--n-irrelevant", "3..5", "--seed", 13, "--out", items)  # fmt: skip
+    generated = [orjson.loads(line) for line in noise.read_bytes().splitlines()]
+    rewrites = Table("query", "kind", "replaced", "rewritten query", "kept", title="noise: rewrites and kept noise")
+    for record in generated:
+        kept = Counter(n["rewrite"] for n in record["noise"])
+        for rewrite in record["rewrites"]:
+            replaced = "; ".join(f"{c['from']} -> {c['to']}" for c in rewrite["replaced"])
+            rewrites.add_row(record["id"], rewrite["kind"], escape(replaced), escape(rewrite["query"][-100:]),
+                             str(kept.get(rewrite["number"], 0)))  # fmt: skip
+    console.print(rewrites)
+    return next(
+        orjson.loads(line) for line in items.read_bytes().splitlines() if orjson.loads(line)["id"] == SHOWN_ITEM
+    )
+
+
+def show_item(console: Console, item: dict, items: Path) -> None:
+    table = Table("#", "reference", "answer key (hidden from the model)", title=f"item {item['id']}: {item['query']}")
+    for reference in item["references"]:
+        key = item["answer_key"][str(reference["number"])]
+        text = (
+            f"[bold]{escape(reference['title'] or reference['doc_id'])}[/bold]\n{escape(reference['content'][:220])}..."
+        )
+        table.add_row(str(reference["number"]), text, f"{key['label']} ({key['origin']})")
+    console.print(table)
+    console.print(f"all items: {items} (score model answers with `refkit score {items} responses.jsonl`)")
