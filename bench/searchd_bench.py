@@ -68,7 +68,7 @@ def _load(address: str, questions: list[str], concurrency: int, retrievers: tupl
     return done, errors, latencies, time.perf_counter() - started
 
 
-def _in_process(root: Path, questions: list[str]) -> dict[str, float]:
+def _in_process(root: Path, questions: list[str], repeats: int) -> dict[str, float]:
     """Queries/s of the same searches as one batch through the indexer API in this process."""
     from indexer.bm25 import BM25Index
     from indexer.dense import DenseIndex
@@ -83,7 +83,8 @@ def _in_process(root: Path, questions: list[str]) -> dict[str, float]:
     stores = {p.name: SnippetStore.open(p / "store") for p in corpora}
     depth = max(2 * K, 100)
     rates = {}
-    for mode in ("warm-up", "bm25", "dense", "hybrid"):  # warm-up: the JVM's JIT and torch, as for gRPC
+    modes = ["warm-up"] + ["bm25", "dense", "hybrid"] * repeats  # warm-up: the JVM's JIT and torch, as for gRPC
+    for mode in modes:
         batch = questions[:50] if mode == "warm-up" else questions
         started = time.perf_counter()
         lists: dict = {}
@@ -100,25 +101,33 @@ def _in_process(root: Path, questions: list[str]) -> dict[str, float]:
             fused = fuse_rrf({key: value[position] for key, value in lists.items()}, K)
             for hit in fused:  # the hits' text, as the server returns it
                 stores[hit.contributions[0][0]].get([hit.id])
-        rates[mode] = len(batch) / (time.perf_counter() - started)
+        rates[mode] = max(rates.get(mode, 0.0), len(batch) / (time.perf_counter() - started))
     del rates["warm-up"]
     return rates
 
 
-def searchd_section(root: Path, load_seconds: float = 60.0) -> list[str]:
+def searchd_section(root: Path, load_seconds: float = 60.0, repeats: int = 3) -> list[str]:
+    """Each in-process rate and each gRPC row is the best of `repeats` runs (this VM's timings swing by
+    15% from run to run), the way the other sections take the best of several."""
     questions = list(read_queries(QUERIES).values())
-    in_process = _in_process(root, questions)
+    in_process = _in_process(root, questions, repeats)
     process, address = start_background_server(root)
     rows = []
+    errors_seen = 0
     try:
         modes = {"bm25": ("bm25",), "dense": ("dense",), "hybrid": ("bm25", "dense")}
         for mode, retrievers in modes.items():
             _load(address, questions, 4, retrievers, None, 40)  # warm-up
             for concurrency in (1, 8, 32):
                 count = 100 if concurrency == 1 else 300
-                done, errors, latencies, wall = _load(address, questions, concurrency, retrievers, None, count)
-                quantiles = statistics.quantiles(latencies, n=100)
-                rows.append((mode, concurrency, done / wall, quantiles[49], quantiles[98], errors))
+                best = None
+                for _ in range(repeats):
+                    done, errors, latencies, wall = _load(address, questions, concurrency, retrievers, None, count)
+                    quantiles = statistics.quantiles(latencies, n=100)
+                    row = (mode, concurrency, done / wall, quantiles[49], quantiles[98], errors)
+                    best = row if best is None or row[2] > best[2] else best
+                    errors_seen += errors
+                rows.append(best)
         rss_start = _rss_mib(process.pid)
         done, errors, latencies, wall = _load(address, questions, 8, ("bm25", "dense"), load_seconds, None)
         rss_end = _rss_mib(process.pid)
@@ -135,7 +144,7 @@ def searchd_section(root: Path, load_seconds: float = 60.0) -> list[str]:
         "- server and clients on this 2-core machine; the in-process reference runs the same searches as "
         "one batch through the indexer's library API (BM25 batch_search on 2 threads, one encoder call, "
         "FAISS, RRF) in this process, after a warm-up pass as the gRPC runs have; the server sets "
-        "OMP_WAIT_POLICY=PASSIVE",
+        f"OMP_WAIT_POLICY=PASSIVE; every rate below is the best of {repeats} runs",
         "",
         "| retrievers | in-process batch q/s |",
         "|---|---:|",
@@ -146,7 +155,7 @@ def searchd_section(root: Path, load_seconds: float = 60.0) -> list[str]:
         *(f"| {m} | {c} | {q:,.1f} | {p50:.1f} | {p99:.1f} | {e} |" for m, c, q, p50, p99, e in rows),
         "",
         f"Hybrid over gRPC at concurrency 8: {hybrid8:,.1f} q/s = {hybrid8 / in_process['hybrid']:.2f}x the "
-        "in-process batch (target 0.8x).",
+        f"in-process batch (target 0.8x). Errors over all {repeats * 9} timed runs: {errors_seen}.",
         "",
         f"Load run: {load_seconds:.0f} s of hybrid queries from 8 clients: {done:,} queries, {errors} errors, "
         f"{done / wall:,.1f} q/s; server RSS {rss_start:,.0f} MiB at the start, {rss_end:,.0f} MiB at the end; "
