@@ -166,7 +166,15 @@ def _train(index, sample: np.ndarray):
 class DenseIndex:
     """Searches every shard's FAISS index and merges exactly (see the module docstring)."""
 
-    def __init__(self, path: Path, corpus: Corpus, encoder: DenseEncoder | None = None, nprobe: int | None = None):
+    def __init__(
+        self,
+        path: Path,
+        corpus: Corpus,
+        encoder: DenseEncoder | None = None,
+        nprobe: int | None = None,
+        store: SnippetStore | None = None,
+    ):
+        """`store`: the corpus's snippet store when the caller already has it open (else opened on use)."""
         import faiss
 
         self.path = Path(path)
@@ -185,7 +193,7 @@ class DenseIndex:
         self.encoder = encoder
         if encoder is not None:
             self.check_encoder(encoder)
-        self._store: SnippetStore | None = None
+        self._store = store
 
     @classmethod
     def open(cls, path: Path, corpus_path: Path | None = None, **kwargs) -> DenseIndex:

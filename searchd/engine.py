@@ -117,7 +117,7 @@ class SearchEngine:
                     loaded.bm25 = BM25Index(path / "bm25", corpus)
                 dense_dirs = sorted(p for p in path.glob("dense-*") if (p / BUILD_RECORD).is_file())
                 if dense_dirs:
-                    loaded.dense = DenseIndex(dense_dirs[0], corpus)
+                    loaded.dense = DenseIndex(dense_dirs[0], corpus, store=loaded.store)
                     key = repr(sorted(loaded.dense.record["encoder"].items()))
                     if key not in encoders:
                         encoder = DenseEncoder(loaded.dense.spec, device=device, queries_only=True)
@@ -126,7 +126,6 @@ class SearchEngine:
                     loaded.dense.encoder = encoders[key][0]
                     loaded.dense.check_encoder(encoders[key][0])
                     loaded.dense_batcher = encoders[key][1]
-                    loaded.dense._store = loaded.store
                 if not loaded.retrievers:
                     raise ServingError(f"{path}: no index to search (run `indexer bm25` and/or `indexer dense`)")
                 self.corpora[path.name] = loaded
