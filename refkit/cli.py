@@ -14,6 +14,7 @@ line and field (or the server) when an input is unusable.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -24,13 +25,14 @@ from pathlib import Path
 import click
 from rich.console import Console
 from rich.markup import escape
+from rich.progress import Progress
 from rich.table import Table
 
 from medsnip import __version__
 from medsnip.queries import FORMATS, QueryFileError, read_query_file
 from searchd.cli import client_options
 
-console = Console(stderr=True)
+console = Console(stderr=True, highlight=False)
 PathIn = click.Path(path_type=Path, exists=True, dir_okay=False)
 PathOut = click.Path(path_type=Path, dir_okay=False)
 
@@ -66,6 +68,14 @@ def dedup_options(command):
     return click.option("--shingle-words", default=3, show_default=True, type=click.IntRange(1))(command)
 
 
+@contextlib.contextmanager
+def _progress(description: str, total: int | None):
+    """A progress bar on stderr (hidden when stderr is not a terminal); yields its advance function."""
+    with Progress(console=console, transient=True, disable=not console.is_terminal) as bar:
+        task = bar.add_task(description, total=total)
+        yield lambda n: bar.advance(task, n)
+
+
 def _connect(address, token_file, tls, ca_file):
     from refkit.connection import ServerOptions, connect
 
@@ -97,7 +107,8 @@ def collect(queries_file, out, k, address, token_file, tls, ca_file, retrievers,
     with client:
         options = RetrievalOptions(k, tuple(corpora), tuple(retrievers), rrf_k)
         dedup = DedupOptions(dedup_threshold, shingle_words)
-        records = list(collect(client, address, lineage, queries, options, dedup))
+        with _progress("collect", len(queries)) as advance:
+            records = list(collect(client, address, lineage, queries, options, dedup, progress=advance))
     write_jsonl(out, records)
     kept = sum(len(r["references"]) for r in records)
     dropped = sum(len(r["duplicates"]) for r in records)
@@ -198,7 +209,8 @@ def noise(queries_file, lexicon_path, seed, out, per_query, top_m, candidates, r
             NoiseOptions(seed, per_query, top_m, candidates), DedupOptions(dedup_threshold, shingle_words),
             collected, provenance,
         )  # fmt: skip
-        records = list(generator.run(queries))
+        with _progress("noise searches", None) as advance:  # the count is known once queries are analysed
+            records = list(generator.run(queries, progress=advance))
     write_jsonl(out, records)
     rewritten = sum(1 for r in records if r["rewrites"])
     kept = sum(len(r["noise"]) for r in records)

@@ -9,7 +9,7 @@ and listed with the member they duplicate, so nothing disappears silently.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import grpc
@@ -67,9 +67,15 @@ def reference_from_hit(hit, lineage: dict) -> dict:
 
 
 def search_many(
-    client: SearchClient, address: str, texts: list[str], options: RetrievalOptions, batch: int = 32
+    client: SearchClient,
+    address: str,
+    texts: list[str],
+    options: RetrievalOptions,
+    batch: int = 32,
+    progress: Callable[[int], None] | None = None,
 ) -> list[list]:
-    """Hits (with text) for every text, through BatchSearch in batches; ServerError on any failure."""
+    """Hits (with text) for every text, through BatchSearch in batches; ServerError on any failure.
+    `progress(n)` is called after each batch with the number of texts it answered."""
     results: list[list] = []
     for start in range(0, len(texts), batch):
         chunk = texts[start : start + batch]
@@ -81,6 +87,8 @@ def search_many(
         except grpc.RpcError as error:
             raise ServerError(describe_rpc_error(address, error)) from error
         results.extend(list(response.hits) for response in responses)
+        if progress is not None:
+            progress(len(chunk))
     return results
 
 
@@ -92,9 +100,10 @@ def collect(
     options: RetrievalOptions,
     dedup: DedupOptions,
     batch: int = 32,
+    progress: Callable[[int], None] | None = None,
 ) -> Iterator[dict]:
     """One record per query: its deduplicated references and the duplicates dropped."""
-    all_hits = search_many(client, address, [q.query for q in queries], options, batch)
+    all_hits = search_many(client, address, [q.query for q in queries], options, batch, progress)
     for item, hits in zip(queries, all_hits, strict=True):
         deduplicator = dedup.new()
         references, duplicates = [], []

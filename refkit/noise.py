@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import grpc
@@ -205,16 +205,20 @@ class NoiseGenerator:
         self.collected = collected or {}
         self.provenance = provenance or {}
 
-    def run(self, queries: list[QueryItem], batch: int = 32) -> Iterator[dict]:
+    def run(
+        self, queries: list[QueryItem], batch: int = 32, progress: Callable[[int], None] | None = None
+    ) -> Iterator[dict]:
+        """`progress(n)`: called as searches finish (one per rewritten original and one per rewrite)."""
         analyses = [self.rewriter.analyse(q.query) for q in queries]
         rewrites = [self.rewriter.rewrites(q, a, self.options) for q, a in zip(queries, analyses, strict=True)]
         wanted = [i for i, r in enumerate(rewrites) if r]
         originals = search_many(
-            self.client, self.address, [queries[i].query for i in wanted], self._retrieval(self.options.top_m), batch
-        )
+            self.client, self.address, [queries[i].query for i in wanted], self._retrieval(self.options.top_m), batch,
+            progress,
+        )  # fmt: skip
         flat = [r.query for i in wanted for r in rewrites[i]]
         rewritten_hits = iter(
-            search_many(self.client, self.address, flat, self._retrieval(self.options.candidates), batch)
+            search_many(self.client, self.address, flat, self._retrieval(self.options.candidates), batch, progress)
         )
         top_m = dict(zip(wanted, originals, strict=True))
         for index, (query, analysis) in enumerate(zip(queries, analyses, strict=True)):
