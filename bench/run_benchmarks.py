@@ -250,7 +250,17 @@ def searchd_sections(args) -> list[str]:
     return searchd_bench.searchd_section(root)
 
 
-SECTIONS = ("pubmed", "wikipedia", "chunker", "indexer", "searchd")
+def refkit_sections(args) -> list[str]:
+    """refkit's commands against searchd over the demo corpus root."""
+    import refkit_bench
+
+    root = REPO / "build" / "demo"
+    if not (root / "pubmedqa" / "dense-minilm" / "build.json").is_file():
+        subprocess.run([sys.executable, "-m", "medsnip.demo", "--out", str(root)], check=True, cwd=REPO)
+    return refkit_bench.refkit_section(root, args.work / "refkit")
+
+
+SECTIONS = ("pubmed", "wikipedia", "chunker", "indexer", "searchd", "refkit")
 
 
 def main() -> None:
@@ -286,6 +296,8 @@ def main() -> None:
         lines += indexer_sections(args)
     if "searchd" in wanted:
         lines += searchd_sections(args)
+    if "refkit" in wanted:
+        lines += refkit_sections(args)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(lines), encoding="utf-8")
     print("\n".join(lines))

@@ -13,6 +13,7 @@ the default threshold of 0.8; the same paragraph copied into two articles does n
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import unicodedata
@@ -53,12 +54,27 @@ class Duplicate:
         return {"duplicate_of": self.of, "kind": self.kind, "jaccard": round(self.jaccard, 4)}
 
 
+@functools.lru_cache(maxsize=16)
+def _lsh_params(threshold: float, num_perm: int) -> tuple[int, int]:
+    """datasketch's (bands, rows) for a threshold: it integrates to find them (~25 ms), so once per setting
+    rather than once per query."""
+    lsh = MinHashLSH(threshold=threshold, num_perm=num_perm)
+    return lsh.b, lsh.r
+
+
+@functools.lru_cache(maxsize=16)
+def _permutations(num_perm: int, seed: int) -> tuple:
+    """The seeded hash permutations (and their scheme), drawn once and shared by every MinHash."""
+    template = MinHash(num_perm=num_perm, seed=seed)
+    return template.permutations, template.scheme
+
+
 class Deduplicator:
     def __init__(self, threshold: float = 0.8, shingle_words: int = 3, num_perm: int = 128, seed: int = 1):
         if not 0.0 < threshold <= 1.0:
             raise ValueError(f"near-duplicate threshold must be in (0, 1], got {threshold}")
         self.threshold, self.shingle_words, self.num_perm, self.seed = threshold, shingle_words, num_perm, seed
-        self._lsh = MinHashLSH(threshold=threshold, num_perm=num_perm)
+        self._lsh = MinHashLSH(num_perm=num_perm, params=_lsh_params(threshold, num_perm))
         self._exact: dict[str, str] = {}
         self._shingles: dict[str, set[str]] = {}
         self._order: dict[str, int] = {}
@@ -68,20 +84,24 @@ class Deduplicator:
                 "seed": self.seed}  # fmt: skip
 
     def _minhash(self, words: set[str]) -> MinHash:
-        minhash = MinHash(num_perm=self.num_perm, seed=self.seed)
+        permutations, scheme = _permutations(self.num_perm, self.seed)
+        minhash = MinHash(num_perm=self.num_perm, seed=self.seed, permutations=permutations, scheme=scheme)
         minhash.update_batch([w.encode("utf-8") for w in sorted(words)])
         return minhash
 
     def match(self, text: str) -> Duplicate | None:
         """The kept text this one duplicates (the earliest kept of the best matches), or None."""
-        kept = self._exact.get(content_hash(text))
+        return self._match(content_hash(text), shingles(text, self.shingle_words), {})
+
+    def _match(self, digest: str, words: set[str], cache: dict) -> Duplicate | None:
+        kept = self._exact.get(digest)
         if kept is not None:
             return Duplicate(kept, "exact", 1.0)
-        words = shingles(text, self.shingle_words)
         if not words:
             return None
+        cache["minhash"] = self._minhash(words)
         best: tuple[float, int, str] | None = None
-        for key in self._lsh.query(self._minhash(words)):
+        for key in self._lsh.query(cache["minhash"]):
             similarity = jaccard(words, self._shingles[key])
             if similarity >= self.threshold:
                 candidate = (-similarity, self._order[key], key)
@@ -90,18 +110,21 @@ class Deduplicator:
 
     def add(self, key: str, text: str) -> None:
         """Keep `key` (a new cluster): later texts are compared with it."""
+        self._add(key, content_hash(text), shingles(text, self.shingle_words), {})
+
+    def _add(self, key: str, digest: str, words: set[str], cache: dict) -> None:
         if key in self._order:
             return
         self._order[key] = len(self._order)
-        self._exact.setdefault(content_hash(text), key)
-        words = shingles(text, self.shingle_words)
+        self._exact.setdefault(digest, key)
         if words:
             self._shingles[key] = words
-            self._lsh.insert(key, self._minhash(words))
+            self._lsh.insert(key, cache.get("minhash") or self._minhash(words))
 
     def offer(self, key: str, text: str) -> Duplicate | None:
-        """match() and, when the text is new, add() it."""
-        duplicate = self.match(text)
+        """match() and, when the text is new, add() it (its shingles and MinHash computed once)."""
+        digest, words, cache = content_hash(text), shingles(text, self.shingle_words), {}
+        duplicate = self._match(digest, words, cache)
         if duplicate is None:
-            self.add(key, text)
+            self._add(key, digest, words, cache)
         return duplicate

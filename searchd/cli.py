@@ -53,6 +53,9 @@ def main() -> None:
 )
 @click.option("--port-file", type=click.Path(path_type=Path), help="Write the bound port here once serving.")
 @click.option("--device", default="auto", show_default=True, type=click.Choice(["auto", "cpu", "cuda"]))
+@click.option("--padded-query-batches", is_flag=True,
+              help="Pad micro-batched queries to the longest (faster encoder; dense scores then vary in the "
+                   "6th-7th digit with the batch instead of reproducing exactly).")  # fmt: skip
 def serve(
     root,
     corpora,
@@ -67,6 +70,7 @@ def serve(
     token_file,
     port_file,
     device,
+    padded_query_batches,
 ) -> None:
     """Load every index under ROOT once and serve Search, BatchSearch, GetSnippets and Info."""
     # The query encoder and the Lucene threads share the cores: OpenMP's default of spinning after
@@ -85,7 +89,7 @@ def serve(
     if bool(tls_cert) != bool(tls_key):
         raise click.UsageError("--tls-cert and --tls-key go together")
     try:
-        engine = SearchEngine(root, list(corpora) or None, device=device)
+        engine = SearchEngine(root, list(corpora) or None, device=device, independent_queries=not padded_query_batches)
     except ServingError as error:
         console.print(f"[red]refusing to start[/red]: {escape(str(error))}")
         sys.exit(1)

@@ -99,8 +99,12 @@ class SearchEngine:
         max_batch: int = 64,
         wait_ms: float = 2.0,
         device: str = "auto",
+        independent_queries: bool = True,
     ):
+        """`independent_queries`: encode each query's vector independently of its micro-batch (exactly
+        reproducible dense scores; see DenseEncoder.encode_queries) or pad batches (faster)."""
         self.root = Path(root)
+        self.independent_queries = independent_queries
         self.corpora: dict[str, LoadedCorpus] = {}
         self.stats = EngineStats()
         self._lucene_threads = lucene_threads
@@ -156,7 +160,7 @@ class SearchEngine:
             """(text, depth, corpora) items -> {corpus: hits}: one encoder call, one FAISS search per corpus."""
             with self.stats.lock:
                 self.stats.encoder_batches += 1
-            vectors = encoder.encode_queries([text for text, _, _ in items])
+            vectors = encoder.encode_queries([text for text, _, _ in items], independent=self.independent_queries)
             results: list[dict] = [{} for _ in items]
             for name in sorted({c for _, _, corpora in items for c in corpora}):
                 loaded = self.corpora[name]

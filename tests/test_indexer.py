@@ -179,6 +179,21 @@ def test_minilm_encoder_equals_sentence_transformers(questions):
     assert np.abs(ours - reference).max() < 1e-5
 
 
+def test_a_query_vector_does_not_depend_on_the_queries_batched_with_it(questions):
+    """searchd micro-batches whatever queries arrive together; every bit of a query's vector (and so of
+    its dense scores) must be the same alone, in any batch, at any position."""
+    from indexer.encoders import DenseEncoder, preset
+
+    encoder = DenseEncoder(preset("minilm"), queries_only=True)
+    texts = list(questions.values())[:30]
+    alone = np.stack([encoder.encode_queries([text])[0] for text in texts])
+    together = encoder.encode_queries(texts)
+    reversed_in_sevens = np.concatenate([encoder.encode_queries(texts[::-1][i : i + 7]) for i in range(0, 30, 7)])
+    assert alone.tobytes() == together.tobytes() == reversed_in_sevens[::-1].tobytes()
+    padded = encoder.encode_queries(texts, independent=False)  # padded to the longest: equal to ~1e-6 only
+    assert np.abs(together - padded).max() < 1e-5
+
+
 def test_a_preset_whose_weights_are_missing_says_what_to_pass():
     from indexer.encoders import DenseEncoder, EncoderUnavailable, preset
 
