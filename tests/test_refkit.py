@@ -380,6 +380,34 @@ def test_same_inputs_give_byte_identical_outputs(server, lexicon_path, questions
     assert all(r["params"]["seed"] == 5 and r["params"]["lexicon_sha256"] for r in noise)
 
 
+def test_collect_is_byte_identical_while_other_clients_load_the_server(server, questions, tmp_path):
+    """Other clients' queries share the encoder's micro-batches; the dense scores must not notice."""
+    import threading
+
+    quiet, loaded = tmp_path / "quiet.jsonl", tmp_path / "loaded.jsonl"
+    refkit("collect", questions, "--server", server, "--k", 24, "--out", quiet)
+    others = [q.query for q in read_query_file(BEIR / "queries.tsv")[100:400]]
+    stop = threading.Event()
+
+    def load() -> None:
+        with SearchClient(server) as client:
+            position = 0
+            while not stop.is_set():
+                client.search(others[position % len(others)], k=10, retrievers=["dense"])
+                position += 1
+
+    threads = [threading.Thread(target=load) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    try:
+        refkit("collect", questions, "--server", server, "--k", 24, "--out", loaded)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+    assert loaded.read_bytes() == quiet.read_bytes()
+
+
 def test_scan_snippets_streams_every_snippet_and_needs_the_token(server, refkit_root, tmp_path):
     with SearchClient(server) as client:
         all_pubmed = list(client.scan_snippets(["pubmed"], page_size=50))
