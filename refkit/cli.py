@@ -138,25 +138,35 @@ def lexicon(out, address, corpus_dirs, corpora, token_file, tls, ca_file) -> Non
         from refkit.connection import ServerError, describe_rpc_error
 
         client, _ = _connect(address, token_file, tls, ca_file)
-        with client:
+
+        def documents():
             try:
                 for _, snippet in client.scan_snippets(corpora, first_chunk_only=True):
-                    miner.add_document(json.loads(snippet.meta_json) if snippet.meta_json else {})
+                    yield json.loads(snippet.meta_json) if snippet.meta_json else {}
             except grpc.RpcError as error:
                 raise ServerError(describe_rpc_error(address, error)) from error
     else:
         from indexer.corpus import Corpus, LineageError
         from medsnip.snippet import iter_snippets
 
-        for folder in corpus_dirs:
-            try:
-                corpus = Corpus.open(folder)
-            except LineageError as error:
-                raise ValueError(str(error)) from error
-            for shard in corpus.shards:
-                for snippet in iter_snippets(shard.path):
-                    if snippet["chunk"] == 0:
-                        miner.add_document(snippet.get("meta") or {})
+        try:
+            opened = [Corpus.open(folder) for folder in corpus_dirs]
+        except LineageError as error:
+            raise ValueError(str(error)) from error
+        client = contextlib.nullcontext()
+
+        def documents():
+            for corpus in opened:
+                for shard in corpus.shards:
+                    for snippet in iter_snippets(shard.path):
+                        if snippet["chunk"] == 0:
+                            yield snippet.get("meta") or {}
+
+    with client:  # two passes: types first, then co-occurrence among the typed entities
+        for meta in documents():
+            miner.add_document(meta)
+        for meta in documents():
+            miner.add_cooccurrence(meta)
     built = miner.lexicon()
     if not len(built):
         raise ValueError("no MeSH headings or chemicals in the scanned records (is a PubMed corpus among them?)")

@@ -15,7 +15,7 @@ Columns of lexicon.tsv (a user-supplied lexicon needs `name` and `type`; the oth
 | frequency     | documents that carry the entity |
 | entry_terms   | other names, `|`-separated (mined: the uninverted form of an inverted heading) |
 | qualifiers    | qualifier profile: `name=count|...`, most frequent first |
-| cooccurrence  | the most frequent co-occurring entities: `name=count|...` |
+| cooccurrence  | the drug/disease entities it shares documents with most: `name=count|...` |
 
 Type inference, since PubMed records carry no tree numbers: an entity is a `drug` when it appears in
 a chemical list or its qualifier profile leans to drug-only qualifiers (pharmacology, therapeutic use,
@@ -177,7 +177,9 @@ def read_lexicon(path: Path) -> Lexicon:
 
 
 class LexiconMiner:
-    """Accumulates documents' MeSH and chemicals; `lexicon()` types the entities at the end."""
+    """Accumulates documents' MeSH and chemicals in two passes over the same documents (add_document for
+    all, then add_cooccurrence for all, which needs the types the first pass settles); `lexicon()`
+    gives the result."""
 
     def __init__(self):
         self.names: dict[str, str] = {}
@@ -187,8 +189,10 @@ class LexiconMiner:
         self.qualifiers: dict[str, Counter] = defaultdict(Counter)
         self.cooccurrence: dict[str, Counter] = defaultdict(Counter)
         self.documents = 0
+        self._types: dict[str, str] | None = None
 
     def add_document(self, meta: dict) -> None:
+        """First pass: names, UIs, frequencies, chemical lists and qualifier profiles."""
         mesh, chemicals = meta.get("mesh") or [], meta.get("chemicals") or []
         if not mesh and not chemicals:
             return
@@ -209,7 +213,20 @@ class LexiconMiner:
                 self.in_chemical_list[key] += 1
         for key in present:
             self.frequency[key] += 1
-        ordered = sorted(present)
+
+    def add_cooccurrence(self, meta: dict) -> None:
+        """Second pass, once every document went through add_document: co-occurrence among the
+        document's drug and disease entities (the only ones an entity swap uses). Counting every pair of
+        every heading would hold ~10^8 pairs for all of PubMed, most of them check tags (Humans, Male);
+        this keeps the table to pairs that matter."""
+        if self._types is None:
+            self._types = {key: self.entity_type(key) for key in self.names}
+        typed = set()
+        for entry in (meta.get("mesh") or []) + (meta.get("chemicals") or []):
+            key = " ".join((entry.get("name") or "").split()).casefold()
+            if self._types.get(key) in ("drug", "disease"):
+                typed.add(key)
+        ordered = sorted(typed)
         for key in ordered:
             for other in ordered:
                 if other != key:
