@@ -144,7 +144,8 @@ def searchd_section(root: Path, load_seconds: float = 60.0, repeats: int = 3) ->
         "- server and clients on this 2-core machine; the in-process reference runs the same searches as "
         "one batch through the indexer's library API (BM25 batch_search on 2 threads, one encoder call, "
         "FAISS, RRF) in this process, after a warm-up pass as the gRPC runs have; the server sets "
-        f"OMP_WAIT_POLICY=PASSIVE; every rate below is the best of {repeats} runs",
+        "OMP_WAIT_POLICY=PASSIVE and encodes each query independently of its micro-batch (the default, for "
+        f"reproducible scores); every rate below is the best of {repeats} runs",
         "",
         "| retrievers | in-process batch q/s |",
         "|---|---:|",
