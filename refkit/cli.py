@@ -184,15 +184,17 @@ def lexicon(out, address, corpus_dirs, corpora, token_file, tls, ca_file) -> Non
 @click.option("--top-m", default=100, show_default=True, type=click.IntRange(1),
               help="A candidate in the original query's top-M is rejected.")  # fmt: skip
 @click.option("--candidates", default=20, show_default=True, type=click.IntRange(1), help="Hits per rewrite.")
+@click.option("--attribute-swaps", default=2, show_default=True, type=click.IntRange(0), help="Aspect rewrites.")
+@click.option("--entity-swaps", default=2, show_default=True, type=click.IntRange(0), help="Entity rewrites.")
 @click.option("--refs", type=PathIn, help="refs.jsonl from collect: noise must not duplicate these.")
 @click.option("--aspects", "aspects_path", type=PathIn, help="Your aspect lexicon [default: refkit/aspects.tsv].")
 @client_options
 @query_options
 @dedup_options
 @_friendly_errors
-def noise(queries_file, lexicon_path, seed, out, per_query, top_m, candidates, refs, aspects_path, address,
-          token_file, tls, ca_file, retrievers, corpora, rrf_k, query_format, limit, dedup_threshold,
-          shingle_words) -> None:  # fmt: skip
+def noise(queries_file, lexicon_path, seed, out, per_query, top_m, candidates, attribute_swaps, entity_swaps, refs,
+          aspects_path, address, token_file, tls, ca_file, retrievers, corpora, rrf_k, query_format, limit,
+          dedup_threshold, shingle_words) -> None:  # fmt: skip
     """Entity/attribute substitutions and the filtered hard-negative references they retrieve."""
     from refkit.collect import DedupOptions, RetrievalOptions
     from refkit.jsonl import read_jsonl, write_jsonl
@@ -216,7 +218,8 @@ def noise(queries_file, lexicon_path, seed, out, per_query, top_m, candidates, r
         generator = NoiseGenerator(
             client, address, lineage, QueryRewriter(lexicon_data, aspects),
             RetrievalOptions(candidates, tuple(corpora), tuple(retrievers), rrf_k),
-            NoiseOptions(seed, per_query, top_m, candidates), DedupOptions(dedup_threshold, shingle_words),
+            NoiseOptions(seed, per_query, top_m, candidates, attribute_swaps, entity_swaps),
+            DedupOptions(dedup_threshold, shingle_words),
             collected, provenance,
         )  # fmt: skip
         with _progress("noise searches", None) as advance:  # the count is known once queries are analysed
