@@ -125,9 +125,8 @@ class SnippetStore:
     def scan(self) -> Iterator[dict]:
         """Every snippet, parsed, in store order (shard by shard, row by row)."""
         for shard, offsets in enumerate(self._offsets):
-            mapped = self._maps[shard]
             for row in range(len(offsets) - 1):
-                yield orjson.loads(mapped[int(offsets[row]) : int(offsets[row + 1])])
+                yield self.row(shard, row)
 
     def row(self, shard: int, row: int) -> dict:
         """The snippet at (shard, row): FAISS row `row` of dense shard `shard`."""

@@ -57,9 +57,7 @@ def curation_walkthrough(console: Console, address: str, out: Path) -> dict:
             rewrites.add_row(record["id"], rewrite["kind"], escape(replaced), escape(rewrite["query"][-100:]),
                              str(kept.get(rewrite["number"], 0)))  # fmt: skip
     console.print(rewrites)
-    return next(
-        orjson.loads(line) for line in items.read_bytes().splitlines() if orjson.loads(line)["id"] == SHOWN_ITEM
-    )
+    return next(item for item in map(orjson.loads, items.read_bytes().splitlines()) if item["id"] == SHOWN_ITEM)
 
 
 def show_item(console: Console, item: dict, items: Path) -> None:

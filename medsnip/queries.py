@@ -21,12 +21,14 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from medsnip.jsonl import InputFileError, read_jsonl
+
 FORMATS = ("auto", "jsonl", "tsv", "pubmedqa", "bioasq", "medqa")
 _ID_KEYS = ("id", "_id", "qid")
 _TEXT_KEYS = ("query", "text", "question")
 
 
-class QueryFileError(ValueError):
+class QueryFileError(InputFileError):
     """A query file that cannot be read as asked (the message names the file and the place)."""
 
 
@@ -98,25 +100,8 @@ def _load_json(path: Path):
         raise QueryFileError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start})") from error
 
 
-def _json_lines(path: Path):
-    with open(path, encoding="utf-8") as handle:
-        try:
-            for number, line in enumerate(handle, 1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as error:
-                    raise QueryFileError(f"{path}:{number}: not JSON ({error.msg})") from error
-                if not isinstance(record, dict):
-                    raise QueryFileError(f"{path}:{number}: expected a JSON object")
-                yield number, record
-        except UnicodeDecodeError as error:
-            raise QueryFileError(f"{path}: not UTF-8 text ({error.reason})") from error
-
-
 def _jsonl(path: Path):
-    for number, record in _json_lines(path):
+    for number, record in read_jsonl(path, error=QueryFileError):
         query_id = next((record[key] for key in _ID_KEYS if key in record), None)
         text_key = next((key for key in _TEXT_KEYS if key in record), None)
         if text_key is None:
@@ -125,7 +110,7 @@ def _jsonl(path: Path):
 
 
 def _medqa(path: Path):
-    for number, record in _json_lines(path):
+    for number, record in read_jsonl(path, error=QueryFileError):
         if "question" not in record:
             raise QueryFileError(f"{path}:{number}: no 'question' field (MedQA)")
         yield f"{path}:{number}", f"medqa-{number}", record["question"]

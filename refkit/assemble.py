@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from refkit.jsonl import InputFileError, read_jsonl
+from medsnip.jsonl import InputFileError, read_jsonl
 
 LABELS = ("relevant", "irrelevant")
 SHOWN_FIELDS = ("title", "content", "source", "doc_id", "snippet_id")
@@ -126,11 +126,3 @@ def _unique(references: list[dict], exclude: set[str] = frozenset()) -> list[dic
             seen.add(reference["snippet_id"])
             unique.append(reference)
     return unique
-
-
-def render_prompt(item: dict) -> str:
-    """The numbered references and the query as a model sees them (no labels)."""
-    lines = [f"Question: {item['query']}", "", "References:"]
-    for reference in item["references"]:
-        lines.append(f"[{reference['number']}] {reference['title']}. {reference['content']}".strip())
-    return "\n".join(lines)

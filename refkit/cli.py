@@ -42,8 +42,8 @@ def _friendly_errors(command):
 
     @functools.wraps(command)
     def run(*args, **kwargs):
+        from medsnip.jsonl import InputFileError
         from refkit.connection import ServerError
-        from refkit.jsonl import InputFileError
         from refkit.lexicon import LexiconError
 
         try:
@@ -99,8 +99,8 @@ def main() -> None:
 def collect(queries_file, out, k, address, token_file, tls, ca_file, retrievers, corpora, rrf_k, query_format, limit,
             dedup_threshold, shingle_words) -> None:  # fmt: skip
     """Candidate references per query, with provenance, deduplicated by content."""
+    from medsnip.jsonl import write_jsonl
     from refkit.collect import DedupOptions, RetrievalOptions, collect
-    from refkit.jsonl import write_jsonl
 
     queries = read_query_file(queries_file, query_format, limit)
     client, lineage = _connect(address, token_file, tls, ca_file)
@@ -196,8 +196,8 @@ def noise(queries_file, lexicon_path, seed, out, per_query, top_m, candidates, a
           aspects_path, address, token_file, tls, ca_file, retrievers, corpora, rrf_k, query_format, limit,
           dedup_threshold, shingle_words) -> None:  # fmt: skip
     """Entity/attribute substitutions and the filtered hard-negative references they retrieve."""
+    from medsnip.jsonl import read_jsonl, write_jsonl
     from refkit.collect import DedupOptions, RetrievalOptions
-    from refkit.jsonl import read_jsonl, write_jsonl
     from refkit.lexicon import read_lexicon
     from refkit.matcher import read_aspects
     from refkit.noise import NoiseGenerator, NoiseOptions, QueryRewriter
@@ -241,7 +241,7 @@ def noise(queries_file, lexicon_path, seed, out, per_query, top_m, candidates, a
 def label(refs, qrels, out, unjudged) -> None:
     """Label collected references from relevance judgements (by document id or snippet id)."""
     from indexer.evaluate import read_qrels
-    from refkit.jsonl import write_jsonl
+    from medsnip.jsonl import write_jsonl
     from refkit.label import label_references
 
     records = list(label_references(refs, read_qrels(qrels), unjudged))
@@ -260,8 +260,8 @@ def label(refs, qrels, out, unjudged) -> None:
 @_friendly_errors
 def assemble(labeled_path, noise_path, n_relevant, n_irrelevant, seed, out) -> None:
     """CRAB-style items: the query and numbered references in a seeded order, labels hidden in answer_key."""
+    from medsnip.jsonl import write_jsonl
     from refkit.assemble import CountRange, assemble, read_labeled, read_noise
-    from refkit.jsonl import write_jsonl
 
     relevant = CountRange.parse(n_relevant, "--n-relevant")
     irrelevant = CountRange.parse(n_irrelevant, "--n-irrelevant")

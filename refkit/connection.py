@@ -15,6 +15,7 @@ import grpc
 
 from medsnip.buildrecord import lineage_hash
 from searchd.client import SearchClient
+from searchd.server import read_token
 
 
 class ServerError(RuntimeError):
@@ -32,7 +33,7 @@ class ServerOptions:
 
 def connect(options: ServerOptions) -> tuple[SearchClient, dict]:
     """A client and the server's lineage summary; raises ServerError if the server does not answer."""
-    token = Path(options.token_file).read_text(encoding="utf-8").strip() if options.token_file else None
+    token = read_token(options.token_file) if options.token_file else None
     client = SearchClient(
         options.address, token=token, tls=options.tls, ca_file=options.ca_file, retries=2, timeout=options.timeout
     )

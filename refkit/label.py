@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from refkit.jsonl import read_jsonl
+from medsnip.jsonl import read_jsonl
 
 
 def label_references(refs: Path, qrels: dict[str, dict[str, int]], unjudged: str = "irrelevant") -> Iterator[dict]:

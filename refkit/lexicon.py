@@ -93,9 +93,6 @@ class Lexicon:
     def get(self, name: str) -> Entity | None:
         return self.entities.get(name.casefold())
 
-    def of_type(self, kind: str) -> list[Entity]:
-        return [e for e in self.entities.values() if e.type == kind]
-
     def to_tsv(self) -> bytes:
         out = io.StringIO()
         writer = csv.writer(out, delimiter="\t", lineterminator="\n", quoting=csv.QUOTE_NONE, escapechar="\\")

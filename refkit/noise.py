@@ -22,7 +22,6 @@ same queries, lexicon, seed and index lineage give byte-identical output.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import random
 from collections.abc import Callable, Iterator
@@ -190,10 +189,6 @@ def _match_case(original: str, replacement: str) -> str:
     if original[:1].isupper() and not original.isupper():
         return replacement[:1].upper() + replacement[1:]
     return replacement
-
-
-def file_sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 class NoiseGenerator:

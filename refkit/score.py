@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from refkit.jsonl import InputFileError, read_jsonl
+from medsnip.jsonl import InputFileError, read_jsonl
 
 _BRACKET = re.compile(r"\[([^\[\]]*)\]")
 _CITATION_LIST = re.compile(r"^\s*\d+(\s*[-\u2013]\s*\d+)?(\s*,\s*\d+(\s*[-\u2013]\s*\d+)?)*\s*$")

@@ -56,10 +56,14 @@ class SearchClient:
         self._channel.close()
 
     def _call(self, method, request, timeout: float | None):
+        return self._retrying(lambda: method(request, timeout=timeout or self.timeout, metadata=self._metadata))
+
+    def _retrying(self, attempt_call):
+        """attempt_call(), retried with exponential backoff while it fails with UNAVAILABLE."""
         delay = self.backoff
         for attempt in range(self.retries + 1):
             try:
-                return method(request, timeout=timeout or self.timeout, metadata=self._metadata)
+                return attempt_call()
             except grpc.RpcError as error:
                 if error.code() != grpc.StatusCode.UNAVAILABLE or attempt == self.retries:
                     raise
@@ -114,21 +118,15 @@ class SearchClient:
         request = search_pb2.ScanSnippetsRequest(
             corpora=list(corpora), first_chunk_only=first_chunk_only, return_text=return_text, page_size=page_size
         )
-        delay = self.backoff
-        for attempt in range(self.retries + 1):
+
+        def start():  # the first page is where a refused or unreachable stream fails
             pages = self._stub.ScanSnippets(request, metadata=self._metadata)
-            try:
-                first = next(pages, None)
-            except grpc.RpcError as error:
-                if error.code() != grpc.StatusCode.UNAVAILABLE or attempt == self.retries:
-                    raise
-                time.sleep(delay)
-                delay *= 2
-                continue
-            for page in itertools.chain([first] if first is not None else [], pages):
-                for snippet in page.snippets:
-                    yield page.corpus, snippet
-            return
+            first = next(pages, None)
+            return itertools.chain([first] if first is not None else [], pages)
+
+        for page in self._retrying(start):
+            for snippet in page.snippets:
+                yield page.corpus, snippet
 
     def info(self, timeout: float | None = None) -> search_pb2.InfoResponse:
         return self._call(self._stub.Info, search_pb2.InfoRequest(), timeout)

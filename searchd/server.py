@@ -53,6 +53,14 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
 
     # -- validation --
 
+    def _corpora(self, asked) -> list[str]:
+        """The asked corpora (all served ones when none are named); InvalidRequest for an unknown one."""
+        corpora = list(asked) or list(self.engine.corpora)
+        unknown = [c for c in corpora if c not in self.engine.corpora]
+        if unknown:
+            raise InvalidRequest(f"unknown corpus {', '.join(unknown)}; served: {', '.join(self.engine.corpora)}")
+        return corpora
+
     def _query(self, request: search_pb2.SearchRequest) -> Query:
         text = request.query.strip()
         if not text:
@@ -63,10 +71,7 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
             )
         if not 1 <= request.k <= self.limits.max_k:
             raise InvalidRequest(f"k must be in 1..{self.limits.max_k}, got {request.k}")
-        corpora = list(request.corpora) or list(self.engine.corpora)
-        unknown = [c for c in corpora if c not in self.engine.corpora]
-        if unknown:
-            raise InvalidRequest(f"unknown corpus {', '.join(unknown)}; served: {', '.join(self.engine.corpora)}")
+        corpora = self._corpora(request.corpora)
         retrievers = list(request.retrievers) or self.engine.retrievers
         bad = [r for r in retrievers if r not in RETRIEVERS or r not in self.engine.retrievers]
         if bad:
@@ -221,14 +226,11 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
         """Pages of snippets; holds one in-flight slot for the whole stream."""
         started = time.perf_counter()
         detail = {"corpora": list(request.corpora), "first_chunk_only": request.first_chunk_only}
-        corpora = list(request.corpora) or list(self.engine.corpora)
-        unknown = [c for c in corpora if c not in self.engine.corpora]
-        if unknown:
+        try:
+            corpora = self._corpora(request.corpora)
+        except InvalidRequest as error:
             _log_request("ScanSnippets", detail, started, "INVALID_ARGUMENT")
-            context.abort(
-                grpc.StatusCode.INVALID_ARGUMENT,
-                f"unknown corpus {', '.join(unknown)}; served: {', '.join(self.engine.corpora)}",
-            )
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
         if not self._slots.acquire(blocking=False):
             _log_request("ScanSnippets", detail, started, "RESOURCE_EXHAUSTED")
             context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "server busy: too many calls in flight, retry later")

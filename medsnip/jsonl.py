@@ -1,4 +1,4 @@
-"""JSONL in and out for refkit's files.
+"""JSONL in and out: refkit's files and query files.
 
 Outputs are written whole, to a temp file renamed over the target, so a failed or interrupted command
 leaves either the previous file or none, never half of one. Lines are orjson with the keys in the
@@ -17,7 +17,7 @@ from medsnip.buildrecord import atomic_write_bytes
 
 
 class InputFileError(ValueError):
-    """A refkit input file that cannot be used (the message names the file, line and field)."""
+    """An input file that cannot be used (the message names the file, line and field)."""
 
 
 def dumps_line(record: dict[str, Any]) -> bytes:
@@ -31,25 +31,27 @@ def write_jsonl(path: Path, records: Iterable[dict[str, Any]]) -> int:
     return len(lines)
 
 
-def read_jsonl(path: Path, required: tuple[str, ...] = ()) -> Iterator[tuple[int, dict[str, Any]]]:
+def read_jsonl(
+    path: Path, required: tuple[str, ...] = (), error: type[InputFileError] = InputFileError
+) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, object) for each non-blank line; a line that is not a JSON object, or lacks a
-    `required` field, raises InputFileError naming the file, the line and the field."""
+    `required` field, raises `error` naming the file, the line and the field."""
     path = Path(path)
     try:
         handle = open(path, "rb")
-    except OSError as error:
-        raise InputFileError(f"{path}: cannot read ({error.strerror})") from error
+    except OSError as problem:
+        raise error(f"{path}: cannot read ({problem.strerror})") from problem
     with handle:
         for number, line in enumerate(handle, 1):
             if not line.strip():
                 continue
             try:
                 record = orjson.loads(line)
-            except orjson.JSONDecodeError as error:
-                raise InputFileError(f"{path}:{number}: not JSON ({error})") from error
+            except orjson.JSONDecodeError as problem:
+                raise error(f"{path}:{number}: not JSON ({problem})") from problem
             if not isinstance(record, dict):
-                raise InputFileError(f"{path}:{number}: expected a JSON object")
+                raise error(f"{path}:{number}: expected a JSON object")
             for field in required:
                 if field not in record:
-                    raise InputFileError(f"{path}:{number}: missing field '{field}'")
+                    raise error(f"{path}:{number}: missing field '{field}'")
             yield number, record
