@@ -219,26 +219,29 @@ class DenseIndex:
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         if vectors.ndim != 2 or vectors.shape[1] != self.dimension:
             raise ValueError(f"query vectors must be (n, {self.dimension}), got {vectors.shape}")
-        per_shard = []
+        found_scores, found_rows, found_shards = [], [], []
         for shard, index in enumerate(self._indexes):
             take = min(k, index.ntotal)
             if take == 0:
                 continue
             scores, rows = index.search(vectors, take)
-            per_shard.append((shard, scores, rows))
+            found_scores.append(scores)
+            found_rows.append(rows)
+            found_shards.append(np.full(rows.shape, shard, dtype=np.int64))
+        if not found_scores:
+            return [[] for _ in range(len(vectors))]
+        scores, rows, shards = (np.concatenate(part, axis=1) for part in (found_scores, found_rows, found_shards))
+        # Best first, ties by (shard, row): the same order as sorting (score, shard, row) tuples, built in
+        # numpy so only the k kept hits of each query become Python objects.
+        sort_scores = -scores if self.metric == "ip" else scores
         results = []
         for query in range(len(vectors)):
-            hits = [
-                (shard, int(row), float(score))
-                for shard, scores, rows in per_shard
-                for score, row in zip(scores[query], rows[query], strict=True)
-                if row >= 0
-            ]
-            if self.metric == "ip":
-                hits.sort(key=lambda hit: (-hit[2], hit[0], hit[1]))
-            else:
-                hits.sort(key=lambda hit: (hit[2], hit[0], hit[1]))
-            results.append(hits[:k])
+            valid = rows[query] >= 0
+            query_scores, query_rows, query_shards = scores[query][valid], rows[query][valid], shards[query][valid]
+            order = np.lexsort((query_rows, query_shards, sort_scores[query][valid]))[:k]
+            results.append(
+                list(zip(query_shards[order].tolist(), query_rows[order].tolist(), query_scores[order].tolist()))
+            )
         return results
 
     def search(self, queries: list[str] | np.ndarray, k: int = 10) -> list[list[tuple[str, float]]]:

@@ -164,7 +164,10 @@ class SnippetStore:
         end = mapped.find(b',"title":', start, stop)
         if end < 0:
             return orjson.loads(mapped[start:stop])["id"]
-        return orjson.loads(mapped[start:end] + b"}")["id"]
+        head = mapped[start:end]
+        if head.startswith(b'{"id":"') and b"\\" not in head:  # no escapes: the bytes are the id
+            return head[7:-1].decode()
+        return orjson.loads(head + b"}")["id"]
 
 
 def _map_file(path: Path) -> mmap.mmap | bytes:

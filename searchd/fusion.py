@@ -8,6 +8,7 @@ score(d) = sum over the lists that contain d of 1 / (rrf_k + rank_in_list(d)), r
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 
 DEFAULT_RRF_K = 60
@@ -25,19 +26,29 @@ def fuse_rrf(
     lists: dict[tuple[str, str], list[tuple[str, float]]], k: int, rrf_k: int = DEFAULT_RRF_K
 ) -> list[FusedHit]:
     """Top-k fused hits, best first. Ties (equal fused score) go to the hit with the better best rank,
-    then to the smaller id, so the order is deterministic."""
-    fused: dict[str, FusedHit] = {}
+    then to the smaller id, so the order is deterministic.
+
+    A hybrid query over five corpora fuses ten lists of 100 hits: ~900 candidates for 10 results. Only
+    the candidates' scores and best ranks are kept while summing (in the lists' sorted order, so every
+    score is the same float whatever the input's order); hits and their contributions are built for the
+    top k alone, where a server spends its time under the GIL otherwise."""
+    ordered = sorted(lists.items())
+    scores: dict[str, float] = {}
     best_rank: dict[str, int] = {}
-    for (corpus, retriever), hits in sorted(lists.items()):
+    for _, hits in ordered:
+        for rank, (snippet_id, _) in enumerate(hits, 1):
+            if snippet_id in scores:
+                scores[snippet_id] += 1.0 / (rrf_k + rank)
+                if rank < best_rank[snippet_id]:
+                    best_rank[snippet_id] = rank
+            else:
+                scores[snippet_id] = 1.0 / (rrf_k + rank)
+                best_rank[snippet_id] = rank
+    top = heapq.nsmallest(k, scores, key=lambda i: (-scores[i], best_rank[i], i))
+    fused = {snippet_id: FusedHit(snippet_id, scores[snippet_id], rank) for rank, snippet_id in enumerate(top, 1)}
+    for (corpus, retriever), hits in ordered:
         for rank, (snippet_id, score) in enumerate(hits, 1):
             hit = fused.get(snippet_id)
-            if hit is None:
-                hit = fused[snippet_id] = FusedHit(snippet_id, 0.0)
-                best_rank[snippet_id] = rank
-            hit.score += 1.0 / (rrf_k + rank)
-            hit.contributions.append((corpus, retriever, rank, score))
-            best_rank[snippet_id] = min(best_rank[snippet_id], rank)
-    ordered = sorted(fused.values(), key=lambda h: (-h.score, best_rank[h.id], h.id))[:k]
-    for rank, hit in enumerate(ordered, 1):
-        hit.rank = rank
-    return ordered
+            if hit is not None:
+                hit.contributions.append((corpus, retriever, rank, score))
+    return list(fused.values())
