@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.medsnip-installed
 DEMO_OUT ?= build/demo
 
-.PHONY: setup demo test bench lint clean proto
+.PHONY: setup demo test bench lint clean proto java
 
 setup: $(STAMP)
 
@@ -36,3 +36,8 @@ clean:
 # fails when it is out of date).
 proto: setup
 	$(PY) -m grpc_tools.protoc -Iprotos --python_out=. --grpc_python_out=. --pyi_out=. protos/medsnip/v1/search.proto
+
+# Rebuild indexer/java/medsnip-anserini.jar (checked in; a test fails when it is out of date). Needs a
+# JDK 21+ javac: JAVA_HOME=/path/to/jdk make java. Users never compile: the jar ships with medsnip.
+java: setup
+	$(PY) indexer/java/build_jar.py

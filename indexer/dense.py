@@ -239,9 +239,8 @@ class DenseIndex:
             valid = rows[query] >= 0
             query_scores, query_rows, query_shards = scores[query][valid], rows[query][valid], shards[query][valid]
             order = np.lexsort((query_rows, query_shards, sort_scores[query][valid]))[:k]
-            results.append(
-                list(zip(query_shards[order].tolist(), query_rows[order].tolist(), query_scores[order].tolist()))
-            )
+            kept = (query_shards[order].tolist(), query_rows[order].tolist(), query_scores[order].tolist())
+            results.append(list(zip(*kept, strict=True)))
         return results
 
     def search(self, queries: list[str] | np.ndarray, k: int = 10) -> list[list[tuple[str, float]]]:

@@ -33,6 +33,12 @@ def anserini_jar() -> Path:
     return Path(jars[-1])
 
 
+def medsnip_jar() -> Path:
+    """medsnip's own small Java helpers (indexer/java, built by `make java`), beside Anserini on the
+    classpath."""
+    return Path(__file__).with_name("java") / "medsnip-anserini.jar"
+
+
 def anserini_version() -> str:
     """The Anserini version, from the jar's name (anserini-1.7.1-fatjar.jar -> 1.7.1)."""
     return anserini_jar().name.removeprefix("anserini-").removesuffix("-fatjar.jar")
@@ -51,7 +57,7 @@ def start_jvm(max_heap: str | None = None) -> None:
     # raises, although medsnip never calls OpenAI. A placeholder key lets the import succeed.
     os.environ.setdefault("OPENAI_API_KEY", "not-used-by-medsnip")
     if not jnius_config.vm_running:
-        jnius_config.add_classpath(str(anserini_jar()))
+        jnius_config.add_classpath(str(anserini_jar()), str(medsnip_jar()))
         if max_heap:
             jnius_config.add_options(f"-Xmx{max_heap}")
         jnius_config.add_options(*JVM_QUIET_OPTIONS)
