@@ -233,7 +233,7 @@ def indexer_sections(args) -> list[str]:
     if not (corpus / "build.json").is_file():
         subprocess.run(ours([source], corpus, 2), check=True, cwd=REPO)
     print("indexer: bm25", flush=True)
-    lines = indexer_bench.bm25_section(corpus, args.work, min(args.repeats, 3))
+    lines = indexer_bench.bm25_section(corpus, args.work, args.repeats)
     print("indexer: embedding", flush=True)
     embedding_lines, vectors, queries = indexer_bench.embedding_section(corpus, 2_000)
     print("indexer: faiss", flush=True)

@@ -150,8 +150,9 @@ class BM25Index:
 
     def _search(self, queries: list[str], k: int, threads: int) -> list[list[tuple[str, float]]]:
         """Anserini's batch_search through medsnip's FlatBatchSearch (indexer/java): the same hits, read
-        with three JNI conversions per batch instead of one wrapped Java object per hit (2.5-4x faster
-        over five corpora at depth 100, in docs/benchmarks.md's terms)."""
+        with three JNI conversions per batch instead of one wrapped Java object per hit (about 2x the
+        queries/s on one 42k-snippet corpus at depth 100 in docs/benchmarks.md; ~3.5x over the five small
+        demo corpora)."""
         qid_list, text_list = _java_list(), _java_list()
         for position, query in enumerate(queries):
             qid_list.add(str(position))
