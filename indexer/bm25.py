@@ -8,7 +8,6 @@ LuceneSearcher in this process's JVM (indexer.jvm), batched over threads.
 
 from __future__ import annotations
 
-import functools
 import os
 import re
 import shutil
@@ -153,11 +152,12 @@ class BM25Index:
         with three JNI conversions per batch instead of one wrapped Java object per hit (about 2x the
         queries/s on one 42k-snippet corpus at depth 100 in docs/benchmarks.md; ~3.5x over the five small
         demo corpora)."""
-        qid_list, text_list = _java_list(), _java_list()
+        qid_list, text_list = java_class("java.util.ArrayList")(), java_class("java.util.ArrayList")()
         for position, query in enumerate(queries):
             qid_list.add(str(position))
             text_list.add(query)
-        flat = _flat_batch_search().run(self._searcher.object, text_list, qid_list, int(k), max(1, threads))
+        flat_search = java_class("medsnip.anserini.FlatBatchSearch")
+        flat = flat_search.run(self._searcher.object, text_list, qid_list, int(k), max(1, threads))
         counts, scores, docids = flat.counts, flat.scores, flat.docids
         ids = docids.split("\n") if docids else []
         if len(ids) != sum(counts):  # a docid holding "\n" (never a medsnip id): read hit by hit instead
@@ -176,16 +176,3 @@ class BM25Index:
 
     def close(self) -> None:
         self._searcher.close()
-
-
-def _java_list():
-    return _java_class("java.util.ArrayList")()
-
-
-def _flat_batch_search():
-    return _java_class("medsnip.anserini.FlatBatchSearch")
-
-
-@functools.cache
-def _java_class(name: str):
-    return java_class(name)

@@ -8,6 +8,7 @@ the classpath and no such option (as pyserini/eval/trec_eval.py does), and pyser
 
 from __future__ import annotations
 
+import functools
 import glob
 import importlib.resources
 import os
@@ -66,8 +67,10 @@ def start_jvm(max_heap: str | None = None) -> None:
     _started = True
 
 
+@functools.cache
 def java_class(name: str):
-    """A Java class through pyjnius, starting the JVM first."""
+    """A Java class through pyjnius, starting the JVM first; looked up once per name (hot paths such as
+    BM25 search ask for their classes on every call)."""
     start_jvm()
     from jnius import autoclass
 
