@@ -12,12 +12,16 @@ from pathlib import Path
 from typing import BinaryIO
 
 from isal import igzip  # ISA-L gzip: same format as the gzip module, 2-3x faster to decompress
+from isal.igzip_lib import IsalError
 
 from corpusbuild.errors import InputError, InputProblem
 
 # pubmed26n0001.xml.gz, medline14n0123.xml: two-digit year + "n" + four-digit sequence number.
 SEQUENCE_RE = re.compile(r"(\d{2})n(\d{4})\.xml(?:\.gz)?$")
 _GLOB_CHARS = set("*?[")
+# What reading a damaged .gz/.bz2 raises: EOFError when it is cut short, OSError (BadGzipFile) on a bad
+# header or CRC, zlib.error, or ISA-L's own IsalError (not an OSError) on an invalid deflate block.
+DECOMPRESSION_ERRORS = (EOFError, OSError, zlib.error, IsalError)
 
 
 def expand_inputs(specs: Sequence[str], suffixes: Sequence[str]) -> tuple[list[Path], list[InputProblem]]:
@@ -79,7 +83,7 @@ def read_decompressed(raw: BinaryIO, magic: bytes, label: str) -> bytes:
     """The whole decompressed content of a (small) input; a damaged archive is an InputError."""
     try:
         return decompressed(raw, magic).read()
-    except (EOFError, OSError, zlib.error) as error:
+    except DECOMPRESSION_ERRORS as error:
         raise InputError(InputProblem(label, f"truncated or corrupt compressed stream ({error})")) from error
 
 

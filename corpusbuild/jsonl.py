@@ -13,7 +13,7 @@ import orjson
 from corpusbuild.chunking import ChunkingParams
 from corpusbuild.cleaning import clean_text
 from corpusbuild.errors import InputError, InputProblem
-from corpusbuild.inputs import decompressed
+from corpusbuild.inputs import DECOMPRESSION_ERRORS, decompressed
 from corpusbuild.shardbuild import EVENT_RECORD, EVENT_SKIP, FileTask, PartWriter
 from medsnip.buildrecord import HashingReader
 from medsnip.snippet import document_key, shard_of, snippet_lines
@@ -66,10 +66,9 @@ def map_jsonl_file(task: FileTask, reader: HashingReader, magic: bytes, writer: 
                 continue
             meta = {name: value for name, value in record.items() if name not in own_fields}
             stats["snippets"] += len(chunks)
-            writer.add(
-                shard, key, EVENT_RECORD, snippet_lines(source, doc_id, title, chunks, meta), position=line_number
-            )
-    except (EOFError, OSError) as error:
+            block = snippet_lines(source, doc_id, title, chunks, meta)
+            writer.add(shard, key, EVENT_RECORD, block, position=line_number, lines=len(chunks))
+    except DECOMPRESSION_ERRORS as error:
         raise InputError(InputProblem(task.path, f"truncated or corrupt compressed stream ({error})")) from error
     if lines_seen == 0:
         raise InputError(InputProblem(task.path, "empty file: no JSON lines"))

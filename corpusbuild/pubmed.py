@@ -52,19 +52,19 @@ def pubmed_meta(article: RawArticle) -> dict:
     }
 
 
-def article_block(article: RawArticle, params: PubmedParams) -> tuple[bytes, str | None]:
-    """The snippet lines of one citation, or (b"", reason) when it yields no snippet."""
+def article_block(article: RawArticle, params: PubmedParams) -> tuple[bytes, int, str | None]:
+    """The snippet lines of one citation and their number, or (b"", 0, reason) when it yields none."""
     title = clean_text(article.title)
     abstract = abstract_text(article.sections)
     if not abstract:
         if not params.keep_no_abstract:
-            return b"", "no_abstract"
+            return b"", 0, "no_abstract"
         if not title:
-            return b"", "no_title_no_abstract"
+            return b"", 0, "no_title_no_abstract"
         chunks = [""]
     else:
         chunks = params.chunks(abstract)
-    return snippet_lines(SOURCE, str(article.pmid), title, chunks, pubmed_meta(article)), None
+    return snippet_lines(SOURCE, str(article.pmid), title, chunks, pubmed_meta(article)), len(chunks), None
 
 
 def map_pubmed_file(task: FileTask, reader: HashingReader, magic: bytes, writer: PartWriter) -> dict:
@@ -79,14 +79,14 @@ def map_pubmed_file(task: FileTask, reader: HashingReader, magic: bytes, writer:
     for record in iter_pubmed_records(stream, task.path, summary, not params.keep_no_abstract):
         if isinstance(record, RawArticle):
             stats["articles"] += 1
-            block, reason = article_block(record, params)
+            block, snippets, reason = article_block(record, params)
             shard = shard_of(str(record.pmid), num_shards)
             if reason:
                 skipped[reason] += 1
                 writer.add(shard, record.pmid, EVENT_SKIP, reason=reason)
             else:
-                stats["snippets"] += block.count(b"\n")
-                writer.add(shard, record.pmid, EVENT_RECORD, block)
+                stats["snippets"] += snippets
+                writer.add(shard, record.pmid, EVENT_RECORD, block, lines=snippets)
         elif isinstance(record, SkippedRecord):
             stats["articles"] += 1
             skipped[record.reason] += 1

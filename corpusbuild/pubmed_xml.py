@@ -1,15 +1,15 @@
 """Streaming reader for PubMed/MEDLINE XML: PubmedArticleSet (baseline, update, efetch) and the
 legacy MedlineCitationSet layout.
 
-Uses lxml iterparse and clears every record once read, so memory stays flat whatever the file size.
-Yields raw (uncleaned) fields; cleaning and chunking happen downstream.
+Reads records in batches of about 128 KB of XML (corpusbuild.xmlbatches), or with lxml iterparse
+clearing every record once read, so memory stays flat whatever the file size. Yields raw (uncleaned)
+fields; cleaning and chunking happen downstream.
 """
 
 from __future__ import annotations
 
 import io
 import re
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
@@ -17,6 +17,8 @@ from typing import BinaryIO
 from lxml import etree
 
 from corpusbuild.errors import InputError, InputProblem
+from corpusbuild.inputs import DECOMPRESSION_ERRORS
+from corpusbuild.xmlbatches import RecordBatches, read_prolog
 from corpusbuild.xmltools import release, syntax_error_message
 
 ROOT_TAGS = ("PubmedArticleSet", "MedlineCitationSet")
@@ -223,15 +225,87 @@ def _record_tags(head: bytes) -> tuple[str, ...]:
     holds MedlineCitation elements (inside each PubmedArticle), and stopping there too would cost an
     event per citation."""
     if b"<PubmedArticleSet" in head:
-        return ("PubmedArticle", "PubmedBookArticle", "DeleteCitation")
+        return _RECORD_TAGS_OF_ROOT["PubmedArticleSet"]
     if b"<MedlineCitationSet" in head:
-        return ("MedlineCitation", "DeleteCitation")
+        return _RECORD_TAGS_OF_ROOT["MedlineCitationSet"]
     return _RECORD_TAGS
+
+
+_RECORD_TAGS_OF_ROOT = {
+    "PubmedArticleSet": ("PubmedArticle", "PubmedBookArticle", "DeleteCitation"),
+    "MedlineCitationSet": ("MedlineCitation", "DeleteCitation"),
+}
+# The options of every parse of a PubMed file, streamed or in batches (the same records either way).
+_PARSER_OPTIONS = {
+    "no_network": True,
+    "load_dtd": False,
+    "resolve_entities": False,
+    "huge_tree": True,
+    "collect_ids": False,  # PubMed has no ID attributes; skip libxml2's ID table
+}
 
 
 def _parse_pmid(text: str | None) -> int | None:
     text = (text or "").strip()
     return int(text) if text.isdigit() else None
+
+
+@dataclass
+class _Progress:
+    """Where a reader is in its file: records seen (the ordinal in error messages), the last line."""
+
+    ordinal: int = 0
+    last_line: int = 0
+
+
+def _records_of(
+    element, tag: str, line_offset: int, progress: _Progress, file_label: str, skip_without_abstract: bool
+) -> Iterator[RawArticle | Deletion | SkippedRecord | BadRecord]:
+    """What one record element (a child of the root) stands for; lines are the element's plus
+    `line_offset` (non-zero when the element was parsed in a batch, see corpusbuild.xmlbatches)."""
+    line = (element.sourceline or 0) + line_offset
+    progress.last_line = line
+    progress.ordinal += 1
+    if tag == "DeleteCitation":
+        pmids = []
+        for pmid_element in element.iterfind("PMID"):
+            pmid = _parse_pmid(pmid_element.text)
+            if pmid is None:
+                yield BadRecord(
+                    InputProblem(
+                        file_label,
+                        f"PMID {pmid_element.text!r} is not a number",
+                        line=(pmid_element.sourceline or 0) + line_offset,
+                        element="DeleteCitation/PMID",
+                    )
+                )
+            else:
+                pmids.append(pmid)
+        yield Deletion(pmids=pmids, line=line)
+        return
+    if tag == "PubmedArticle":
+        citation = _first(element, "MedlineCitation")
+    elif tag == "PubmedBookArticle":
+        citation = _first(element, "BookDocument")
+    else:
+        citation = element
+    pmid_element = _first(citation, "PMID") if citation is not None else None
+    pmid = _parse_pmid(pmid_element.text if pmid_element is not None else None)
+    if pmid is None:
+        found = None if pmid_element is None else pmid_element.text
+        where_line = (pmid_element.sourceline or 0) + line_offset if pmid_element is not None else line
+        yield BadRecord(
+            InputProblem(
+                file_label,
+                "missing PMID" if pmid_element is None else f"PMID {found!r} is not a number",
+                line=where_line,
+                element=f"{tag} #{progress.ordinal}",
+            )
+        )
+    elif tag == "PubmedBookArticle":
+        yield SkippedRecord(pmid=pmid, line=line, reason="book_article")
+    else:
+        yield _article_fields(citation, pmid, line, skip_without_abstract)
 
 
 def iter_pubmed_records(
@@ -242,6 +316,11 @@ def iter_pubmed_records(
 ) -> Iterator[RawArticle | Deletion | SkippedRecord | BadRecord]:
     """Yield the records of one PubMed/MEDLINE XML stream in document order.
 
+    Records are the root's children named PubmedArticle, PubmedBookArticle, DeleteCitation (or, in a
+    MedlineCitationSet, MedlineCitation). They are parsed in batches of whole records
+    (corpusbuild.xmlbatches); whatever the batches cannot take exactly (a file on one line, malformed
+    XML, an unusual prolog) is streamed with iterparse from that point, with the same result.
+
     With `skip_without_abstract`, citations without an abstract come back as SkippedRecord
     ("no_abstract") without their metadata being read.
 
@@ -250,89 +329,63 @@ def iter_pubmed_records(
     not a number) so the caller can report it and go on.
     """
     summary = summary if summary is not None else FileSummary()
-    ordinal = 0
-    last_line = 0
+    progress = _Progress()
     try:
         stream = io.BufferedReader(stream, buffer_size=1 << 16)
-        context = etree.iterparse(
-            stream,
-            events=("end",),
-            tag=_record_tags(stream.peek(1 << 13)),
-            no_network=True,
-            load_dtd=False,
-            resolve_entities=False,
-            huge_tree=True,
-            collect_ids=False,  # PubMed has no ID attributes; skip libxml2's ID table
-        )
-        for _event, element in context:
-            if summary.root_tag is None:
-                summary.root_tag = element.getroottree().getroot().tag
-                _require_pubmed_root(summary.root_tag, file_label, 1)
-            tag = element.tag
-            line = element.sourceline or 0
-            last_line = line
-            if tag == "MedlineCitation" and element.getparent().tag != "MedlineCitationSet":
-                continue  # part of a PubmedArticle; handled when that record ends
-            ordinal += 1
-            summary.records += 1
-            if tag == "DeleteCitation":
-                pmids = []
-                for pmid_element in element.iterfind("PMID"):
-                    pmid = _parse_pmid(pmid_element.text)
-                    if pmid is None:
-                        yield BadRecord(
-                            InputProblem(
-                                file_label,
-                                f"PMID {pmid_element.text!r} is not a number",
-                                line=pmid_element.sourceline,
-                                element="DeleteCitation/PMID",
-                            )
+        parser = etree.XMLParser(**_PARSER_OPTIONS)
+        prolog = read_prolog(stream, ROOT_TAGS, parser)
+        if prolog is not None:
+            summary.root_tag = prolog.root_tag
+            record_tags = _RECORD_TAGS_OF_ROOT[prolog.root_tag]
+            batches = RecordBatches(stream, prolog, record_tags, parser)
+            for batch in batches:
+                for element in batch.root:
+                    tag = element.tag
+                    if tag in record_tags:
+                        summary.records += 1
+                        yield from _records_of(
+                            element, tag, batch.line_offset, progress, file_label, skip_without_abstract
                         )
-                    else:
-                        pmids.append(pmid)
-                yield Deletion(pmids=pmids, line=line)
-            else:
-                if tag == "PubmedArticle":
-                    citation = _first(element, "MedlineCitation")
-                elif tag == "PubmedBookArticle":
-                    citation = _first(element, "BookDocument")
-                else:
-                    citation = element
-                pmid_element = _first(citation, "PMID") if citation is not None else None
-                pmid = _parse_pmid(pmid_element.text if pmid_element is not None else None)
-                if pmid is None:
-                    found = None if pmid_element is None else pmid_element.text
-                    where_line = pmid_element.sourceline if pmid_element is not None else line
-                    yield BadRecord(
-                        InputProblem(
-                            file_label,
-                            "missing PMID" if pmid_element is None else f"PMID {found!r} is not a number",
-                            line=where_line,
-                            element=f"{tag} #{ordinal}",
-                        )
-                    )
-                elif tag == "PubmedBookArticle":
-                    yield SkippedRecord(pmid=pmid, line=line, reason="book_article")
-                else:
-                    yield _article_fields(citation, pmid, line, skip_without_abstract)
-            release(element)
-        if summary.root_tag is None:
-            root = context.root
-            if root is None:
-                raise InputError(InputProblem(file_label, "empty file: no XML element found", line=1))
-            summary.root_tag = root.tag
-            _require_pubmed_root(root.tag, file_label, root.sourceline)
+            if batches.rest is None:
+                return
+            stream = batches.rest
+        yield from _streamed_records(stream, file_label, summary, progress, skip_without_abstract)
     except etree.XMLSyntaxError as error:
-        line = error.lineno if error.lineno else last_line
+        line = error.lineno if error.lineno else progress.last_line
         message = error.msg or str(error)
         if "Document is empty" in message or (summary.records == 0 and "no element found" in message):
             raise InputError(InputProblem(file_label, "empty file: no XML content", line=1)) from error
         raise InputError(InputProblem(file_label, syntax_error_message(message), line=line)) from error
-    except (EOFError, zlib.error, OSError) as error:  # gzip/bz2 raise EOFError or OSError
+    except DECOMPRESSION_ERRORS as error:
         raise InputError(
             InputProblem(
                 file_label,
                 f"truncated or corrupt compressed stream ({error}); the last complete record ends near here",
-                line=last_line or None,
+                line=progress.last_line or None,
             )
         ) from error
+
+
+def _streamed_records(
+    stream: BinaryIO, file_label: str, summary: FileSummary, progress: _Progress, skip_without_abstract: bool
+) -> Iterator[RawArticle | Deletion | SkippedRecord | BadRecord]:
+    """The records of a stream read with iterparse, each cleared once read (memory stays flat): the
+    whole file when batches do not apply, or what batches handed back (then behind a stand-in prefix
+    that keeps lines and columns those of the file)."""
+    context = etree.iterparse(stream, events=("end",), tag=_record_tags(stream.peek(1 << 13)), **_PARSER_OPTIONS)
+    for _event, element in context:
+        if summary.root_tag is None:
+            summary.root_tag = element.getroottree().getroot().tag
+            _require_pubmed_root(summary.root_tag, file_label, 1)
+        parent = element.getparent()
+        if parent is None or parent.getparent() is not None:
+            continue  # not a child of the root (a MedlineCitation inside a PubmedArticle, ...)
+        summary.records += 1
+        yield from _records_of(element, element.tag, 0, progress, file_label, skip_without_abstract)
+        release(element)
+    if summary.root_tag is None:
+        root = context.root
+        if root is None:
+            raise InputError(InputProblem(file_label, "empty file: no XML content", line=1))
+        summary.root_tag = root.tag
+        _require_pubmed_root(root.tag, file_label, root.sourceline)

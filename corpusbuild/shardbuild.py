@@ -51,7 +51,7 @@ EVENT_RECORD, EVENT_SKIP, EVENT_DELETE = 0, 1, 2
 WORK_DIR = ".work"
 TASK_MARKER = "task.json"
 REASONS_FILE = "reasons.json"
-ENGINE_FORMAT = 2  # bump when part files change shape, so old caches are not reused
+ENGINE_FORMAT = 3  # bump when part files change shape, so old caches are not reused
 _FLUSH_BYTES = 8 << 20
 _COPY_BYTES = 4 << 20  # the most the reduce copies from a part in one read
 
@@ -67,7 +67,15 @@ class BuildAborted(Exception):
 
 
 EVENT_DTYPE = np.dtype(
-    [("key", "<i8"), ("position", "<i4"), ("kind", "u1"), ("reason", "<i2"), ("offset", "<i8"), ("length", "<i4")]
+    [
+        ("key", "<i8"),
+        ("position", "<i4"),
+        ("kind", "u1"),
+        ("reason", "<i2"),
+        ("offset", "<i8"),
+        ("length", "<i4"),
+        ("lines", "<i4"),  # snippet lines in the block, so the merge never counts them in the bytes
+    ]
 )
 
 
@@ -75,7 +83,7 @@ class PartWriter:
     """Writes one input file's contribution to every shard: blocks of snippet lines + an event index.
 
     Blocks are buffered and appended in bulk, so memory stays bounded (a few MB) for any file size.
-    The index is a numpy array per shard, sorted by (key, position): 27 bytes per event, so merging a
+    The index is a numpy array per shard, sorted by (key, position): 31 bytes per event, so merging a
     shard across thousands of files never holds more than its own events. Keys are integers (the
     PMID for PubMed); skip reasons are stored as codes into `reasons.json`.
     """
@@ -98,9 +106,11 @@ class PartWriter:
         block: bytes = b"",
         reason: str | None = None,
         position: int | None = None,
+        lines: int | None = None,
     ) -> None:
         """Record one event. `position` (default: a running count) orders events of one key within
-        the file and is reported in duplicate-id errors, so line-based sources pass the line number."""
+        the file and is reported in duplicate-id errors, so line-based sources pass the line number.
+        `lines` is the number of snippet lines in `block`, counted here when the caller does not know it."""
         if position is not None:
             self._position = position
         offset = self._offsets[shard]
@@ -108,8 +118,10 @@ class PartWriter:
             self._buffers.setdefault(shard, bytearray()).extend(block)
             self._offsets[shard] += len(block)
             self._buffered += len(block)
+        if lines is None:
+            lines = block.count(b"\n")
         reason_code = -1 if reason is None else self._reasons.setdefault(reason, len(self._reasons))
-        self._index.setdefault(shard, []).append((key, self._position, kind, reason_code, offset, len(block)))
+        self._index.setdefault(shard, []).append((key, self._position, kind, reason_code, offset, len(block), lines))
         self._position += 1
         if self._buffered >= _FLUSH_BYTES:
             self._flush()
@@ -315,6 +327,7 @@ def run_shard_task(task: ShardTask) -> dict:
     reason_codes = events["reason"].tolist()
     offsets = events["offset"].tolist()
     lengths = events["length"].tolist()
+    lines = events["lines"].tolist()
     positions = events["position"].tolist()
     orders = orders.tolist()
     out_dir = Path(task.out_dir)
@@ -335,7 +348,6 @@ def run_shard_task(task: ShardTask) -> dict:
                     block = reader.read(order, start, end - start)
                     out.write(block)
                     digest.update(block)
-                    counts["snippets"] += block.count(b"\n")
                     counts["bytes"] += len(block)
                 pending[:] = [-1, 0, 0]
 
@@ -348,6 +360,7 @@ def run_shard_task(task: ShardTask) -> dict:
                     skipped[reasons[orders[event]][reason_codes[event]]] += 1
                     return
                 counts["documents"] += 1
+                counts["snippets"] += lines[event]
                 order, offset, length = orders[event], offsets[event], lengths[event]
                 if pending[0] != order or pending[2] != offset or pending[2] - pending[1] >= _COPY_BYTES:
                     write_pending()

@@ -11,14 +11,13 @@ are split by the recursive splitter). ids keep the article's file id and the par
 from __future__ import annotations
 
 import tarfile
-import zlib
 from pathlib import PurePosixPath
 
 from lxml import etree
 
 from corpusbuild.chunking import ChunkingParams
 from corpusbuild.errors import InputError, InputProblem
-from corpusbuild.inputs import read_decompressed
+from corpusbuild.inputs import DECOMPRESSION_ERRORS, read_decompressed
 from corpusbuild.nxml import NxmlDocument, merge_short_paragraphs, parse_nxml
 from corpusbuild.shardbuild import EVENT_RECORD, FileTask, PartWriter
 from corpusbuild.xmltools import syntax_error_message
@@ -79,8 +78,10 @@ def map_nxml_file(task: FileTask, reader: HashingReader, magic: bytes, writer: P
         for doc_id, document in zip(_doc_ids(member, documents), documents, strict=True):
             block = document_snippets(document, doc_id, member, params, source)
             stats["documents_read"] += 1
-            stats["snippets"] += block.count(b"\n")
-            writer.add(shard_of(doc_id, task.num_shards), document_key(doc_id), EVENT_RECORD, block, position=position)
+            lines = block.count(b"\n")
+            stats["snippets"] += lines
+            shard = shard_of(doc_id, task.num_shards)
+            writer.add(shard, document_key(doc_id), EVENT_RECORD, block, position=position, lines=lines)
 
     if task.path.endswith(TAR_SUFFIXES):
         members = 0
@@ -96,7 +97,7 @@ def map_nxml_file(task: FileTask, reader: HashingReader, magic: bytes, writer: P
                     except InputError as error:  # one bad article does not sink the tarball
                         stats["bad_records"] += 1
                         problems.append(error.problem.to_dict())
-        except (tarfile.TarError, EOFError, OSError, zlib.error) as error:
+        except (tarfile.TarError, *DECOMPRESSION_ERRORS) as error:
             raise InputError(InputProblem(task.path, f"truncated or corrupt tar archive ({error})")) from error
         if members == 0:
             raise InputError(InputProblem(task.path, "archive holds no .nxml file"))

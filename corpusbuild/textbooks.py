@@ -50,5 +50,5 @@ def map_textbook_file(task: FileTask, reader: HashingReader, magic: bytes, write
     book = book_name(Path(task.path))
     chunks = params.chunks(text)
     block = snippet_lines(SOURCE, book, book, chunks, {"book": book, "characters": len(text)})
-    writer.add(shard_of(book, task.num_shards), document_key(book), EVENT_RECORD, block)
+    writer.add(shard_of(book, task.num_shards), document_key(book), EVENT_RECORD, block, lines=len(chunks))
     return {"stats": {"documents_read": 1, "snippets": len(chunks)}, "problems": []}

@@ -10,7 +10,6 @@ XML's declared encoding and byte-order mark are honoured by the XML parser.
 from __future__ import annotations
 
 import io
-import zlib
 from typing import BinaryIO
 
 from lxml import etree
@@ -18,7 +17,7 @@ from lxml import etree
 from corpusbuild.chunking import ChunkingParams
 from corpusbuild.dumpsplit import range_position
 from corpusbuild.errors import InputError, InputProblem
-from corpusbuild.inputs import ChainedReader, decompressed
+from corpusbuild.inputs import DECOMPRESSION_ERRORS, ChainedReader, decompressed
 from corpusbuild.shardbuild import EVENT_RECORD, EVENT_SKIP, FileTask, PartWriter
 from corpusbuild.wikitext import is_disambiguation, wiki_sections
 from corpusbuild.xmltools import first_child, local_name, release, syntax_error_message
@@ -87,7 +86,7 @@ def map_wikipedia_file(task: FileTask, reader: HashingReader, magic: bytes, writ
         if "Document is empty" in message or (pages == 0 and "no element found" in message):
             raise InputError(problem_at(task, "empty file: no XML content", 1)) from error
         raise InputError(problem_at(task, syntax_error_message(message), error.lineno)) from error
-    except (EOFError, OSError, zlib.error) as error:
+    except DECOMPRESSION_ERRORS as error:
         message = f"truncated or corrupt compressed stream ({error})"
         raise InputError(problem_at(task, message, last_line or None)) from error
     return {"stats": stats, "problems": problems}
@@ -134,5 +133,6 @@ def _one_page(task, page, position, params, stats, problems, writer) -> None:
     if not block:
         writer.add(shard, key, EVENT_SKIP, reason="no_text", position=position)
         return
-    stats["snippets"] += block.count(b"\n")
-    writer.add(shard, key, EVENT_RECORD, block, position=position)
+    lines = block.count(b"\n")
+    stats["snippets"] += lines
+    writer.add(shard, key, EVENT_RECORD, block, position=position, lines=lines)
