@@ -22,6 +22,7 @@ from corpusbuild.xmlbatches import RecordBatches, read_prolog
 from corpusbuild.xmltools import release, syntax_error_message
 
 ROOT_TAGS = ("PubmedArticleSet", "MedlineCitationSet")
+# Every element that is a record when it is a child of the root (MedlineCitation in a MedlineCitationSet).
 _RECORD_TAGS = ("PubmedArticle", "MedlineCitation", "PubmedBookArticle", "DeleteCitation")
 _YEAR_RE = re.compile(r"\b(1[6-9]\d\d|2\d\d\d)\b")
 
@@ -220,29 +221,14 @@ def _require_pubmed_root(tag: str, file_label: str, line: int | None) -> None:
         raise InputError(InputProblem(file_label, message, line=line))
 
 
-def _record_tags(head: bytes) -> tuple[str, ...]:
-    """The record elements to stop at, chosen from the file's first bytes: a PubmedArticleSet also
-    holds MedlineCitation elements (inside each PubmedArticle), and stopping there too would cost an
-    event per citation."""
-    if b"<PubmedArticleSet" in head:
-        return _RECORD_TAGS_OF_ROOT["PubmedArticleSet"]
-    if b"<MedlineCitationSet" in head:
-        return _RECORD_TAGS_OF_ROOT["MedlineCitationSet"]
-    return _RECORD_TAGS
-
-
 _RECORD_TAGS_OF_ROOT = {
     "PubmedArticleSet": ("PubmedArticle", "PubmedBookArticle", "DeleteCitation"),
     "MedlineCitationSet": ("MedlineCitation", "DeleteCitation"),
 }
 # The options of every parse of a PubMed file, streamed or in batches (the same records either way).
-_PARSER_OPTIONS = {
-    "no_network": True,
-    "load_dtd": False,
-    "resolve_entities": False,
-    "huge_tree": True,
-    "collect_ids": False,  # PubMed has no ID attributes; skip libxml2's ID table
-}
+# Not collect_ids=False: libxml2 then tries to load the external DTD, and a batch parse of a file whose
+# DOCTYPE names an http:// DTD (medsamp2014.xml) fails on the refused network access.
+_PARSER_OPTIONS = {"no_network": True, "load_dtd": False, "resolve_entities": False, "huge_tree": True}
 
 
 def _parse_pmid(text: str | None) -> int | None:
@@ -335,10 +321,10 @@ def iter_pubmed_records(
         parser = etree.XMLParser(**_PARSER_OPTIONS)
         prolog = read_prolog(stream, ROOT_TAGS, parser)
         if prolog is not None:
-            summary.root_tag = prolog.root_tag
             record_tags = _RECORD_TAGS_OF_ROOT[prolog.root_tag]
             batches = RecordBatches(stream, prolog, record_tags, parser)
             for batch in batches:
+                summary.root_tag = prolog.root_tag
                 for element in batch.root:
                     tag = element.tag
                     if tag in record_tags:
@@ -372,7 +358,7 @@ def _streamed_records(
     """The records of a stream read with iterparse, each cleared once read (memory stays flat): the
     whole file when batches do not apply, or what batches handed back (then behind a stand-in prefix
     that keeps lines and columns those of the file)."""
-    context = etree.iterparse(stream, events=("end",), tag=_record_tags(stream.peek(1 << 13)), **_PARSER_OPTIONS)
+    context = etree.iterparse(stream, events=("end",), tag=_RECORD_TAGS, **_PARSER_OPTIONS)
     for _event, element in context:
         if summary.root_tag is None:
             summary.root_tag = element.getroottree().getroot().tag
