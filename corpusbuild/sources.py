@@ -1,17 +1,19 @@
 """The source kinds corpusbuild knows: how each finds, orders and maps its inputs.
 
 One table shared by the per-source commands and by recipes (`corpusbuild build`), so a source built
-from a recipe is built exactly as its command would build it.
+from a recipe is built exactly as its command would build it. Each kind names the module that reads it,
+imported only when that kind is built (a PubMed build does not load the Wikipedia parser).
 """
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
-from corpusbuild import jsonl, pubmed, statpearls, textbooks, wikipedia
 from corpusbuild.chunking import ChunkingParams
 from corpusbuild.dumpsplit import plan_dump_split
 from corpusbuild.inputs import order_inputs
@@ -22,8 +24,8 @@ SOURCE_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 @dataclass(frozen=True)
 class SourceKind:
     kind: str
-    suffixes: tuple[str, ...]
-    map_function: Callable
+    module: str  # corpusbuild.<module> reads this kind: its SUFFIXES and its map function
+    map_name: str
     on_duplicate: str  # "replace": a later record is a newer version; "error": ids must be unique
     document_label: str
     options: tuple[tuple[str, object], ...] = ()  # kind-specific parameters and their defaults
@@ -31,6 +33,18 @@ class SourceKind:
     order: Callable[[list[Path]], list[Path]] = list
     position_name: str = "record"
     split_function: Callable | None = None  # cuts one big input into ranges parsed in parallel
+
+    @property
+    def reader(self) -> ModuleType:
+        return importlib.import_module(f"corpusbuild.{self.module}")
+
+    @property
+    def suffixes(self) -> tuple[str, ...]:
+        return self.reader.SUFFIXES
+
+    @property
+    def map_function(self) -> Callable:
+        return getattr(self.reader, self.map_name)
 
     def params(self, chunking: ChunkingParams, source_name: str, **options) -> dict:
         """The build parameters: chunking, this kind's own options and, if named, the source name."""
@@ -47,17 +61,17 @@ KINDS: dict[str, SourceKind] = {
     kind.kind: kind
     for kind in (
         SourceKind(
-            "pubmed", pubmed.SUFFIXES, pubmed.map_pubmed_file, "replace", "articles",
+            "pubmed", "pubmed", "map_pubmed_file", "replace", "articles",
             options=(("keep_no_abstract", False),), order=order_inputs,
         ),
-        SourceKind("statpearls", statpearls.SUFFIXES, statpearls.map_nxml_file, "error", "articles", named=True),
-        SourceKind("textbooks", textbooks.SUFFIXES, textbooks.map_textbook_file, "error", "books"),
+        SourceKind("statpearls", "statpearls", "map_nxml_file", "error", "articles", named=True),
+        SourceKind("textbooks", "textbooks", "map_textbook_file", "error", "books"),
         SourceKind(
-            "wikipedia", wikipedia.SUFFIXES, wikipedia.map_wikipedia_file, "replace", "pages",
+            "wikipedia", "wikipedia", "map_wikipedia_file", "replace", "pages",
             split_function=plan_dump_split,
         ),
         SourceKind(
-            "jsonl", jsonl.SUFFIXES, jsonl.map_jsonl_file, "error", "documents",
+            "jsonl", "jsonl", "map_jsonl_file", "error", "documents",
             options=(("id_field", "_id"), ("title_field", "title"), ("text_field", "text")),
             named=True, position_name="line",
         ),

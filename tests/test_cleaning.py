@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import random
+import re
+import sys
 import unicodedata
 
 import ftfy
 import pytest
 from ftfy.badness import is_bad
 
-from corpusbuild.cleaning import _MOJIBAKE_ANCHOR_RE, clean_text, collapse_whitespace, looks_like_mojibake
+from corpusbuild.cleaning import (
+    _ASCII_SLOW_PATH_IS_UNPRINTABLE,
+    _MOJIBAKE_ANCHOR_RE,
+    clean_text,
+    collapse_whitespace,
+    looks_like_mojibake,
+)
 from realtext import pubmed_texts, pubmedqa_abstracts, textbook_books
 
 
@@ -89,3 +97,26 @@ def test_clean_text_matches_ftfy_on_seeded_random_strings():
         if clean_text(text) != reference_clean(text):
             mismatches.append(text)
     assert mismatches == []
+
+
+def test_ascii_text_takes_the_printable_shortcut_and_matches_ftfy():
+    """On ASCII text the slow path's triggers are exactly the unprintable characters (checked at
+    import, and the shortcut is used); 10,000 seeded random ASCII strings over all 128 characters
+    clean exactly as ftfy does."""
+    assert _ASCII_SLOW_PATH_IS_UNPRINTABLE
+    pieces = [chr(code) for code in range(128)] + ["  ", "&amp;", "&#39;", "AT&T;", "R&D"]
+    rng = random.Random(20261124)
+    mismatches = []
+    for _ in range(10_000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 16)))
+        if clean_text(text) != reference_clean(text):
+            mismatches.append(text)
+    assert mismatches == []
+
+
+def test_collapse_whitespace_splits_on_exactly_what_regex_whitespace_matches():
+    """collapse_whitespace uses str.split(); it must treat every code point as `\\s` does."""
+    whitespace = re.compile(r"\s")
+    differ = [hex(c) for c in range(sys.maxunicode + 1) if bool(whitespace.match(chr(c))) != chr(c).isspace()]
+    assert differ == []
+    assert collapse_whitespace("\u2003 a\u00a0\u00a0b\n\t c\u3000") == "a b c"
