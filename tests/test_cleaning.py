@@ -85,18 +85,19 @@ def test_mojibake_check_agrees_with_ftfy_is_bad():
     assert 1_000 < found_bad < 49_000  # the sample exercises both answers
 
 
+def texts_cleaned_unlike_ftfy(pieces: list[str], seed: int, most_pieces: int) -> list[str]:
+    """10,000 seeded random strings of up to `most_pieces` pieces on which clean_text and ftfy differ."""
+    rng = random.Random(seed)
+    texts = ("".join(rng.choice(pieces) for _ in range(rng.randint(1, most_pieces))) for _ in range(10_000))
+    return [text for text in texts if clean_text(text) != reference_clean(text)]
+
+
 def test_clean_text_matches_ftfy_on_seeded_random_strings():
     """The fast path's triggers (HTML entities, quotes, mojibake, whitespace, NFC) never skip a text
     ftfy would change: 10,000 seeded random strings dense in entity fragments and trigger characters."""
     pieces = list("abcXYZ &;#.,-\n\t01") + ["&amp;", "&#39;", "&alpha;", "&x", "R&D", "&#x3b1;", "&;", "AT&T;"]
     pieces += ["’", "“", "\u00a0", "Ã", "â€", "©", "ﬁ", "e\u0301", "\r", "\u2028", "α", "Ａ"]
-    rng = random.Random(20261123)
-    mismatches = []
-    for _ in range(10_000):
-        text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 12)))
-        if clean_text(text) != reference_clean(text):
-            mismatches.append(text)
-    assert mismatches == []
+    assert texts_cleaned_unlike_ftfy(pieces, 20261123, 12) == []
 
 
 def test_ascii_text_takes_the_printable_shortcut_and_matches_ftfy():
@@ -105,13 +106,7 @@ def test_ascii_text_takes_the_printable_shortcut_and_matches_ftfy():
     clean exactly as ftfy does."""
     assert _ASCII_SLOW_PATH_IS_UNPRINTABLE
     pieces = [chr(code) for code in range(128)] + ["  ", "&amp;", "&#39;", "AT&T;", "R&D"]
-    rng = random.Random(20261124)
-    mismatches = []
-    for _ in range(10_000):
-        text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 16)))
-        if clean_text(text) != reference_clean(text):
-            mismatches.append(text)
-    assert mismatches == []
+    assert texts_cleaned_unlike_ftfy(pieces, 20261124, 16) == []
 
 
 def test_collapse_whitespace_splits_on_exactly_what_regex_whitespace_matches():
