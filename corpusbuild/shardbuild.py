@@ -565,8 +565,30 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
+_MMAP_THRESHOLD = 8 << 20  # allocations above this still get their own mapping
+_TRIM_THRESHOLD = 32 << 20  # freed memory kept at the top of the heap before it is given back
+
+
+def keep_freed_memory() -> None:
+    """Stop glibc's malloc from giving memory back to the kernel after every parsed batch.
+
+    A build allocates and frees the same sizes over and over: a ~128 KB batch document, its libxml2
+    tree, a part buffer. With glibc's defaults each 128 KB+ block gets its own mmap and munmap, and a
+    freed tree shrinks the heap only to fault the same pages in again for the next batch: about 60,000
+    page faults and 0.3 s of kernel time on a 30,000-citation file, 4x fewer faults with these
+    settings. The cost is at most _TRIM_THRESHOLD of freed memory kept mapped (peak RSS measured +4 MB).
+    Forked workers inherit the setting. Elsewhere than glibc this does nothing."""
+    try:
+        libc = ctypes.CDLL(None)
+        libc.mallopt(-3, _MMAP_THRESHOLD)  # M_MMAP_THRESHOLD (also ends the threshold's self-tuning)
+        libc.mallopt(-1, _TRIM_THRESHOLD)  # M_TRIM_THRESHOLD
+    except (OSError, AttributeError):
+        pass
+
+
 def run_sharded_build(*, out_dir: Path, **options) -> BuildOutcome:
     """Map every input, reduce every shard, publish (see `_run_build`), holding the folder's lock."""
+    keep_freed_memory()
     out_dir.mkdir(parents=True, exist_ok=True)
     with _exclusive(out_dir):
         return _run_build(out_dir=out_dir, **options)
