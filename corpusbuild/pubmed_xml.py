@@ -22,8 +22,6 @@ from corpusbuild.xmlbatches import RecordBatches, read_prolog
 from corpusbuild.xmltools import release, syntax_error_message
 
 ROOT_TAGS = ("PubmedArticleSet", "MedlineCitationSet")
-# Every element that is a record when it is a child of the root (MedlineCitation in a MedlineCitationSet).
-_RECORD_TAGS = ("PubmedArticle", "MedlineCitation", "PubmedBookArticle", "DeleteCitation")
 _YEAR_RE = re.compile(r"\b(1[6-9]\d\d|2\d\d\d)\b")
 
 
@@ -225,6 +223,8 @@ _RECORD_TAGS_OF_ROOT = {
     "PubmedArticleSet": ("PubmedArticle", "PubmedBookArticle", "DeleteCitation"),
     "MedlineCitationSet": ("MedlineCitation", "DeleteCitation"),
 }
+# What the streamed reader stops at: a record of either layout, kept if it is a child of the root.
+_RECORD_TAGS = tuple(dict.fromkeys(tag for tags in _RECORD_TAGS_OF_ROOT.values() for tag in tags))
 # The options of every parse of a PubMed file, streamed or in batches (the same records either way).
 # Not collect_ids=False: libxml2 then tries to load the external DTD, and a batch parse of a file whose
 # DOCTYPE names an http:// DTD (medsamp2014.xml) fails on the refused network access.
@@ -372,6 +372,6 @@ def _streamed_records(
     if summary.root_tag is None:
         root = context.root
         if root is None:
-            raise InputError(InputProblem(file_label, "empty file: no XML content", line=1))
+            raise InputError(InputProblem(file_label, "empty file: no XML element found", line=1))
         summary.root_tag = root.tag
         _require_pubmed_root(root.tag, file_label, root.sourceline)

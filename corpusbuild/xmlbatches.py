@@ -41,10 +41,7 @@ class Prolog:
 
     data: bytes
     root_tag: str
-
-    @property
-    def newlines(self) -> int:
-        return self.data.count(b"\n")
+    newlines: int  # line breaks in `data`
 
     @property
     def closing(self) -> bytes:
@@ -68,7 +65,8 @@ def read_prolog(stream: io.BufferedReader, root_tags: Sequence[str], parser: etr
     match = re.search(rb"<(" + names.encode() + rb")(?:\s[^<>]*)?(?<!/)>", head)
     if match is None:
         return None
-    prolog = Prolog(bytes(head[: match.end()]), match.group(1).decode())
+    data = bytes(head[: match.end()])
+    prolog = Prolog(data, match.group(1).decode(), data.count(b"\n"))
     try:
         root = etree.fromstring(prolog.data + prolog.closing, parser)
     except etree.XMLSyntaxError:
