@@ -14,8 +14,8 @@ from pathlib import Path
 import grpc
 
 from medsnip.buildrecord import lineage_hash
+from searchd.auth import read_token
 from searchd.client import SearchClient
-from searchd.server import read_token
 
 
 class ServerError(RuntimeError):

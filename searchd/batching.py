@@ -18,12 +18,18 @@ from typing import Any
 _STOP = object()
 
 
+class BatcherClosed(Exception):
+    """The batcher was closed (the server is stopping) before this item was served."""
+
+
 class MicroBatcher:
     def __init__(self, function: Callable[[list], list], max_batch: int = 64, wait_ms: float = 2.0, name: str = ""):
         self._function = function
         self._max_batch = max_batch
         self._wait = wait_ms / 1000.0
         self._queue: queue.Queue = queue.Queue()
+        self._closed = False
+        self._lock = threading.Lock()  # a submit either lands before close's drain or fails
         self._thread = threading.Thread(target=self._run, name=f"batcher-{name}", daemon=True)
         self._thread.start()
         self.batches = 0
@@ -31,7 +37,11 @@ class MicroBatcher:
 
     def submit(self, item: Any) -> Future:
         future: Future = Future()
-        self._queue.put((item, future))
+        with self._lock:
+            if self._closed:
+                future.set_exception(BatcherClosed("search engine closed"))
+            else:
+                self._queue.put((item, future))
         return future
 
     def __call__(self, item: Any, timeout: float | None = None) -> Any:
@@ -70,5 +80,18 @@ class MicroBatcher:
                 return
 
     def close(self) -> None:
-        self._queue.put(_STOP)
+        """Stop the worker after the batch it is serving; items still queued fail with BatcherClosed,
+        so no caller waits for an answer that will never come."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._queue.put(_STOP)
         self._thread.join(timeout=10)
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return
+            if item is not _STOP and item[1].set_running_or_notify_cancel():
+                item[1].set_exception(BatcherClosed("search engine closed"))

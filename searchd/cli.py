@@ -44,6 +44,41 @@ def main() -> None:
     type=click.IntRange(1),
     help="Calls served at once; more get RESOURCE_EXHAUSTED.",
 )
+@click.option(
+    "--max-call-seconds",
+    default=300.0,
+    show_default=True,
+    type=click.FloatRange(0.001),
+    help="Longest a call may run; calls without a deadline (or a longer one) get this one.",
+)
+@click.option(
+    "--max-reply-mb",
+    default=64.0,
+    show_default=True,
+    type=click.FloatRange(0.001),
+    help="Largest reply built; a larger one is refused with RESOURCE_EXHAUSTED.",
+)
+@click.option(
+    "--max-connections",
+    default=1000,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Open client connections at most (more are refused).",
+)
+@click.option(
+    "--idle-timeout",
+    default=300.0,
+    show_default=True,
+    type=click.FloatRange(0.001),
+    help="Close a connection after this many seconds without a call.",
+)
+@click.option(
+    "--grace",
+    default=10.0,
+    show_default=True,
+    type=click.FloatRange(0),
+    help="On SIGTERM, seconds running calls get to finish before they are cancelled.",
+)
 @click.option("--tls-cert", type=click.Path(path_type=Path, exists=True, dir_okay=False))
 @click.option("--tls-key", type=click.Path(path_type=Path, exists=True, dir_okay=False))
 @click.option(
@@ -65,6 +100,11 @@ def serve(
     max_query_chars,
     max_batch,
     max_in_flight,
+    max_call_seconds,
+    max_reply_mb,
+    max_connections,
+    idle_timeout,
+    grace,
     tls_cert,
     tls_key,
     token_file,
@@ -77,8 +117,10 @@ def serve(
     # each operation burns CPU the other needs (about a third of the server's CPU per hybrid query in
     # docs/benchmarks.md). It must be set before torch loads its OpenMP runtime; a user's value wins.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    from searchd.auth import read_token
+    from searchd.daemon import BindError, ConnectionLimits, build_server, serve_forever
     from searchd.engine import SearchEngine, ServingError
-    from searchd.server import Limits, build_server, read_token, serve_forever
+    from searchd.server import Limits
 
     request_log = logging.getLogger("searchd")  # one JSON line per request, on stderr
     handler = logging.StreamHandler(sys.stderr)
@@ -95,8 +137,16 @@ def serve(
         sys.exit(1)
     token = read_token(token_file) if token_file else None
     tls = (tls_key.read_bytes(), tls_cert.read_bytes()) if tls_cert else None
-    limits = Limits(max_k, max_query_chars, max_batch, max_in_flight)
-    server, bound, health_servicer = build_server(engine, host, port, limits, token, tls)
+    limits = Limits(max_k, max_query_chars, max_batch, max_in_flight, max_call_seconds, int(max_reply_mb * 2**20))
+    try:
+        running = build_server(
+            engine, host, port, limits, token, tls, connections=ConnectionLimits(max_connections, idle_timeout)
+        )
+    except BindError as error:
+        engine.close()
+        console.print(f"[red]refusing to start[/red]: {escape(str(error))}")
+        sys.exit(1)
+    bound = running.port
     if port_file:
         port_file.write_text(str(bound))
     served = ", ".join(
@@ -106,7 +156,7 @@ def serve(
         f"searchd {__version__} serving {served} on {host}:{bound}"
         f"{' with TLS' if tls else ''}{' (token required)' if token else ''}"
     )
-    serve_forever(server, health_servicer, engine)
+    serve_forever(running, engine, grace=grace)
 
 
 def client_options(command):
@@ -125,8 +175,8 @@ def client_options(command):
 
 
 def _client(address, token_file, tls, ca_file):
+    from searchd.auth import read_token
     from searchd.client import SearchClient
-    from searchd.server import read_token
 
     return SearchClient(address, token=read_token(token_file) if token_file else None, tls=tls, ca_file=ca_file)
 

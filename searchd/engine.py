@@ -14,7 +14,6 @@ one encoder call for the whole batch, then one FAISS search per corpus for all o
 from __future__ import annotations
 
 import threading
-import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +25,7 @@ from indexer.encoders import DenseEncoder
 from indexer.store import SnippetStore
 from medsnip.buildrecord import BUILD_RECORD, read_build_record
 from searchd.batching import MicroBatcher
+from searchd.calls import CallScope
 from searchd.fusion import DEFAULT_RRF_K, FusedHit, fuse_rrf
 
 RETRIEVERS = ("bm25", "dense")
@@ -179,27 +179,32 @@ class SearchEngine:
     def retrievers(self) -> list[str]:
         return [r for r in RETRIEVERS if any(r in c.retrievers for c in self.corpora.values())]
 
-    def search(self, query: Query, timeout: float | None = None) -> list[FusedHit]:
-        """Every (corpus, retriever) list for the query, fused by RRF."""
+    def search(self, query: Query, scope: CallScope) -> list[FusedHit]:
+        """Every (corpus, retriever) list for the query, fused by RRF; gives up (CallCancelled,
+        DeadlineExceeded) as soon as the call it serves is over, leaving its queued lists unserved."""
+        scope.check()
         with self.stats.lock:
             self.stats.queries += 1
-        deadline = None if timeout is None else time.monotonic() + timeout
         bm25 = {}
         dense_corpora: dict[int, tuple[MicroBatcher, list[str]]] = {}
         for name in query.corpora:
             loaded = self.corpora[name]
             if "bm25" in query.retrievers and loaded.bm25 is not None:
                 item = (name, query.text, query.depth, query.k1, query.b)
-                bm25[(name, "bm25")] = self._bm25_batcher.submit(item)
+                bm25[(name, "bm25")] = scope.track(self._bm25_batcher.submit(item))
             if "dense" in query.retrievers and loaded.dense is not None:
                 dense_corpora.setdefault(id(loaded.dense_batcher), (loaded.dense_batcher, []))[1].append(name)
-        dense = [batcher.submit((query.text, query.depth, tuple(names))) for batcher, names in dense_corpora.values()]
+        dense = [
+            scope.track(batcher.submit((query.text, query.depth, tuple(names))))
+            for batcher, names in dense_corpora.values()
+        ]
+        scope.wait_all([*dense, *bm25.values()])
         lists: dict[tuple[str, str], list[tuple[str, float]]] = {}
         for future in dense:
-            for name, hits in future.result(_remaining(deadline)).items():
+            for name, hits in future.result(0).items():
                 lists[(name, "dense")] = hits
         for key, future in bm25.items():
-            lists[key] = future.result(_remaining(deadline))
+            lists[key] = future.result(0)
         return fuse_rrf(lists, query.k, query.rrf_k)
 
     def snippets(self, ids: list[str], corpora: list[str] | None = None) -> dict[str, dict]:
@@ -226,13 +231,11 @@ class SearchEngine:
         return None
 
     def close(self) -> None:
+        """Stop the batchers (queued work fails with BatcherClosed), then unmap the stores. The server
+        calls this only once no call is running: a search still reading a store would find it unmapped."""
         if getattr(self, "_bm25_batcher", None) is not None:
             self._bm25_batcher.close()
-        for loaded in self.corpora.values():
-            loaded.store.close()
         for _, batcher in getattr(self, "_encoders", {}).values():
             batcher.close()
-
-
-def _remaining(deadline: float | None) -> float | None:
-    return None if deadline is None else max(0.0, deadline - time.monotonic())
+        for loaded in self.corpora.values():
+            loaded.store.close()

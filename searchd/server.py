@@ -1,29 +1,27 @@
-"""The gRPC server: medsnip.v1.SearchService beside the standard health and reflection services.
+"""The gRPC servicer of medsnip.v1.SearchService: validation, limits, and the work of each call.
 
-Limits and security defaults: binds loopback unless told otherwise; optional TLS; an optional bearer
-token checked on every call (UNAUTHENTICATED without it; health stays open for load balancers);
-at most `max_in_flight` calls at once, beyond which calls get RESOURCE_EXHAUSTED immediately (memory
-stays bounded under overload); client deadlines are honoured. SIGTERM stops accepting calls, lets
-in-flight ones finish (grace period), and exits 0. One JSON log line per request.
+Limits: at most `max_in_flight` calls at once, beyond which calls get RESOURCE_EXHAUSTED immediately
+(memory stays bounded under overload); every call runs under a deadline (the client's, capped by
+`max_call_seconds`, which is also the deadline of a call that sent none); a reply larger than
+`max_reply_bytes` is refused with RESOURCE_EXHAUSTED rather than built; ScanSnippets pages hold at
+most `max_page_size` snippets. The servicer counts the calls it is running, so that shutdown can wait
+for them before the engine is closed (searchd.daemon). One JSON log line per request.
 """
 
 from __future__ import annotations
 
-import hmac
 import json
 import logging
-import signal
 import threading
 import time
 from concurrent import futures
-from pathlib import Path
 
 import grpc
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
 
 from medsnip import __version__
 from medsnip.v1 import search_pb2, search_pb2_grpc
+from searchd.batching import BatcherClosed
+from searchd.calls import CallCancelled, CallScope, DeadlineExceeded
 from searchd.engine import RETRIEVERS, Query, SearchEngine
 from searchd.fusion import DEFAULT_RRF_K
 
@@ -32,16 +30,30 @@ log = logging.getLogger("searchd")
 
 
 class Limits:
-    def __init__(self, max_k: int = 1000, max_query_chars: int = 4096, max_batch: int = 256, max_in_flight: int = 64):
-        self.max_k, self.max_query_chars, self.max_batch, self.max_in_flight = (
-            max_k,
-            max_query_chars,
-            max_batch,
-            max_in_flight,
-        )
+    def __init__(
+        self,
+        max_k: int = 1000,
+        max_query_chars: int = 4096,
+        max_batch: int = 256,
+        max_in_flight: int = 64,
+        max_call_seconds: float = 300.0,
+        max_reply_bytes: int = 64 << 20,
+        max_page_size: int = 10_000,
+    ):
+        self.max_k = max_k
+        self.max_query_chars = max_query_chars
+        self.max_batch = max_batch
+        self.max_in_flight = max_in_flight
+        self.max_call_seconds = max_call_seconds
+        self.max_reply_bytes = max_reply_bytes
+        self.max_page_size = max_page_size
 
 
 class InvalidRequest(Exception):
+    pass
+
+
+class ReplyTooLarge(Exception):
     pass
 
 
@@ -50,6 +62,46 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
         self.engine = engine
         self.limits = limits
         self._slots = threading.BoundedSemaphore(limits.max_in_flight)
+        self._running = 0
+        self._idle = threading.Condition()
+
+    # -- calls in flight, for shutdown --
+
+    def _enter(self) -> bool:
+        """Take an in-flight slot (False when all are taken)."""
+        if not self._slots.acquire(blocking=False):
+            return False
+        self._count(+1)
+        return True
+
+    def _leave(self) -> None:
+        self._slots.release()
+        self._count(-1)
+
+    def _count(self, change: int) -> None:
+        """Calls and BatchSearch jobs running: shutdown closes the engine only when none is left."""
+        with self._idle:
+            self._running += change
+            if self._running == 0:
+                self._idle.notify_all()
+
+    def _job(self, request: search_pb2.SearchRequest, query: Query, scope: CallScope) -> search_pb2.SearchResponse:
+        """One query of a BatchSearch, run in the batch pool (counted as running work)."""
+        self._count(+1)
+        try:
+            scope.check()  # queued behind other work past its call's end: give up at once
+            return self._response(request, query, scope)
+        finally:
+            self._count(-1)
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Block until no call is running (True), or `timeout` seconds (False)."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._running == 0, timeout)
+
+    @property
+    def running(self) -> int:
+        return self._running
 
     # -- validation --
 
@@ -89,11 +141,9 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
             raise InvalidRequest("bm25_k1 must be in [0, 10] and bm25_b in [0, 1]")
         return Query(text, request.k, corpora, retrievers, depth, request.fusion.rrf_k or DEFAULT_RRF_K, k1, b)
 
-    def _response(
-        self, request: search_pb2.SearchRequest, query: Query, timeout: float | None
-    ) -> search_pb2.SearchResponse:
+    def _response(self, request: search_pb2.SearchRequest, query: Query, scope: CallScope) -> search_pb2.SearchResponse:
         started = time.perf_counter()
-        fused = self.engine.search(query, timeout)
+        fused = self.engine.search(query, scope)
         # source and doc_id always come back; each hit's store is the corpus that retrieved it
         texts = self.engine.snippets([hit.id for hit in fused], [hit.contributions[0][0] for hit in fused])
         hits = []
@@ -116,76 +166,100 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
             )
         return search_pb2.SearchResponse(hits=hits, took_ms=(time.perf_counter() - started) * 1000)
 
+    def _bounded(self, size: int) -> None:
+        if size > self.limits.max_reply_bytes:
+            raise ReplyTooLarge(
+                f"the reply would exceed {self.limits.max_reply_bytes:,} bytes (max_reply_bytes): split the batch, "
+                "lower k, or ask without text (return_text false)"
+            )
+
     # -- calls --
 
     def _guarded(self, context, method: str, detail: dict, work):
-        """Admission control, error mapping and the request's log line around `work()`."""
+        """Admission control, the call's scope (deadline, cancellation), error mapping and the request's
+        log line around `work(scope)`."""
         started = time.perf_counter()
         status = "OK"
-        if not self._slots.acquire(blocking=False):
-            status = "RESOURCE_EXHAUSTED"
-            _log_request(method, detail, started, status)
+        if not self._enter():
+            log_request(method, detail, started, "RESOURCE_EXHAUSTED")
             context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "server busy: too many calls in flight, retry later")
+        scope = CallScope.for_context(context, self.limits.max_call_seconds)
         try:
-            return work()
+            return work(scope)
         except InvalidRequest as error:
             status = "INVALID_ARGUMENT"
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
-        except futures.TimeoutError:
+        except ReplyTooLarge as error:
+            status = "RESOURCE_EXHAUSTED"
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(error))
+        except DeadlineExceeded:
             status = "DEADLINE_EXCEEDED"
             context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "deadline exceeded while searching")
+        except (CallCancelled, BatcherClosed):  # the client left, or the server is stopping
+            status = "CANCELLED" if not context.is_active() else "UNAVAILABLE"
+            context.abort(grpc.StatusCode.UNAVAILABLE, "the server is stopping; retry on another server or later")
         except Exception as error:  # noqa: BLE001 - a bug or a failing index: INTERNAL, logged, server goes on
             status = "INTERNAL"
             log.exception("%s failed", method)
             context.abort(grpc.StatusCode.INTERNAL, f"internal error: {type(error).__name__}: {error}"[:500])
         finally:
-            self._slots.release()
+            scope.cancel()  # whatever this call queued and did not wait for is dropped
+            self._leave()
             if status == "OK" and not context.is_active():
                 status = "CANCELLED"
-            _log_request(method, detail, started, status)
+            log_request(method, detail, started, status)
 
     def Search(self, request, context):
         detail = {"corpora": list(request.corpora), "k": request.k}
 
-        def work():
-            query = self._query(request)
-            return self._response(request, query, context.time_remaining())
+        def work(scope: CallScope):
+            response = self._response(request, self._query(request), scope)
+            self._bounded(response.ByteSize())
+            return response
 
         return self._guarded(context, "Search", detail, work)
 
     def BatchSearch(self, request, context):
         detail = {"queries": len(request.requests)}
 
-        def work():
+        def work(scope: CallScope):
             if not request.requests:
                 raise InvalidRequest("no requests in the batch")
             if len(request.requests) > self.limits.max_batch:
                 raise InvalidRequest(f"{len(request.requests)} requests, the batch limit is {self.limits.max_batch}")
             queries = [self._query(r) for r in request.requests]
             pool = _batch_pool()
+            # every job shares the call's scope: one deadline for the whole call, however long a job queued
             jobs = [
-                pool.submit(self._response, r, q, context.time_remaining())
-                for r, q in zip(request.requests, queries, strict=True)
+                scope.track(pool.submit(self._job, r, q, scope)) for r, q in zip(request.requests, queries, strict=True)
             ]
-            return search_pb2.BatchSearchResponse(responses=[job.result(context.time_remaining()) for job in jobs])
+            responses, size = [], 0
+            for job in jobs:  # in request order; the reply grows only up to max_reply_bytes
+                response = scope.wait(job)
+                size += response.ByteSize() + 6  # + the field's tag and length in the batch message
+                self._bounded(size)
+                responses.append(response)
+            return search_pb2.BatchSearchResponse(responses=responses)
 
         return self._guarded(context, "BatchSearch", detail, work)
 
     def GetSnippets(self, request, context):
         detail = {"ids": len(request.ids)}
 
-        def work():
+        def work(scope: CallScope):
             if len(request.ids) > self.limits.max_k:
                 raise InvalidRequest(f"{len(request.ids)} ids, the limit is {self.limits.max_k}")
             found = self.engine.snippets(list(request.ids))
             snippets = [_snippet_message(found[i]) for i in request.ids if i in found]
             missing = [i for i in request.ids if i not in found]
-            return search_pb2.GetSnippetsResponse(snippets=snippets, missing=missing)
+            response = search_pb2.GetSnippetsResponse(snippets=snippets, missing=missing)
+            self._bounded(response.ByteSize())
+            return response
 
         return self._guarded(context, "GetSnippets", detail, work)
 
     def Info(self, request, context):
-        def work():
+        def work(scope: CallScope):
             corpora = []
             for name, loaded in self.engine.corpora.items():
                 indexes = []
@@ -218,21 +292,27 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
                 max_k=self.limits.max_k,
                 max_query_chars=self.limits.max_query_chars,
                 max_batch=self.limits.max_batch,
+                max_call_seconds=self.limits.max_call_seconds,
+                max_reply_bytes=self.limits.max_reply_bytes,
+                max_page_size=self.limits.max_page_size,
             )
 
         return self._guarded(context, "Info", {}, work)
 
     def ScanSnippets(self, request, context):
-        """Pages of snippets; holds one in-flight slot for the whole stream."""
+        """Pages of snippets; holds one in-flight slot for the whole stream, and stops at the first page
+        after its call ended (the client went away, or the server is stopping)."""
         started = time.perf_counter()
         detail = {"corpora": list(request.corpora), "first_chunk_only": request.first_chunk_only}
         try:
             corpora = self._corpora(request.corpora)
+            if request.page_size > self.limits.max_page_size:
+                raise InvalidRequest(f"page_size must be at most {self.limits.max_page_size}, got {request.page_size}")
         except InvalidRequest as error:
-            _log_request("ScanSnippets", detail, started, "INVALID_ARGUMENT")
+            log_request("ScanSnippets", detail, started, "INVALID_ARGUMENT")
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
-        if not self._slots.acquire(blocking=False):
-            _log_request("ScanSnippets", detail, started, "RESOURCE_EXHAUSTED")
+        if not self._enter():
+            log_request("ScanSnippets", detail, started, "RESOURCE_EXHAUSTED")
             context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "server busy: too many calls in flight, retry later")
         status, sent = "CANCELLED", 0
         try:
@@ -244,6 +324,8 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
                         continue
                     page.append(_snippet_message(snippet, request.return_text))
                     if len(page) == size:
+                        if not context.is_active():
+                            return
                         yield search_pb2.SnippetPage(corpus=name, snippets=page)
                         sent += len(page)
                         page = []
@@ -252,8 +334,8 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
                     sent += len(page)
             status = "OK"
         finally:
-            self._slots.release()
-            _log_request("ScanSnippets", {**detail, "snippets": sent}, started, status)
+            self._leave()
+            log_request("ScanSnippets", {**detail, "snippets": sent}, started, status)
 
 
 _pool_lock = threading.Lock()
@@ -282,7 +364,7 @@ def _snippet_message(snippet: dict, with_text: bool = True) -> search_pb2.Snippe
     )
 
 
-def _log_request(method: str, detail: dict, started: float, status: str) -> None:
+def log_request(method: str, detail: dict, started: float, status: str) -> None:
     record = {
         "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "method": method,
@@ -291,86 +373,3 @@ def _log_request(method: str, detail: dict, started: float, status: str) -> None
         "status": status,
     }
     log.info(json.dumps(record))
-
-
-class TokenInterceptor(grpc.ServerInterceptor):
-    """Every call but health checks must carry `authorization: Bearer <token>`."""
-
-    def __init__(self, token: str):
-        self._token = token.encode()
-
-        def deny(request, context):
-            context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
-
-        self._deny = grpc.unary_unary_rpc_method_handler(deny)
-        self._deny_stream = grpc.unary_stream_rpc_method_handler(deny)  # the refusal must match the call's shape
-
-    def intercept_service(self, continuation, handler_call_details):
-        if handler_call_details.method.startswith("/grpc.health.v1.Health/"):
-            return continuation(handler_call_details)
-        metadata = dict(handler_call_details.invocation_metadata or ())
-        given = metadata.get("authorization", "")
-        if given.startswith("Bearer ") and hmac.compare_digest(given[7:].encode(), self._token):
-            return continuation(handler_call_details)
-        handler = continuation(handler_call_details)
-        return self._deny_stream if handler is not None and handler.response_streaming else self._deny
-
-
-def read_token(path: Path) -> str:
-    token = Path(path).read_text(encoding="utf-8").strip()
-    if not token:
-        raise ValueError(f"{path}: empty token file")
-    return token
-
-
-def build_server(
-    engine: SearchEngine,
-    host: str,
-    port: int,
-    limits: Limits,
-    token: str | None = None,
-    tls: tuple[bytes, bytes] | None = None,
-    threads: int = 32,
-) -> tuple[grpc.Server, int, health.HealthServicer]:
-    """A started server (returns it, the bound port and its health servicer)."""
-    interceptors = [TokenInterceptor(token)] if token else []
-    server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="grpc"),
-        interceptors=interceptors,
-        maximum_concurrent_rpcs=limits.max_in_flight * 4,  # beyond this gRPC itself answers RESOURCE_EXHAUSTED
-        options=[("grpc.max_receive_message_length", 16 << 20)],
-    )
-    search_pb2_grpc.add_SearchServiceServicer_to_server(SearchServicer(engine, limits), server)
-    health_servicer = health.HealthServicer()
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    reflection.enable_server_reflection((SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
-    address = f"{host}:{port}"
-    if tls:
-        key, certificate = tls
-        bound = server.add_secure_port(address, grpc.ssl_server_credentials([(key, certificate)]))
-    else:
-        bound = server.add_insecure_port(address)
-    if bound == 0:
-        raise OSError(f"cannot bind {address}")
-    server.start()
-    for service in ("", SERVICE_NAME):
-        health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
-    return server, bound, health_servicer
-
-
-def serve_forever(server: grpc.Server, health_servicer, engine: SearchEngine, grace: float = 10.0) -> None:
-    """Block until SIGTERM/SIGINT; then report NOT_SERVING, drain in-flight calls, stop."""
-    stop = threading.Event()
-
-    def on_signal(signum, frame):
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    # Wake every half second: a signal delivered to another thread (gRPC's, the JVM's) only runs
-    # Python's handler once the main thread runs bytecode again.
-    while not stop.wait(0.5):
-        pass
-    health_servicer.enter_graceful_shutdown()
-    server.stop(grace).wait()
-    engine.close()

@@ -182,7 +182,7 @@ class CorpusInfo(_message.Message):
     def __init__(self, name: _Optional[str] = ..., path: _Optional[str] = ..., snippets: _Optional[int] = ..., shards: _Optional[int] = ..., lineage_sha256: _Optional[str] = ..., indexes: _Optional[_Iterable[_Union[IndexInfo, _Mapping]]] = ...) -> None: ...
 
 class InfoResponse(_message.Message):
-    __slots__ = ("server_version", "corpora", "retrievers", "encoder_json", "max_k", "max_query_chars", "max_batch")
+    __slots__ = ("server_version", "corpora", "retrievers", "encoder_json", "max_k", "max_query_chars", "max_batch", "max_call_seconds", "max_reply_bytes", "max_page_size")
     SERVER_VERSION_FIELD_NUMBER: _ClassVar[int]
     CORPORA_FIELD_NUMBER: _ClassVar[int]
     RETRIEVERS_FIELD_NUMBER: _ClassVar[int]
@@ -190,6 +190,9 @@ class InfoResponse(_message.Message):
     MAX_K_FIELD_NUMBER: _ClassVar[int]
     MAX_QUERY_CHARS_FIELD_NUMBER: _ClassVar[int]
     MAX_BATCH_FIELD_NUMBER: _ClassVar[int]
+    MAX_CALL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    MAX_REPLY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MAX_PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     server_version: str
     corpora: _containers.RepeatedCompositeFieldContainer[CorpusInfo]
     retrievers: _containers.RepeatedScalarFieldContainer[str]
@@ -197,4 +200,7 @@ class InfoResponse(_message.Message):
     max_k: int
     max_query_chars: int
     max_batch: int
-    def __init__(self, server_version: _Optional[str] = ..., corpora: _Optional[_Iterable[_Union[CorpusInfo, _Mapping]]] = ..., retrievers: _Optional[_Iterable[str]] = ..., encoder_json: _Optional[str] = ..., max_k: _Optional[int] = ..., max_query_chars: _Optional[int] = ..., max_batch: _Optional[int] = ...) -> None: ...
+    max_call_seconds: float
+    max_reply_bytes: int
+    max_page_size: int
+    def __init__(self, server_version: _Optional[str] = ..., corpora: _Optional[_Iterable[_Union[CorpusInfo, _Mapping]]] = ..., retrievers: _Optional[_Iterable[str]] = ..., encoder_json: _Optional[str] = ..., max_k: _Optional[int] = ..., max_query_chars: _Optional[int] = ..., max_batch: _Optional[int] = ..., max_call_seconds: _Optional[float] = ..., max_reply_bytes: _Optional[int] = ..., max_page_size: _Optional[int] = ...) -> None: ...

@@ -1,0 +1,171 @@
+"""Starting and stopping searchd's gRPC server: the port, connection limits, and a shutdown that ends.
+
+Start: the port must be free. gRPC turns SO_REUSEPORT on by default, which lets a second server bind
+a busy port and the kernel then splits new connections between two servers that may serve different
+roots; it is turned off, so a taken port is an error. Connections are limited in number, idle ones are
+closed, and dead peers are found by keepalive pings, so idle or abandoned connections cannot use up
+the process's file descriptors.
+
+Stop (SIGTERM/SIGINT): health says NOT_SERVING, new calls are refused, running calls get `grace`
+seconds to finish; then gRPC cancels them, and every wait of their work returns at once
+(searchd.calls). The engine (stores, batchers) is closed only when no call or job is left running,
+so nothing reads an unmapped store; if work is still stuck `bound` seconds after the grace period
+(a search inside the JVM cannot be interrupted), the process exits anyway. It always exits 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import resource
+import signal
+import sys
+import threading
+import time
+from concurrent import futures
+from dataclasses import dataclass
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from medsnip.v1 import search_pb2, search_pb2_grpc
+from searchd.auth import TokenInterceptor
+from searchd.decoding import DecodingInterceptor
+from searchd.engine import SearchEngine
+from searchd.server import Limits, SearchServicer, log_request
+
+SERVICE_NAME = search_pb2.DESCRIPTOR.services_by_name["SearchService"].full_name
+_RESERVED_DESCRIPTORS = 1024  # index files, stores, the JVM, logs: kept free of connections
+log = logging.getLogger("searchd")
+
+
+class BindError(Exception):
+    """The address cannot be served (port out of range, taken, or not a local address)."""
+
+
+@dataclass(frozen=True)
+class ConnectionLimits:
+    max_connections: int = 1000
+    idle_seconds: float = 300.0  # a connection without calls for this long is closed
+    keepalive_seconds: float = 60.0  # ping a connection this often; no answer in 20 s closes it
+
+    def options(self) -> list[tuple[str, int]]:
+        return [
+            ("grpc.max_allowed_incoming_connections", self.max_connections),
+            ("grpc.max_connection_idle_ms", int(self.idle_seconds * 1000)),
+            ("grpc.keepalive_time_ms", int(self.keepalive_seconds * 1000)),
+            ("grpc.keepalive_timeout_ms", 20_000),
+            ("grpc.server_handshake_timeout_ms", 10_000),  # a socket that never speaks HTTP/2 holds no slot long
+        ]
+
+
+@dataclass
+class RunningServer:
+    server: grpc.Server
+    port: int
+    health: health.HealthServicer
+    servicer: SearchServicer
+
+
+def raise_descriptor_limit(connections: int) -> int:
+    """Raise the soft open-files limit to the hard one; returns how many connections fit under it."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError):
+            pass
+    if soft == resource.RLIM_INFINITY:
+        return connections
+    return max(1, min(connections, soft - _RESERVED_DESCRIPTORS))
+
+
+def build_server(
+    engine: SearchEngine,
+    host: str,
+    port: int,
+    limits: Limits,
+    token: str | None = None,
+    tls: tuple[bytes, bytes] | None = None,
+    threads: int = 32,
+    connections: ConnectionLimits | None = None,
+) -> RunningServer:
+    """A started server on exactly `host:port` (port 0: a free one); BindError when that cannot be."""
+    if not 0 <= port <= 65535:  # gRPC would quietly bind port % 65536
+        raise BindError(f"port {port} is out of range (0-65535)")
+    connections = connections or ConnectionLimits()
+    allowed = raise_descriptor_limit(connections.max_connections)
+    if allowed < connections.max_connections:
+        log.warning('{"warning": "max_connections lowered to %d to fit the open-files limit"}', allowed)
+        connections = ConnectionLimits(allowed, connections.idle_seconds, connections.keepalive_seconds)
+    interceptors = [TokenInterceptor(token)] if token else []
+
+    def log_undecodable(method: str, size: int) -> None:
+        log_request(method.rsplit("/", 1)[-1], {"undecodable_bytes": size}, time.perf_counter(), "INVALID_ARGUMENT")
+
+    interceptors.append(DecodingInterceptor(log_undecodable))  # last: it wraps the handler that finally runs
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="grpc"),
+        interceptors=interceptors,
+        maximum_concurrent_rpcs=limits.max_in_flight * 4,  # beyond this gRPC itself answers RESOURCE_EXHAUSTED
+        options=[
+            ("grpc.so_reuseport", 0),
+            ("grpc.max_receive_message_length", 16 << 20),
+            ("grpc.max_send_message_length", limits.max_reply_bytes + (1 << 20)),
+            *connections.options(),
+        ],
+    )
+    servicer = SearchServicer(engine, limits)
+    search_pb2_grpc.add_SearchServiceServicer_to_server(servicer, server)
+    health_servicer = health.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection.enable_server_reflection((SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
+    address = f"{host}:{port}"
+    try:
+        if tls:
+            key, certificate = tls
+            bound = server.add_secure_port(address, grpc.ssl_server_credentials([(key, certificate)]))
+        else:
+            bound = server.add_insecure_port(address)
+    except RuntimeError as error:
+        raise BindError(
+            f"cannot listen on {address}: the port is taken (another searchd?) or the address is not local"
+        ) from error
+    if bound == 0 or (port and bound != port):
+        raise BindError(f"cannot listen on {address}")
+    server.start()
+    for service in ("", SERVICE_NAME):
+        health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
+    return RunningServer(server, bound, health_servicer, servicer)
+
+
+def serve_forever(running: RunningServer, engine: SearchEngine, grace: float = 10.0, bound: float = 10.0) -> None:
+    """Block until SIGTERM/SIGINT, then stop as the module docstring says; returns only after a clean
+    stop (engine closed), else ends the process with status 0 itself."""
+    stop = threading.Event()
+
+    def on_signal(signum, frame):
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    # Wake every half second: a signal delivered to another thread (gRPC's, the JVM's) only runs
+    # Python's handler once the main thread runs bytecode again.
+    while not stop.wait(0.5):
+        pass
+    running.health.enter_graceful_shutdown()
+    stopped = running.server.stop(grace)
+    if running.servicer.wait_idle(grace + bound):
+        stopped.wait(bound)
+        engine.close()
+        return
+    log.error(
+        '{"shutdown": "%d calls or jobs still running %.0f s after the grace period; exiting without closing '
+        'the indexes"}',
+        running.servicer.running,
+        bound,
+    )
+    sys.stderr.flush()
+    os._exit(0)
