@@ -13,7 +13,8 @@ from rich.markup import escape
 
 from corpusbuild.chunking import ChunkingParams, validate_chunking
 from corpusbuild.dumpsplit import RANGE_BYTES
-from corpusbuild.inputs import expand_inputs
+from corpusbuild.errors import OutputError
+from corpusbuild.inputs import expand_inputs, output_folder_problem
 from corpusbuild.recipe import RecipeError, check_checksums, load_recipe, root_record
 from corpusbuild.report import BuildProgress, console, print_summary
 from corpusbuild.shardbuild import BuildAborted, BuildLocked, BuildOutcome, run_sharded_build
@@ -73,6 +74,9 @@ def run_build(*, kind: str, source: str, inputs, params: dict, options: dict) ->
     the exit status)."""
     source_kind = KINDS[kind]
     files, problems = expand_inputs(inputs, source_kind.suffixes)
+    out_problem = output_folder_problem(options["out_dir"], inputs, files)
+    if out_problem:
+        raise click.BadParameter(out_problem, param_hint="--out")
     try:
         with BuildProgress(enabled=not options["quiet"]) as progress:
             outcome = run_sharded_build(
@@ -98,6 +102,14 @@ def run_build(*, kind: str, source: str, inputs, params: dict, options: dict) ->
     except BuildAborted as error:
         console.print(f"[red]stopped (--strict)[/red]: {escape(str(error))}")
         console.print("nothing was published; an earlier complete output in the folder is untouched")
+        sys.exit(1)
+    except OutputError as error:
+        console.print(f"[red]error[/red]: {escape(str(error))}")
+        console.print(
+            f"the build stopped and published nothing; an earlier build in {escape(str(options['out_dir']))} is"
+            " untouched (free some space, or choose another --out, and run the same command again: finished"
+            " work is reused)"
+        )
         sys.exit(1)
     print_summary(outcome.record, document_label=source_kind.document_label)
     return outcome

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 
 
@@ -36,3 +38,20 @@ class InputError(Exception):
     def __init__(self, problem: InputProblem):
         super().__init__(str(problem))
         self.problem = problem
+
+
+class OutputError(Exception):
+    """The build's own files could not be written (disk full, quota, read-only folder): not the fault
+    of any input. The build stops and publishes nothing, so an earlier build in the folder stays whole.
+
+    Deliberately not an OSError: readers catch OSError from their input streams (a damaged .gz), and
+    must not mistake a full disk for a damaged input."""
+
+
+@contextmanager
+def writing(what) -> Iterator[None]:
+    """Turn an OSError raised while writing `what` into an OutputError that names it."""
+    try:
+        yield
+    except OSError as error:
+        raise OutputError(f"cannot write {what}: {error.strerror or error}") from error

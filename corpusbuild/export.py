@@ -16,7 +16,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from medsnip.buildrecord import read_build_record
+from medsnip.buildrecord import NotACorpus, read_corpus_record
 
 PARQUET_SCHEMA = pa.schema(
     [
@@ -44,8 +44,8 @@ def medrag_id(snippet: dict) -> str:
 
 def _checked_lines(directory: Path) -> Iterator[bytes]:
     try:
-        record = read_build_record(directory)
-    except (FileNotFoundError, ValueError) as error:
+        record = read_corpus_record(directory)
+    except NotACorpus as error:
         raise ExportError(str(error)) from error
     if not record.get("complete", False):
         raise ExportError(f"{directory}/build.json marks the build incomplete; fix its errors and rebuild first")

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import bz2
+import fnmatch
 import glob
 import io
+import os
 import re
 import zlib
 from collections.abc import Sequence
@@ -15,6 +17,7 @@ from isal import igzip  # ISA-L gzip: same format as the gzip module, 2-3x faste
 from isal.igzip_lib import IsalError
 
 from corpusbuild.errors import InputError, InputProblem
+from medsnip.snippet import SHARD_GLOB
 
 # pubmed26n0001.xml.gz, medline14n0123.xml: two-digit year + "n" + four-digit sequence number.
 SEQUENCE_RE = re.compile(r"(\d{2})n(\d{4})\.xml(?:\.gz)?$")
@@ -54,6 +57,34 @@ def expand_inputs(specs: Sequence[str], suffixes: Sequence[str]) -> tuple[list[P
     for path in found:
         unique.setdefault(path.resolve(), path)
     return list(unique.values()), problems
+
+
+def output_folder_problem(out_dir: Path, specs: Sequence[str], files: Sequence[Path]) -> str | None:
+    """Why `out_dir` cannot receive this build, or None. Checked before anything is read: an output
+    that is a file or cannot be written, and an output inside an input folder (the next build would
+    read its own shards back as input) or holding an input the build would overwrite."""
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        return f"{out} exists and is not a folder"
+    resolved = out.resolve()
+    for spec in specs:
+        folder = Path(spec)
+        if not (_GLOB_CHARS & set(spec)) and folder.is_dir() and resolved.is_relative_to(folder.resolve()):
+            return f"{out} is inside the input folder {spec}: the build would read its own output back"
+    for path in files:  # an input the build would overwrite, delete or read back as its own work
+        inside = path.resolve().relative_to(resolved) if path.resolve().is_relative_to(resolved) else None
+        if inside is not None and (
+            inside.parts[0] == ".work" or inside.name == "build.json" or fnmatch.fnmatch(inside.name, SHARD_GLOB)
+        ):
+            return f"the input {path} is one of the files the build writes in {out}; choose another --out"
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / f".write-test-{os.getpid()}"
+        probe.touch()
+        probe.unlink()
+    except OSError as error:
+        return f"cannot write to {out}: {error.strerror or error}"
+    return None
 
 
 def sequence_of(path: Path) -> tuple[int, int] | None:

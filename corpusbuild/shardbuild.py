@@ -34,15 +34,16 @@ import numpy as np
 import orjson
 
 from corpusbuild.dumpsplit import SplitPlan
-from corpusbuild.errors import InputError, InputProblem
+from corpusbuild.errors import InputError, InputProblem, OutputError, writing
 from medsnip import __version__
 from medsnip.buildrecord import (
     BUILD_RECORD,
     RECORD_SCHEMA,
     HashingReader,
+    dumps_record,
     read_json,
+    sha256_file,
     tool_identity,
-    write_build_record,
     write_json,
 )
 from medsnip.snippet import SHARD_GLOB, shard_name
@@ -127,20 +128,22 @@ class PartWriter:
             self._flush()
 
     def _flush(self) -> None:
-        for shard, buffer in self._buffers.items():
-            if buffer:
-                with open(part_blocks_path(self.directory, shard), "ab") as handle:
-                    handle.write(buffer)
-                buffer.clear()
+        with writing(self.directory):
+            for shard, buffer in self._buffers.items():
+                if buffer:
+                    with open(part_blocks_path(self.directory, shard), "ab") as handle:
+                        handle.write(buffer)
+                    buffer.clear()
         self._buffered = 0
 
     def close(self) -> None:
         self._flush()
-        for shard, entries in self._index.items():
-            events = np.array(entries, dtype=EVENT_DTYPE)
-            events.sort(order=("key", "position"))
-            np.save(part_index_path(self.directory, shard), events, allow_pickle=False)
-        (self.directory / REASONS_FILE).write_bytes(orjson.dumps(sorted(self._reasons, key=self._reasons.get)))
+        with writing(self.directory):
+            for shard, entries in self._index.items():
+                events = np.array(entries, dtype=EVENT_DTYPE)
+                events.sort(order=("key", "position"))
+                np.save(part_index_path(self.directory, shard), events, allow_pickle=False)
+            (self.directory / REASONS_FILE).write_bytes(orjson.dumps(sorted(self._reasons, key=self._reasons.get)))
 
 
 def part_blocks_path(directory: Path, shard: int) -> Path:
@@ -216,7 +219,8 @@ def run_file_task(task: FileTask, map_function: MapFunction) -> dict:
     final_dir = task.final_dir
     temp_dir = final_dir.with_name(f"{task.key}.tmp-{os.getpid()}")
     shutil.rmtree(temp_dir, ignore_errors=True)
-    temp_dir.mkdir(parents=True)
+    with writing(temp_dir):
+        temp_dir.mkdir(parents=True)
     started = time.perf_counter()
     try:
         with open(task.path, "rb") as raw:
@@ -232,9 +236,12 @@ def run_file_task(task: FileTask, map_function: MapFunction) -> dict:
     except InputError as error:
         shutil.rmtree(temp_dir, ignore_errors=True)
         return _failed(task, error.problem, started)
-    except OSError as error:
+    except OSError as error:  # reading the input (writing raises OutputError)
         shutil.rmtree(temp_dir, ignore_errors=True)
         return _failed(task, InputProblem(task.path, f"cannot read: {error.strerror or error}"), started)
+    except BaseException:  # OutputError (the build stops), an interrupt: free the space at once
+        shutil.rmtree(temp_dir, ignore_errors=True)
+        raise
     result = {
         "status": "ok",
         "key": task.key,
@@ -246,9 +253,14 @@ def run_file_task(task: FileTask, map_function: MapFunction) -> dict:
         "problems": outcome.get("problems", []),
         "seconds": round(time.perf_counter() - started, 3),
     }
-    write_json(temp_dir / TASK_MARKER, result)
-    shutil.rmtree(final_dir, ignore_errors=True)
-    os.replace(temp_dir, final_dir)
+    try:
+        with writing(temp_dir):
+            write_json(temp_dir / TASK_MARKER, result)
+            shutil.rmtree(final_dir, ignore_errors=True)
+            os.replace(temp_dir, final_dir)
+    except OutputError:
+        shutil.rmtree(temp_dir, ignore_errors=True)
+        raise
     return result
 
 
@@ -284,6 +296,7 @@ class ShardTask:
     on_duplicate: str = "replace"  # "replace": the last version wins; "error": ids must be unique
     inputs: tuple[str, ...] = ()  # input paths by order, to name files in duplicate-id errors
     position_name: str = "record"  # what an event's position counts in this source ("line" for JSONL)
+    publish_dir: str = ""  # where the shard is published (moved) once every shard is merged
 
     @property
     def name(self) -> str:
@@ -339,7 +352,7 @@ def run_shard_task(task: ShardTask) -> dict:
     digest = hashlib.sha256()
     reader = BlockReader(blocks)
     try:
-        with open(temp_path, "wb", buffering=1 << 20) as out:
+        with writing(temp_path), open(temp_path, "wb", buffering=1 << 20) as out:
             pending = [-1, 0, 0]  # (part, start, end) of blocks read and written as one
 
             def write_pending() -> None:
@@ -401,7 +414,8 @@ def run_shard_task(task: ShardTask) -> dict:
             write_pending()
             out.flush()
             os.fsync(out.fileno())
-        os.replace(temp_path, final_path)
+        with writing(final_path):
+            os.replace(temp_path, final_path)
     finally:
         reader.close()
         temp_path.unlink(missing_ok=True)
@@ -419,7 +433,8 @@ def run_shard_task(task: ShardTask) -> dict:
         "problems": problems,
         "seconds": round(time.perf_counter() - started, 3),
     }
-    write_json(task.marker, result)
+    with writing(task.marker):
+        write_json(task.marker, result)
     return result
 
 
@@ -450,8 +465,17 @@ def _first_of_each_id(
 
 
 def load_finished_shard_task(task: ShardTask) -> dict | None:
-    if task.marker.is_file() and (Path(task.out_dir) / task.name).is_file():
-        return read_json(task.marker)
+    """The result of a merge done before, if its shard (still in the merge folder, or already published)
+    has exactly the bytes its marker records; else None and the shard is merged again. A published shard
+    edited by hand is therefore never published again as if it were the merge's output."""
+    if not task.marker.is_file():
+        return None
+    result = read_json(task.marker)
+    for folder in (task.out_dir, task.publish_dir):
+        path = Path(folder) / task.name if folder else None
+        if path is not None and path.is_file() and path.stat().st_size == result["bytes"]:
+            if sha256_file(path)[0] == result["sha256"]:
+                return result
     return None
 
 
@@ -673,7 +697,7 @@ def _run_build(
     reduce_dir.mkdir(parents=True, exist_ok=True)
     paths = tuple(task.path for task in tasks)
     shard_tasks = [
-        ShardTask(shard, num_shards, tuple(good), str(reduce_dir), on_duplicate, paths, position_name)
+        ShardTask(shard, num_shards, tuple(good), str(reduce_dir), on_duplicate, paths, position_name, str(out_dir))
         for shard in range(num_shards)
     ]
     shard_results, shard_todo = _split_finished(shard_tasks, load_finished_shard_task, lambda task: task.shard)
@@ -819,25 +843,38 @@ def _input_entry(result: dict) -> dict:
 
 
 def _publish(out_dir: Path, reduce_dir: Path, names: list[str], record: dict) -> None:
-    """Swap the new shards in and write build.json last (the commit point).
+    """Move the new shards in and write build.json last (the commit point).
 
-    The old build.json goes first, so a kill during the swap leaves a folder that says "unfinished"
-    rather than an old record describing new files; re-running finishes the swap from the cache.
+    Nothing that needs disk space happens after the first change to the folder: the new record is
+    written to a temp file first (a full disk stops the build here, the earlier build untouched), and
+    the rest are renames. The old build.json goes before the shards move, so a kill during the swap
+    leaves a folder that says "unfinished" rather than an old record describing new files; re-running
+    finishes the swap (load_finished_shard_task finds each shard where it is). Shards are moved, not
+    linked: a published shard shares no bytes with the work folder, so editing one cannot edit the cache.
+    Each shard's mtime goes into the record (`run.shard_mtime_ns`), so later stages can tell a shard
+    changed since its build without hashing it (indexer.corpus).
     """
-    (out_dir / BUILD_RECORD).unlink(missing_ok=True)
-    for name in names:
-        temp = out_dir / f".{name}.publish"
-        temp.unlink(missing_ok=True)
-        try:
-            os.link(reduce_dir / name, temp)
-        except OSError:
-            shutil.copyfile(reduce_dir / name, temp)
-        os.replace(temp, out_dir / name)
-    wanted = set(names)
-    for stale in out_dir.glob(SHARD_GLOB):
-        if stale.name not in wanted:
-            stale.unlink()
-    write_build_record(out_dir, record)
+    sources = {name: reduce_dir / name if (reduce_dir / name).is_file() else out_dir / name for name in names}
+    record["run"]["shard_mtime_ns"] = {name: path.stat().st_mtime_ns for name, path in sources.items()}
+    record_path = out_dir / BUILD_RECORD
+    temp_record = out_dir / f".{BUILD_RECORD}.publish-{os.getpid()}"
+    try:
+        with writing(temp_record):
+            with open(temp_record, "wb") as handle:
+                handle.write(dumps_record(record))
+                handle.flush()
+                os.fsync(handle.fileno())
+            record_path.unlink(missing_ok=True)
+            for name, source in sources.items():
+                if source != out_dir / name:
+                    os.replace(source, out_dir / name)
+            wanted = set(names)
+            for stale in out_dir.glob(SHARD_GLOB):
+                if stale.name not in wanted:
+                    stale.unlink()
+            os.replace(temp_record, record_path)
+    finally:
+        temp_record.unlink(missing_ok=True)
 
 
 def _prune_work(work: Path, keep_parts: set[str], keep_reduce: str) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from medsnip.buildrecord import read_build_record, sha256_file
+from medsnip.buildrecord import NotACorpus, read_corpus_record, sha256_file
 from medsnip.snippet import SHARD_GLOB
 
 
@@ -25,8 +25,8 @@ def count_and_hash(path: Path) -> tuple[int, int, str]:
 def verify_build(directory: Path, check_inputs: bool = False) -> tuple[list[str], str]:
     """Return (differences, summary); no differences means every output matches its record."""
     try:
-        record = read_build_record(directory)
-    except (FileNotFoundError, ValueError) as error:
+        record = read_corpus_record(directory)
+    except NotACorpus as error:
         return [str(error)], ""
     differences: list[str] = []
     if not record.get("complete", False):

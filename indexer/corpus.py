@@ -9,7 +9,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from medsnip.buildrecord import RECORD_SCHEMA, lineage_hash, read_build_record, tool_identity
+from medsnip.buildrecord import (
+    RECORD_SCHEMA,
+    NotACorpus,
+    lineage_hash,
+    read_build_record,
+    read_corpus_record,
+    sha256_file,
+    tool_identity,
+)
 
 
 class LineageError(Exception):
@@ -43,24 +51,39 @@ class Corpus:
         return sum(shard.records for shard in self.shards)
 
     @classmethod
-    def open(cls, path: Path) -> Corpus:
-        """Open a corpus folder; the record must be complete and every shard present at its size."""
+    def open(cls, path: Path, verify: str = "stat") -> Corpus:
+        """Open a corpus folder: the record must be complete and every shard have the bytes it records.
+
+        `verify="stat"` (serving, opening an index): a shard whose size and mtime are those recorded when
+        it was published is trusted; any other shard (edited, or copied without its mtime) is hashed and
+        compared with its sha256. `verify="full"` (building an index, which reads every byte anyway)
+        hashes every shard. A same-length edit is caught either way, unless someone also restored the
+        mtime by hand: `corpusbuild verify` (always a full check) catches that too.
+        """
         path = Path(path)
-        if not (path / "build.json").is_file():
-            raise LineageError(f"{path}: no build.json: not a corpusbuild output (run corpusbuild first)")
-        record = read_build_record(path)
-        if not record.get("stage", "").startswith("corpusbuild."):
-            raise LineageError(f"{path}: build.json is from {record.get('stage')!r}, not a corpusbuild output")
+        try:
+            record = read_corpus_record(path)
+        except NotACorpus as error:
+            raise LineageError(str(error)) from error
         if not record.get("complete", False):
             raise LineageError(f"{path}: the corpus build is marked incomplete; fix its errors and rebuild first")
+        published = record.get("run", {}).get("shard_mtime_ns", {})
         shards = []
         for index, output in enumerate(record["outputs"]):
             shard_path = path / output["path"]
             if not shard_path.is_file():
                 raise LineageError(f"{shard_path}: listed in build.json but missing")
-            size = shard_path.stat().st_size
-            if size != output["bytes"]:
-                raise LineageError(f"{shard_path}: {size} bytes, build.json says {output['bytes']}")
+            stat = shard_path.stat()
+            if stat.st_size != output["bytes"]:
+                raise LineageError(f"{shard_path}: {stat.st_size} bytes, build.json says {output['bytes']}")
+            if verify == "full" or stat.st_mtime_ns != published.get(output["path"]):
+                found = sha256_file(shard_path)[0]
+                if found != output["sha256"]:
+                    raise LineageError(
+                        f"{shard_path}: changed since its build (sha256 {found}, build.json says {output['sha256']}); "
+                        f"rebuild the corpus (the same corpusbuild command again) or restore the shard; "
+                        f"`corpusbuild verify {path}` lists every difference"
+                    )
             shards.append(Shard(index, shard_path, output["records"], output["bytes"], output["sha256"]))
         return cls(path, record, lineage_hash(record), tuple(shards))
 

@@ -120,6 +120,26 @@ def read_build_record(directory: Path) -> dict[str, Any]:
     return record
 
 
+class NotACorpus(ValueError):
+    """A folder whose build record is not one source's corpusbuild output."""
+
+
+def read_corpus_record(directory: Path) -> dict[str, Any]:
+    """The build record of one source's corpusbuild output (shards + build.json); NotACorpus, saying
+    what the folder is instead, for anything else (a corpus root, an index, a foreign file)."""
+    try:
+        record = read_build_record(directory)
+    except (FileNotFoundError, ValueError) as error:
+        raise NotACorpus(f"{error}: not a corpusbuild output (run corpusbuild first)") from error
+    stage = str(record.get("stage", ""))
+    if stage == "corpusbuild.build":
+        sources = ", ".join(str(Path(directory) / s.get("name", "?")) for s in record.get("sources", []))
+        raise NotACorpus(f"{directory} is a corpus root built from a recipe; give one of its sources: {sources}")
+    if not stage.startswith("corpusbuild.") or not isinstance(record.get("outputs"), list):
+        raise NotACorpus(f"{directory}: build.json is from {stage!r}, not a corpusbuild output")
+    return record
+
+
 LINEAGE_FIELDS = ("schema", "stage", "source", "params", "inputs", "outputs", "counts", "upstream", "encoder")
 
 
