@@ -130,3 +130,8 @@ def _clean_fully(text: str) -> str:
     elif text.isascii():
         return text  # ASCII whitespace is already collapsed
     return collapse_whitespace(text)
+
+
+def visible_or_empty(text: str) -> str:
+    """The text, or "" when it holds nothing visible (only spaces, zero-width or control characters)."""
+    return text if any(unicodedata.category(c)[0] not in "CZ" for c in text) else ""

@@ -31,13 +31,16 @@ def expand_inputs(specs: Sequence[str], suffixes: Sequence[str]) -> tuple[list[P
     """Expand each spec (a file, a folder searched recursively for `suffixes`, or a glob) into files.
 
     Returns the files in the order given (duplicates dropped) and a problem for every spec that names
-    nothing, so one bad path is reported without hiding the others.
+    nothing, so one bad path is reported without hiding the others. Symbolic links are followed, into
+    folders too (each real folder once, so a link loop ends); a link whose target is missing is
+    reported, never skipped in silence.
     """
     found: list[Path] = []
     problems: list[InputProblem] = []
     for spec in specs:
         if _GLOB_CHARS & set(spec):
             matches = sorted(Path(p) for p in glob.glob(spec, recursive=True))
+            problems.extend(_dangling(m) for m in matches if m.is_symlink() and not m.exists())
             files = [m for m in matches if m.is_file()]
             if not files:
                 problems.append(InputProblem(spec, "glob matches no file"))
@@ -45,18 +48,44 @@ def expand_inputs(specs: Sequence[str], suffixes: Sequence[str]) -> tuple[list[P
             continue
         path = Path(spec)
         if path.is_dir():
-            files = sorted(p for p in path.rglob("*") if p.is_file() and p.name.endswith(tuple(suffixes)))
-            if not files:
+            files, dangling = _files_below(path, tuple(suffixes))
+            problems.extend(_dangling(link) for link in dangling)
+            if not files and not dangling:
                 problems.append(InputProblem(spec, f"folder holds no {'/'.join(suffixes)} file"))
             found.extend(files)
         elif path.exists():
             found.append(path)
+        elif path.is_symlink():
+            problems.append(_dangling(path))
         else:
             problems.append(InputProblem(spec, "no such file or directory"))
     unique: dict[Path, Path] = {}
     for path in found:
         unique.setdefault(path.resolve(), path)
     return list(unique.values()), problems
+
+
+def _files_below(folder: Path, suffixes: tuple[str, ...]) -> tuple[list[Path], list[Path]]:
+    """(files with one of `suffixes`, dangling links with one) anywhere below `folder`, sorted."""
+    files, dangling, seen = [], [], set()
+    for root, dirs, names in os.walk(folder, followlinks=True):
+        real = os.path.realpath(root)
+        if real in seen:  # a link back to a folder already searched
+            dirs.clear()
+            continue
+        seen.add(real)
+        for name in names:
+            if name.endswith(suffixes):
+                candidate = Path(root) / name
+                if candidate.is_file():
+                    files.append(candidate)
+                elif candidate.is_symlink() and not candidate.exists():
+                    dangling.append(candidate)
+    return sorted(files), sorted(dangling)
+
+
+def _dangling(link: Path) -> InputProblem:
+    return InputProblem(str(link), f"dangling symbolic link (its target {os.readlink(link)} does not exist)")
 
 
 def output_folder_problem(out_dir: Path, specs: Sequence[str], files: Sequence[Path]) -> str | None:

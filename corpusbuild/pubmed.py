@@ -98,6 +98,8 @@ def map_pubmed_file(task: FileTask, reader: HashingReader, magic: bytes, writer:
         else:
             stats["bad_records"] += 1
             problems.append(record.problem.to_dict())
+    if summary.ids_normalised:  # "007" read as PMID 7: allowed, but said (corpusbuild.ids)
+        stats["ids_normalised"] = summary.ids_normalised
     return {
         "stats": {**stats, "skipped": dict(sorted(skipped.items())), "format": summary.root_tag},
         "problems": problems,

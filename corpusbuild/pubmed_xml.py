@@ -17,6 +17,7 @@ from typing import BinaryIO
 from lxml import etree
 
 from corpusbuild.errors import InputError, InputProblem
+from corpusbuild.ids import BadId, numeric_id
 from corpusbuild.inputs import DECOMPRESSION_ERRORS
 from corpusbuild.xmlbatches import RecordBatches, read_prolog
 from corpusbuild.xmltools import release, syntax_error_message
@@ -72,6 +73,7 @@ class FileSummary:
 
     root_tag: str | None = None
     records: int = 0
+    ids_normalised: int = 0  # PMIDs written with leading zeros (corpusbuild.ids)
     extra: dict = field(default_factory=dict)
 
 
@@ -231,17 +233,19 @@ _RECORD_TAGS = tuple(dict.fromkeys(tag for tags in _RECORD_TAGS_OF_ROOT.values()
 _PARSER_OPTIONS = {"no_network": True, "load_dtd": False, "resolve_entities": False, "huge_tree": True}
 
 
-def _parse_pmid(text: str | None) -> int | None:
-    text = (text or "").strip()
-    return int(text) if text.isdigit() else None
-
-
 @dataclass
 class _Progress:
     """Where a reader is in its file: records seen (the ordinal in error messages), the last line."""
 
     ordinal: int = 0
     last_line: int = 0
+    ids_normalised: int = 0
+
+    def pmid(self, element) -> int:
+        """The PMID of a <PMID> element (BadId if missing or not a PMID; corpusbuild.ids)."""
+        pmid, normalised = numeric_id(element.text if element is not None else None, "PMID")
+        self.ids_normalised += normalised
+        return pmid
 
 
 def _records_of(
@@ -255,18 +259,17 @@ def _records_of(
     if tag == "DeleteCitation":
         pmids = []
         for pmid_element in element.iterfind("PMID"):
-            pmid = _parse_pmid(pmid_element.text)
-            if pmid is None:
+            try:
+                pmids.append(progress.pmid(pmid_element))
+            except BadId as error:
                 yield BadRecord(
                     InputProblem(
                         file_label,
-                        f"PMID {pmid_element.text!r} is not a number",
+                        str(error),
                         line=(pmid_element.sourceline or 0) + line_offset,
                         element="DeleteCitation/PMID",
                     )
                 )
-            else:
-                pmids.append(pmid)
         yield Deletion(pmids=pmids, line=line)
         return
     if tag == "PubmedArticle":
@@ -276,19 +279,13 @@ def _records_of(
     else:
         citation = element
     pmid_element = _first(citation, "PMID") if citation is not None else None
-    pmid = _parse_pmid(pmid_element.text if pmid_element is not None else None)
-    if pmid is None:
-        found = None if pmid_element is None else pmid_element.text
+    try:
+        pmid = progress.pmid(pmid_element)
+    except BadId as error:
         where_line = (pmid_element.sourceline or 0) + line_offset if pmid_element is not None else line
-        yield BadRecord(
-            InputProblem(
-                file_label,
-                "missing PMID" if pmid_element is None else f"PMID {found!r} is not a number",
-                line=where_line,
-                element=f"{tag} #{progress.ordinal}",
-            )
-        )
-    elif tag == "PubmedBookArticle":
+        yield BadRecord(InputProblem(file_label, str(error), line=where_line, element=f"{tag} #{progress.ordinal}"))
+        return
+    if tag == "PubmedBookArticle":
         yield SkippedRecord(pmid=pmid, line=line, reason="book_article")
     else:
         yield _article_fields(citation, pmid, line, skip_without_abstract)
@@ -316,6 +313,15 @@ def iter_pubmed_records(
     """
     summary = summary if summary is not None else FileSummary()
     progress = _Progress()
+    try:
+        yield from _all_records(stream, file_label, summary, progress, skip_without_abstract)
+    finally:
+        summary.ids_normalised = progress.ids_normalised
+
+
+def _all_records(
+    stream: BinaryIO, file_label: str, summary: FileSummary, progress: _Progress, skip_without_abstract: bool
+) -> Iterator[RawArticle | Deletion | SkippedRecord | BadRecord]:
     try:
         stream = io.BufferedReader(stream, buffer_size=1 << 16)
         parser = etree.XMLParser(**_PARSER_OPTIONS)

@@ -52,7 +52,7 @@ EVENT_RECORD, EVENT_SKIP, EVENT_DELETE = 0, 1, 2
 WORK_DIR = ".work"
 TASK_MARKER = "task.json"
 REASONS_FILE = "reasons.json"
-ENGINE_FORMAT = 3  # bump when part files change shape, so old caches are not reused
+ENGINE_FORMAT = 4  # bump when part files change shape or readers change what they emit, so old caches are not reused
 _FLUSH_BYTES = 8 << 20
 _COPY_BYTES = 4 << 20  # the most the reduce copies from a part in one read
 

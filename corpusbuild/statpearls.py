@@ -17,6 +17,7 @@ from lxml import etree
 
 from corpusbuild.chunking import ChunkingParams
 from corpusbuild.errors import InputError, InputProblem
+from corpusbuild.ids import BadId, text_id
 from corpusbuild.inputs import DECOMPRESSION_ERRORS, read_decompressed
 from corpusbuild.nxml import NxmlDocument, merge_short_paragraphs, parse_nxml
 from corpusbuild.shardbuild import EVENT_RECORD, FileTask, PartWriter
@@ -59,11 +60,18 @@ def _documents(data: bytes, label: str) -> list[NxmlDocument]:
         raise InputError(InputProblem(label, str(error), line=root.sourceline)) from error
 
 
-def _doc_ids(member: str, documents: list[NxmlDocument]) -> list[str]:
+def _doc_ids(member: str, documents: list[NxmlDocument], label: str) -> list[str]:
+    """Ids from the file name (one article) or the PMC ids (an article set); a name that cannot be an
+    id (whitespace, control characters: corpusbuild.ids) makes the file a bad record."""
     stem = PurePosixPath(member).name.split(".nxml")[0].removesuffix(".xml")
     if len(documents) == 1:
-        return [stem]
-    return [f"PMC{d.ids['pmc']}" if "pmc" in d.ids else f"{stem}-{k}" for k, d in enumerate(documents)]
+        ids = [stem]
+    else:
+        ids = [f"PMC{d.ids['pmc']}" if "pmc" in d.ids else f"{stem}-{k}" for k, d in enumerate(documents)]
+    try:
+        return [text_id(doc_id, "article id (from the file name)") for doc_id in ids]
+    except BadId as error:
+        raise InputError(InputProblem(label, str(error))) from error
 
 
 def map_nxml_file(task: FileTask, reader: HashingReader, magic: bytes, writer: PartWriter) -> dict:
@@ -75,7 +83,7 @@ def map_nxml_file(task: FileTask, reader: HashingReader, magic: bytes, writer: P
 
     def add(member: str, data: bytes, label: str, position: int) -> None:
         documents = _documents(data, label)
-        for doc_id, document in zip(_doc_ids(member, documents), documents, strict=True):
+        for doc_id, document in zip(_doc_ids(member, documents, label), documents, strict=True):
             block = document_snippets(document, doc_id, member, params, source)
             stats["documents_read"] += 1
             lines = block.count(b"\n")

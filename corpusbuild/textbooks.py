@@ -10,8 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from corpusbuild.chunking import ChunkingParams
-from corpusbuild.cleaning import clean_text
+from corpusbuild.cleaning import clean_text, visible_or_empty
 from corpusbuild.errors import InputError, InputProblem
+from corpusbuild.ids import BadId, text_id
 from corpusbuild.inputs import read_decompressed
 from corpusbuild.shardbuild import EVENT_RECORD, FileTask, PartWriter
 from medsnip.buildrecord import HashingReader
@@ -44,10 +45,13 @@ def decode_text(data: bytes, label: str) -> str:
 def map_textbook_file(task: FileTask, reader: HashingReader, magic: bytes, writer: PartWriter) -> dict:
     """Map task for one book file: the whole book is one document."""
     params = ChunkingParams.from_dict(task.params)
-    text = clean_text(decode_text(read_decompressed(reader, magic, task.path), task.path))
+    text = visible_or_empty(clean_text(decode_text(read_decompressed(reader, magic, task.path), task.path)))
     if not text:
-        raise InputError(InputProblem(task.path, "empty file: no text"))
-    book = book_name(Path(task.path))
+        raise InputError(InputProblem(task.path, "empty file: no visible text"))
+    try:
+        book = text_id(book_name(Path(task.path)), "book name (from the file name)")
+    except BadId as error:
+        raise InputError(InputProblem(task.path, f"{error}: rename the file")) from error
     chunks = params.chunks(text)
     block = snippet_lines(SOURCE, book, book, chunks, {"book": book, "characters": len(text)})
     writer.add(shard_of(book, task.num_shards), document_key(book), EVENT_RECORD, block, lines=len(chunks))

@@ -17,6 +17,7 @@ from lxml import etree
 from corpusbuild.chunking import ChunkingParams
 from corpusbuild.dumpsplit import range_position
 from corpusbuild.errors import InputError, InputProblem
+from corpusbuild.ids import BadId, numeric_id
 from corpusbuild.inputs import DECOMPRESSION_ERRORS, ChainedReader, decompressed
 from corpusbuild.shardbuild import EVENT_RECORD, EVENT_SKIP, FileTask, PartWriter
 from corpusbuild.wikitext import is_disambiguation, wiki_sections
@@ -106,13 +107,16 @@ def problem_at(task: FileTask, message: str, line: int | None, element: str | No
 
 def _one_page(task, page, position, params, stats, problems, writer) -> None:
     title = _text_of(first_child(page, "title"))
-    page_id = _text_of(first_child(page, "id")).strip()
-    if not page_id.isdigit():
+    try:
+        key, normalised = numeric_id(_text_of(first_child(page, "id")), "page id")
+    except BadId as error:
         stats["bad_records"] += 1
-        message = f"page {title!r}: id {page_id!r} is not a number"
-        problems.append(problem_at(task, message, page.sourceline, "page").to_dict())
+        problems.append(problem_at(task, f"page {title!r}: {error}", page.sourceline, "page").to_dict())
         return
-    shard, key = shard_of(page_id, task.num_shards), int(page_id)
+    if normalised:
+        stats["ids_normalised"] = stats.get("ids_normalised", 0) + 1
+    page_id = str(key)
+    shard = shard_of(page_id, task.num_shards)
     namespace = first_child(page, "ns")
     if namespace is not None and (namespace.text or "").strip() != "0":
         writer.add(shard, key, EVENT_SKIP, reason="not_main_namespace", position=position)

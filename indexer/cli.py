@@ -14,7 +14,7 @@ from indexer.corpus import Corpus, LineageError, default_out
 from indexer.encoders import PRESETS, EncoderSpec, EncoderUnavailable, preset
 from medsnip import __version__
 
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)  # never wrap: paths must stay copyable
 
 
 def _log(message: str) -> None:

@@ -7,6 +7,7 @@ order the code builds them: the same inputs give the same bytes.
 
 from __future__ import annotations
 
+import codecs
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,8 @@ def read_jsonl(
         raise error(f"{path}: cannot read ({problem.strerror})") from problem
     with handle:
         for number, line in enumerate(handle, 1):
+            if number == 1 and line.startswith(codecs.BOM_UTF8):  # a byte-order mark is not JSON
+                line = line[len(codecs.BOM_UTF8) :]
             if not line.strip():
                 continue
             try:

@@ -16,7 +16,6 @@ line (or the JSON key) and the field, and nothing is read past it.
 
 from __future__ import annotations
 
-import csv
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,7 +71,7 @@ def _detect(path: Path) -> str:
     if name.endswith(".tsv") or name.endswith(".txt"):
         return "tsv"
     if name.endswith(".jsonl"):
-        with open(path, encoding="utf-8") as handle:
+        with open(path, encoding="utf-8-sig") as handle:
             first = next((line for line in handle if line.strip()), "")
         try:
             record = json.loads(first) if first else {}
@@ -93,7 +92,7 @@ def _detect(path: Path) -> str:
 
 def _load_json(path: Path):
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(path.read_text(encoding="utf-8-sig"))
     except json.JSONDecodeError as error:
         raise QueryFileError(f"{path}:{error.lineno}: not JSON ({error.msg})") from error
     except UnicodeDecodeError as error:
@@ -117,13 +116,20 @@ def _medqa(path: Path):
 
 
 def _tsv(path: Path):
-    with open(path, encoding="utf-8", newline="") as handle:
-        for number, row in enumerate(csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE), 1):
-            if not row or (number == 1 and row[0].strip().lower() in ("id", "qid", "query-id", "query_id")):
-                continue
-            if len(row) < 2:
-                raise QueryFileError(f"{path}:{number}: expected 'id<TAB>query', found one column")
-            yield f"{path}:{number}", row[0], row[1]
+    """Split on tabs, no quoting (so no field-size limit: a long query reaches the server's own check)."""
+    with open(path, encoding="utf-8-sig", newline="") as handle:  # -sig: a byte-order mark is not the id
+        number = 0
+        try:
+            for number, line in enumerate(handle, 1):
+                line = line.rstrip("\r\n")
+                row = line.split("\t") if line else []
+                if not row or (number == 1 and row[0].strip().lower() in ("id", "qid", "query-id", "query_id")):
+                    continue
+                if len(row) < 2:
+                    raise QueryFileError(f"{path}:{number}: expected 'id<TAB>query', found one column")
+                yield f"{path}:{number}", row[0], row[1]
+        except UnicodeDecodeError as error:
+            raise QueryFileError(f"{path}:{number + 1}: not UTF-8 text ({error.reason})") from error
 
 
 def _pubmedqa(path: Path):

@@ -15,7 +15,7 @@ from rich.table import Table
 from medsnip import __version__
 from medsnip.queries import FORMATS as QUERY_FORMATS
 
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)  # never wrap: paths must stay copyable
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

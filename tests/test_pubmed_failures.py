@@ -82,7 +82,7 @@ def test_every_bad_input_is_reported_and_the_rest_still_builds(tmp_path, pubmed_
     (not_pubmed,) = errors_for(record, bad["not_pubmed"])
     assert "not PubMed XML: root element <pmc-articleset>" in not_pubmed["message"]
     (bad_pmid,) = errors_for(record, bad["bad_pmid"])
-    assert bad_pmid["message"] == "PMID '1054O283' is not a number"
+    assert bad_pmid["message"] == "PMID '1054O283' is not a number (ASCII digits 0-9)"
     assert (bad_pmid["line"], bad_pmid["element"]) == (bad["bad_pmid_line"], "MedlineCitation #1")
     (gone,) = errors_for(record, missing)
     assert gone["message"] == "no such file or directory"

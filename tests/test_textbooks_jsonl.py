@@ -72,7 +72,7 @@ def test_textbooks_bad_input(tmp_path, run_corpusbuild):
     expected = f"not UTF-8 text: byte 0x{cp1252[first_bad]:02x} at offset {first_bad}"
     assert messages["Pharmacology_Katzung.txt"]["message"] == expected
     assert messages["Pharmacology_Katzung.txt"]["line"] == cp1252[:first_bad].count(b"\n") + 1
-    assert messages["Empty_Book.txt"]["message"] == "empty file: no text"
+    assert messages["Empty_Book.txt"]["message"] == "empty file: no visible text"
     assert "truncated or corrupt compressed stream" in messages["Neurology_Adams.txt.gz"]["message"]
     duplicate = [e for e in read_build_record(out)["errors"] if "duplicate id" in e["message"]]
     assert len(duplicate) == 1 and "'Anatomy_Gray'" in duplicate[0]["message"]

@@ -132,7 +132,7 @@ def test_damaged_copies_really_are_damaged_where_meant(pubmed_samples):
     """Guards the test above: each damage gives the failure (or the success) it is meant to."""
     results = {name: outcome(data) for name, data in damaged_copies(pubmed_samples).items()}
     assert "ArticleTitel" in results["tag mismatch"]["error"]["message"]
-    assert results["bad PMID"]["records"][0]["message"] == "PMID '1054O283' is not a number"
+    assert results["bad PMID"]["records"][0]["message"] == "PMID '1054O283' is not a number (ASCII digits 0-9)"
     assert results["cut in a record"]["error"] and results["cut after a record"]["error"]
     assert "Extra content" in results["content after the root"]["error"]["message"]
     for fooled in ("end tag in comments", "end tag in comments between records", "end tag in CDATA", "CRLF line ends"):
