@@ -88,6 +88,8 @@ def print_summary(record: dict, out_console: Console | None = None, document_lab
     for reason, number in counts["skipped"].items():
         table.add_row(f"skipped: {reason}", f"{number:,}")
     table.add_row("bad records", f"{counts.get('bad_records', 0):,}")
+    if counts.get("ids_normalised"):  # "007" read as 7 (corpusbuild.ids)
+        table.add_row("ids with leading zeros, read as numbers", f"{counts['ids_normalised']:,}")
     table.add_row("snippets", f"{counts['snippets']:,}")
     table.add_row("shards", f"{len(record['outputs']):,}")
     table.add_row("time", f"{seconds:.2f} s ({run['workers']} workers)")

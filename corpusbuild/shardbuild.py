@@ -792,7 +792,7 @@ def _build_record(*, source, command, params, num_shards, ordered, outputs, prob
     parse_totals: Counter = Counter()  # what the files held, before replacements and deletions
     for result in ordered:
         stats = result.get("stats", {})
-        for name in ("articles", "documents_read", "deletions", "bad_records"):
+        for name in ("articles", "documents_read", "deletions", "bad_records", "ids_normalised"):
             if name in stats:
                 parse_totals[name] += stats[name]
     failed = [result for result in ordered if result["status"] != "ok"]

@@ -93,7 +93,8 @@ def test_pmids_must_be_ascii_numbers_within_64_bits(tmp_path, run_corpusbuild):
         f"PMID 99999999999999999999 is beyond 64 bits (at most {2**63 - 1})",
     ]
     assert all(e["file"] == str(odd) and e["line"] and "PubmedArticle #" in e["element"] for e in record["errors"])
-    assert record["inputs"][0]["stats"]["ids_normalised"] == 1
+    assert record["inputs"][0]["stats"]["ids_normalised"] == record["counts"]["ids_normalised"] == 1
+    assert "ids with leading zeros, read as numbers" in result.output
     assert {s["doc_id"] for s in snippets_of(out)} >= {"40000123", "40000124", "40000200", "40000201"}
 
 
