@@ -20,7 +20,6 @@ import hashlib
 import multiprocessing
 import os
 import shutil
-import signal
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
@@ -46,6 +45,7 @@ from medsnip.buildrecord import (
     tool_identity,
     write_json,
 )
+from medsnip.processes import die_with_parent
 from medsnip.snippet import SHARD_GLOB, shard_name
 
 EVENT_RECORD, EVENT_SKIP, EVENT_DELETE = 0, 1, 2
@@ -575,18 +575,7 @@ def _worker_start(parent: int) -> None:
     for fd in _held_locks:
         os.close(fd)
     _held_locks.clear()
-    _die_with_parent(parent)
-
-
-def _die_with_parent(parent: int) -> None:
-    """Linux PR_SET_PDEATHSIG: the kernel sends SIGKILL to this process when its parent exits."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
-    except (OSError, AttributeError):  # not Linux: workers end when they find the pool gone
-        pass
-    if os.getppid() != parent:  # the parent died before prctl took effect
-        os._exit(1)
+    die_with_parent(parent)
 
 
 _MMAP_THRESHOLD = 8 << 20  # allocations above this still get their own mapping

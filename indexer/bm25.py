@@ -8,6 +8,7 @@ LuceneSearcher in this process's JVM (indexer.jvm), batched over threads.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -18,6 +19,7 @@ from pathlib import Path
 from indexer.corpus import Corpus, LineageError, index_record, open_index_record, replace_dir
 from indexer.jvm import JVM_QUIET_OPTIONS, anserini_jar, anserini_version, java_class, start_jvm
 from medsnip.buildrecord import write_build_record
+from medsnip.processes import die_with_parent, remove_stale_temps
 
 STAGE = "indexer.bm25"
 DEFAULT_K1 = 0.9  # Anserini's defaults
@@ -43,6 +45,7 @@ def index_collection_command(input_dir: Path, index_dir: Path, threads: int) -> 
 def build_bm25(corpus: Corpus, out: Path, threads: int = 1, log=None) -> dict:
     """Index `corpus` into `out` (atomically: built in a temp folder, then swapped in)."""
     started = time.perf_counter()
+    remove_stale_temps(out.parent)  # what a killed earlier run left
     temp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     shutil.rmtree(temp, ignore_errors=True)
     links = temp / "input"
@@ -51,7 +54,10 @@ def build_bm25(corpus: Corpus, out: Path, threads: int = 1, log=None) -> dict:
         (links / shard.path.name).symlink_to(shard.path.resolve())
     index_dir = temp / "index"
     command = index_collection_command(links, index_dir, threads)
-    completed = subprocess.run(command, capture_output=True, text=True)
+    # the JVM dies with this process: killing the indexer must not leave Anserini writing on
+    completed = subprocess.run(
+        command, capture_output=True, text=True, preexec_fn=functools.partial(die_with_parent, os.getpid())
+    )
     if completed.returncode != 0:
         shutil.rmtree(temp, ignore_errors=True)
         raise RuntimeError(f"Anserini IndexCollection failed ({completed.returncode}):\n{completed.stderr[-3000:]}")

@@ -24,6 +24,7 @@ from indexer.corpus import Corpus, LineageError, index_record, open_index_record
 from indexer.encoders import DenseEncoder, EncoderSpec
 from indexer.store import SnippetStore
 from medsnip.buildrecord import write_build_record
+from medsnip.processes import remove_stale_temps
 
 STAGE = "indexer.dense"
 TRAIN_SAMPLE_SEED = 20261122
@@ -98,6 +99,7 @@ def build_dense(corpus: Corpus, out: Path, encoder: DenseEncoder, *, index_facto
 
     started = time.perf_counter()
     out.mkdir(parents=True, exist_ok=True)
+    remove_stale_temps(out)  # half-written embeddings or FAISS files of a killed earlier run
     identity = encoder.identity()
     identity_file = out / "encoder.json"
     if identity_file.is_file() and orjson.loads(identity_file.read_bytes()) != identity:

@@ -23,6 +23,7 @@ import orjson
 
 from indexer.corpus import Corpus, LineageError, index_record, iter_shard_lines, open_index_record, replace_dir
 from medsnip.buildrecord import write_build_record
+from medsnip.processes import remove_stale_temps
 
 STAGE = "indexer.store"
 _ID_HASHES = "id_hashes.npy"
@@ -41,6 +42,7 @@ def _offsets_name(shard: int) -> str:
 def build_store(corpus: Corpus, out: Path) -> dict:
     """Write the store of `corpus` to `out` (atomically: a temp folder renamed into place)."""
     started = time.perf_counter()
+    remove_stale_temps(out.parent)  # what a killed earlier run left
     temp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     shutil.rmtree(temp, ignore_errors=True)
     temp.mkdir(parents=True)

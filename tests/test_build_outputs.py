@@ -8,6 +8,7 @@ import hashlib
 import os
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -149,3 +150,42 @@ def test_an_out_folder_inside_an_input_folder_is_refused(tmp_path, run_corpusbui
     shard = next(built.glob("shard-*.jsonl"))
     result = run_corpusbuild("jsonl", shard, "--source", "x", "--out", built, "--shards", 1, "--quiet")
     assert result.exit_code == 2 and "one of the files the build writes" in result.output
+
+
+def _children(pid: int) -> list[int]:
+    children = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        children += [int(c) for c in (task / "children").read_text().split()]
+    return children
+
+
+def test_a_killed_indexer_leaves_no_jvm_and_its_debris_is_cleaned(tmp_path, run_corpusbuild):
+    """kill -9 of `indexer bm25` while Anserini's JVM indexes: the JVM dies with it (before: it ran on to
+    the end), and the next run deletes the dead run's `.bm25.tmp-PID` folder before building."""
+    out = tmp_path / "corpus"
+    corpus = SAMPLES / "ir" / "pubmedqa-beir" / "corpus.jsonl"
+    assert run_corpusbuild("jsonl", corpus, "--source", "pubmedqa", "--no-chunk", "--out", out, "--shards", 2,
+                           "--workers", 1, "--quiet").exit_code == 0  # fmt: skip
+    indexer = subprocess.Popen([sys.executable, "-m", "indexer.cli", "bm25", str(out)], cwd=REPO,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not (java := _children(indexer.pid)):
+        assert indexer.poll() is None and time.monotonic() < deadline, "the indexer ended before starting Java"
+        time.sleep(0.01)
+    indexer.kill()
+    indexer.wait()
+    deadline = time.monotonic() + 0.5  # Java's own start-up alone takes longer: it must be killed, not end
+    while Path(f"/proc/{java[0]}").exists() and "Z" not in _state(java[0]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not Path(f"/proc/{java[0]}").exists() or "Z" in _state(java[0]), "the JVM outlived its indexer"
+    debris = list(out.glob(".bm25.tmp-*"))
+    assert debris == [out / f".bm25.tmp-{indexer.pid}"]
+    run_indexer("bm25", out)
+    assert not list(out.glob(".bm25.tmp-*")) and (out / "bm25" / "build.json").is_file()
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"

@@ -1,0 +1,58 @@
+"""Process hygiene shared by every stage: children that die with their parent, and the temp folders
+of processes that were killed before they could clean up.
+
+Every stage writes `.NAME.tmp-PID` (and swaps through `.NAME.old-PID`) beside what it builds, so a
+killed run never leaves a half-written output under its final name; these helpers make sure it does
+not leave the half-written copies, or a child still writing them, behind either.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import shutil
+import signal
+from pathlib import Path
+
+_TEMP_NAME = re.compile(r"^\..+\.(?:tmp|old)-(\d+)$")
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent: int) -> None:
+    """Run in a child (a forked worker, or a subprocess's preexec_fn): Linux sends it SIGKILL when its
+    parent exits, so a killed build or indexer leaves no worker or JVM behind that keeps writing."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux: children end when they find their parent gone
+        pass
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os._exit(1)
+
+
+def is_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, owned by someone else
+        return True
+    return True
+
+
+def remove_stale_temps(folder: Path) -> list[Path]:
+    """Delete the `.NAME.tmp-PID` / `.NAME.old-PID` entries of `folder` whose process is gone (a
+    reused PID keeps its entry: never delete what a live process may be writing). Returns them."""
+    removed = []
+    if not Path(folder).is_dir():
+        return removed
+    for entry in Path(folder).iterdir():
+        match = _TEMP_NAME.match(entry.name)
+        if match and int(match.group(1)) != os.getpid() and not is_alive(int(match.group(1))):
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
+            removed.append(entry)
+    return removed
