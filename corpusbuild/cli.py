@@ -132,7 +132,14 @@ def check_source_name(name: str) -> None:
 @main.command()
 @build_options
 @click.option("--keep-no-abstract", is_flag=True, help="Keep articles without an abstract as title-only snippets.")
-def pubmed(inputs, chunk_size, chunk_overlap, no_chunk, keep_no_abstract, **options) -> None:
+@click.option(
+    "--max-record-chars",
+    default=1_000_000,
+    show_default=True,
+    type=click.IntRange(1),
+    help="A citation whose title and abstract are longer is reported and not used (bounds memory).",
+)
+def pubmed(inputs, chunk_size, chunk_overlap, no_chunk, keep_no_abstract, max_record_chars, **options) -> None:
     """PubMed baseline/update XML (pubmedYYnNNNN.xml[.gz], legacy MedlineCitationSet) to snippets.
 
     INPUT is a file, a folder (searched for *.xml and *.xml.gz) or a glob. Numbered files are applied
@@ -140,7 +147,9 @@ def pubmed(inputs, chunk_size, chunk_overlap, no_chunk, keep_no_abstract, **opti
     replaces an earlier one and a DeleteCitation removes it.
     """
     chunking = chunking_params(chunk_size, chunk_overlap, no_chunk)
-    params = KINDS["pubmed"].params(chunking, "pubmed", keep_no_abstract=keep_no_abstract)
+    params = KINDS["pubmed"].params(
+        chunking, "pubmed", keep_no_abstract=keep_no_abstract, max_record_chars=max_record_chars
+    )
     exit_on_problems(run_build(kind="pubmed", source="pubmed", inputs=inputs, params=params, options=options))
 
 

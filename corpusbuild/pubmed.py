@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from corpusbuild.chunking import ChunkingParams
 from corpusbuild.cleaning import clean_text, collapse_whitespace
+from corpusbuild.errors import InputProblem
 from corpusbuild.inputs import decompressed
 from corpusbuild.pubmed_xml import Deletion, FileSummary, RawArticle, SkippedRecord, iter_pubmed_records
 from corpusbuild.shardbuild import EVENT_DELETE, EVENT_RECORD, EVENT_SKIP, FileTask, PartWriter
@@ -22,9 +23,11 @@ SUFFIXES = (".xml", ".xml.gz")
 
 @dataclass(frozen=True)
 class PubmedParams(ChunkingParams):
-    """Chunking plus whether citations without an abstract are kept as title-only snippets."""
+    """Chunking, whether citations without an abstract are kept as title-only snippets, and the most
+    characters a citation's title and abstract may hold (memory per record is bounded by it)."""
 
     keep_no_abstract: bool = False
+    max_record_chars: int = 1_000_000
 
 
 def abstract_text(sections: list[tuple[str | None, str]]) -> str:
@@ -50,6 +53,11 @@ def pubmed_meta(article: RawArticle) -> dict:
         "chemicals": article.chemicals,
         "keywords": [collapse_whitespace(keyword) for keyword in article.keywords],
     }
+
+
+def record_chars(article: RawArticle) -> int:
+    """Characters of a citation's title and abstract as read (before cleaning)."""
+    return len(article.title) + sum(len(label or "") + len(text) for label, text in article.sections)
 
 
 def article_block(article: RawArticle, params: PubmedParams) -> tuple[bytes, int, str | None]:
@@ -79,8 +87,20 @@ def map_pubmed_file(task: FileTask, reader: HashingReader, magic: bytes, writer:
     for record in iter_pubmed_records(stream, task.path, summary, not params.keep_no_abstract):
         if isinstance(record, RawArticle):
             stats["articles"] += 1
-            block, snippets, reason = article_block(record, params)
             shard = shard_of(str(record.pmid), num_shards)
+            size = record_chars(record)
+            if size > params.max_record_chars:  # refused before cleaning and chunking multiply it
+                message = (
+                    f"title and abstract hold {size:,} characters, more than --max-record-chars "
+                    f"{params.max_record_chars:,}: not used (an earlier version of PMID {record.pmid} is dropped too)"
+                )
+                problems.append(
+                    InputProblem(task.path, message, line=record.line, element=f"PMID {record.pmid}").to_dict()
+                )
+                stats["bad_records"] += 1
+                writer.add(shard, record.pmid, EVENT_SKIP, reason="record_too_long")
+                continue
+            block, snippets, reason = article_block(record, params)
             if reason:
                 skipped[reason] += 1
                 writer.add(shard, record.pmid, EVENT_SKIP, reason=reason)

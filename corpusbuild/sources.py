@@ -62,7 +62,7 @@ KINDS: dict[str, SourceKind] = {
     for kind in (
         SourceKind(
             "pubmed", "pubmed", "map_pubmed_file", "replace", "articles",
-            options=(("keep_no_abstract", False),), order=order_inputs,
+            options=(("keep_no_abstract", False), ("max_record_chars", 1_000_000)), order=order_inputs,
         ),
         SourceKind("statpearls", "statpearls", "map_nxml_file", "error", "articles", named=True),
         SourceKind("textbooks", "textbooks", "map_textbook_file", "error", "books"),

@@ -45,6 +45,10 @@ _BLANK_LINES_RE = re.compile(r"\n\s*\n\s*")
 _SPACE_BEFORE_PUNCTUATION_RE = re.compile(r" +([,.;:!?)])")  # left where a <ref> or template was
 _STYLE_QUOTES_RE = re.compile(r"'{2,}")  # two or more quotes: italic and bold (style tags are not parsed)
 _LINE_SPACES_RE = re.compile(r"[ \t\r\f\v]+")
+# Templates nested deeper than mwparserfromhell's tokenizer goes (about 33 levels) end early, and the
+# closing braces they leave behind come back as text ("}}}}}}..."): what is left of template syntax in
+# text is dropped, as the templates themselves are.
+_TEMPLATE_DEBRIS_RE = re.compile(r"\{\{+|\}\}+")
 
 
 @dataclass
@@ -68,6 +72,8 @@ def _link_text(link: Wikilink) -> str:
 
 def _node_text(node) -> str:
     if isinstance(node, Text):
+        if "{{" in node.value or "}}" in node.value:  # rare: only unparsed template syntax has these
+            return _TEMPLATE_DEBRIS_RE.sub("", node.value)
         return node.value
     if isinstance(node, Wikilink):
         return _link_text(node)

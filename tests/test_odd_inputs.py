@@ -3,14 +3,17 @@ field) or a documented, reported treatment, and the rest of the build must stand
 
 from __future__ import annotations
 
+import bz2
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import orjson
 import pytest
 
-from conftest import PUBMED_SAMPLES, SAMPLES, run_indexer
+from conftest import PUBMED_SAMPLES, REPO, SAMPLES, run_indexer
 from corpusbuild.ids import BadId, numeric_id, text_id
 from corpusbuild.scaleup import load_template_articles, renumbered, write_pubmed_file
 from medsnip.buildrecord import read_build_record
@@ -181,3 +184,48 @@ def test_a_recipe_root_given_where_a_corpus_is_expected(tmp_path, run_corpusbuil
         assert "is a corpus root" in result.output and str(root / "textbooks") in result.output
         assert not isinstance(result.exception, KeyError)
     run_indexer("store", root / "textbooks")
+
+
+def test_templates_nested_past_the_parser_leave_no_debris(tmp_path, run_corpusbuild):
+    """A real page with 2,000 nested templates inserted: mwparserfromhell gives up after about 33 levels
+    and hands back the rest of the braces as text (before: dozens of snippets of `}}}}`)."""
+    dump = bz2.decompress((SAMPLES / "wikipedia" / "enwiki-table-markup.xml.bz2").read_bytes())
+    anchor = b"The principle is intended to ensure"
+    assert dump.count(anchor) == 1
+    nested = b"{{nowrap|" * 2000 + b"deep" + b"}}" * 2000
+    damaged = tmp_path / "nested.xml.bz2"
+    damaged.write_bytes(bz2.compress(dump.replace(anchor, nested + b" " + anchor)))
+    out = tmp_path / "out"
+    result = run_corpusbuild("wikipedia", damaged, "--out", out, "--shards", 1, "--workers", 1, "--quiet")
+    assert result.exit_code == 0, result.output
+    original = tmp_path / "original"
+    run_corpusbuild("wikipedia", SAMPLES / "wikipedia" / "enwiki-table-markup.xml.bz2", "--out", original,
+                    "--shards", 1, "--workers", 1, "--quiet")  # fmt: skip
+    page = [s["content"] for s in snippets_of(out) if s["doc_id"] == "217916"]
+    assert not any("{{" in text or "}}" in text for text in page)
+    assert page == [s["content"] for s in snippets_of(original) if s["doc_id"] == "217916"]
+
+
+def test_an_oversized_abstract_is_refused_and_memory_stays_bounded(tmp_path):
+    """A 20 MB abstract (real text repeated): reported as a bad record with its PMID, the other citation
+    of the file still built, and the build's peak memory stays near the ~70 MB of an ordinary file
+    (before: ~1 GB for 50 MB, as cleaning and chunking multiplied it)."""
+    templates = load_template_articles(sorted(PUBMED_SAMPLES.glob("pubmed[0-9]*.xml")))
+    templates = [t for t in templates if (t.findtext(".//AbstractText") or "").strip()]
+    huge = renumbered(templates[0], "41000000")
+    element = huge.find(".//AbstractText")
+    element.text = (element.text + " ") * (20_000_000 // (len(element.text) + 1))
+    source = tmp_path / "huge.xml"
+    write_pubmed_file(source, [huge, renumbered(templates[1], "41000001")])
+    out = tmp_path / "out"
+    build = [sys.executable, "-m", "corpusbuild.cli", "pubmed", str(source), "--out", str(out), "--shards", "1",
+             "--workers", "1", "--quiet"]  # fmt: skip
+    measure = "import resource, subprocess, sys; code = subprocess.run(sys.argv[1:]).returncode; " \
+              "print(code, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"  # fmt: skip
+    result = subprocess.run([sys.executable, "-c", measure, *build], cwd=REPO, capture_output=True, text=True)
+    code, peak_kb = map(int, result.stdout.split()[-2:])
+    assert code == 1
+    [error] = read_build_record(out)["errors"]
+    assert error["element"] == "PMID 41000000" and "more than --max-record-chars 1,000,000" in error["message"]
+    assert {s["doc_id"] for s in snippets_of(out)} == {"41000001"}
+    assert peak_kb < 200 * 1024, f"peak RSS {peak_kb // 1024} MB"
