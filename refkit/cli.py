@@ -76,10 +76,10 @@ def _progress(description: str, total: int | None):
         yield lambda n: bar.advance(task, n)
 
 
-def _connect(address, token_file, tls, ca_file):
+def _connect(address, token_file, tls, ca_file, queries=None):
     from refkit.connection import ServerOptions, connect
 
-    return connect(ServerOptions(address, token_file, tls, ca_file))
+    return connect(ServerOptions(address, token_file, tls, ca_file), queries)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -103,7 +103,7 @@ def collect(queries_file, out, k, address, token_file, tls, ca_file, retrievers,
     from refkit.collect import DedupOptions, RetrievalOptions, collect
 
     queries = read_query_file(queries_file, query_format, limit)
-    client, lineage = _connect(address, token_file, tls, ca_file)
+    client, lineage = _connect(address, token_file, tls, ca_file, queries)
     with client:
         options = RetrievalOptions(k, tuple(corpora), tuple(retrievers), rrf_k)
         dedup = DedupOptions(dedup_threshold, shingle_words)
@@ -213,7 +213,7 @@ def noise(queries_file, lexicon_path, seed, out, per_query, top_m, candidates, a
         "aspects": str(aspects_path) if aspects_path else "refkit/aspects.tsv",
         "dedup": {"threshold": dedup_threshold, "shingle_words": shingle_words},
     }
-    client, lineage = _connect(address, token_file, tls, ca_file)
+    client, lineage = _connect(address, token_file, tls, ca_file, queries)
     with client:
         generator = NoiseGenerator(
             client, address, lineage, QueryRewriter(lexicon_data, aspects),
@@ -287,14 +287,20 @@ def score(items_path, responses_path, out) -> None:
     text = json.dumps(result, indent=2)
     if out:
         atomic_write_bytes(out, (text + "\n").encode("utf-8"))
-    table = Table("query", "relevance precision", "irrelevance suppression", "curation efficiency", "cited")
+    table = Table("query", "relevance precision", "irrelevance suppression", "curation efficiency", "cited",
+                  "invalid citations")  # fmt: skip
     for row in result["per_query"]:
         table.add_row(escape(row["id"]), f"{row['relevance_precision']:.3f}", f"{row['irrelevance_suppression']:.3f}",
-                      f"{row['curation_efficiency']:.3f}", escape(str(row["cited"])))  # fmt: skip
+                      f"{row['curation_efficiency']:.3f}", escape(str(row["cited"])),
+                      escape(", ".join(row["invalid_citations"])))  # fmt: skip
     overall = result["overall"]
     table.add_row("[bold]overall[/bold]", f"{overall['relevance_precision']:.3f}",
                   f"{overall['irrelevance_suppression']:.3f}", f"{overall['curation_efficiency']:.3f}", "")  # fmt: skip
     Console(stderr=True).print(table)
+    if result["unknown_responses"]:
+        unknown = result["unknown_responses"]
+        console.print(f"[yellow]warning[/yellow]: {len(unknown)} response(s) match no item and were not scored: "
+                      f"{escape(', '.join(unknown[:10]))}{' ...' if len(unknown) > 10 else ''}")  # fmt: skip
     click.echo(text)
 
 

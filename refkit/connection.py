@@ -31,8 +31,10 @@ class ServerOptions:
     timeout: float = 120.0
 
 
-def connect(options: ServerOptions) -> tuple[SearchClient, dict]:
-    """A client and the server's lineage summary; raises ServerError if the server does not answer."""
+def connect(options: ServerOptions, queries: list | None = None) -> tuple[SearchClient, dict]:
+    """A client and the server's lineage summary; raises ServerError if the server does not answer, and
+    ValueError naming the query when one of `queries` is longer than the server accepts (before any is
+    sent: one long query would otherwise fail a whole batch)."""
     token = read_token(options.token_file) if options.token_file else None
     client = SearchClient(
         options.address, token=token, tls=options.tls, ca_file=options.ca_file, retries=2, timeout=options.timeout
@@ -42,6 +44,14 @@ def connect(options: ServerOptions) -> tuple[SearchClient, dict]:
     except grpc.RpcError as error:
         client.close()
         raise ServerError(describe_rpc_error(options.address, error)) from error
+    too_long = [q for q in queries or () if len(q.query) > info.max_query_chars]
+    if too_long:
+        client.close()
+        first = too_long[0]
+        raise ValueError(
+            f"query {first.id} has {len(first.query):,} characters, more than searchd's limit of "
+            f"{info.max_query_chars:,} (searchd serve --max-query-chars); {len(too_long)} such queries in all"
+        )
     return client, lineage_summary(info)
 
 

@@ -1,8 +1,11 @@
 """`refkit score`: citation-based scoring of model responses against an item's hidden labels.
 
 Citations are bracketed reference numbers: `[1]`, `[2, 3]`, `[1-3]` (also with an en dash), `[1][4]`.
-A bracket whose content is not such a list (`[a]`, `[see above]`) is not a citation; a number that is
-not one of the item's references is reported as invalid and otherwise ignored.
+A bracket whose content is not such a list (`[a]`, `[see above]`) is not a citation. What a list holds
+that cannot be a citation of the item is reported per query as invalid and otherwise ignored: a number
+that is not one of its references, a range reaching past them (its valid part still counts), a
+reversed range (`[3-1]`), a negative number. Responses whose id is no item's are listed in
+`unknown_responses`; a response id given twice is an error.
 
 Each reference is one decision, relevant (label) vs cited (response):
 - Relevance Precision = F1 of the relevant class (cited = predicted relevant);
@@ -16,31 +19,75 @@ relevant reference and none cited) is 1.0: there was nothing to find and nothing
 from __future__ import annotations
 
 import re
+from bisect import bisect_left, bisect_right
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
 from medsnip.jsonl import InputFileError, read_jsonl
 
 _BRACKET = re.compile(r"\[([^\[\]]*)\]")
-_CITATION_LIST = re.compile(r"^\s*\d+(\s*[-\u2013]\s*\d+)?(\s*,\s*\d+(\s*[-\u2013]\s*\d+)?)*\s*$")
-MAX_RANGE = 1000
+# A bracket is a citation list when it holds only numbers, commas, spaces and dashes (hyphen, en dash,
+# minus sign); "[see 2]" or "[a]" are prose. Within a list, an item is N or N-M.
+_CITATION_LIKE = re.compile(r"^[\d\s,\-\u2013\u2212]*\d[\d\s,\-\u2013\u2212]*$")
+_ITEM = re.compile(r"^(\d+)(?:\s*[-\u2013]\s*(\d+))?$")
+MAX_RANGE = 1000  # the longest range accepted when the item's reference numbers are not known
 
 
-def parse_citations(text: str) -> list[int]:
-    """Cited numbers in order of first appearance."""
+@dataclass
+class Citations:
+    cited: list[int]  # valid reference numbers, in order of first citation
+    invalid: list[str]  # what was written that is not a valid citation ("-1", "3-1", "9", "6-999999")
+
+
+def parse_citations(text: str, valid: Collection[int] | None = None) -> Citations:
+    """The citations of a response. With `valid` (the item's reference numbers) a number or the part of
+    a range outside them is invalid; without, any number from 1 is valid and ranges are capped at
+    MAX_RANGE. A range is resolved against the valid numbers, never enumerated, so `[1-999999]`
+    repeated through a long response costs no more than `[1-5]`; each invalid item is reported once."""
+    valid_sorted = sorted(set(valid)) if valid is not None else None
     cited: list[int] = []
+    seen: set[int] = set()
+    invalid: list[str] = []
+
+    def report(item: str) -> None:
+        if item not in invalid:
+            invalid.append(item)
+
     for group in _BRACKET.findall(text):
-        if not _CITATION_LIST.match(group):
+        if not _CITATION_LIKE.match(group):
             continue
         for part in group.split(","):
-            low, _, high = part.replace("\u2013", "-").partition("-")
-            first, last = int(low), int(high) if high.strip() else int(low)
-            if last < first or last - first > MAX_RANGE:
-                last = first
-            for number in range(first, last + 1):
-                if number not in cited:
+            item = " ".join(part.split())
+            if not item:
+                continue  # "[1,]": a trailing comma cites nothing more
+            match = _ITEM.match(item)
+            if match is None:  # "-1", "1-2-3", "\u22121"
+                report(item)
+                continue
+            low = int(match.group(1))
+            high = int(match.group(2)) if match.group(2) is not None else low
+            if high < low:
+                report(item)
+                continue
+            numbers, outside = _resolve(low, high, valid_sorted)
+            if outside:
+                report(item)
+            for number in numbers:
+                if number not in seen:
+                    seen.add(number)
                     cited.append(number)
-    return cited
+    return Citations(cited, invalid)
+
+
+def _resolve(low: int, high: int, valid_sorted: list[int] | None) -> tuple[list[int], bool]:
+    """(the valid numbers in low..high, whether the range reaches outside them)."""
+    if valid_sorted is None:
+        if low < 1 or high - low > MAX_RANGE:
+            return [], True
+        return list(range(low, high + 1)), False
+    inside = valid_sorted[bisect_left(valid_sorted, low) : bisect_right(valid_sorted, high)]
+    return inside, len(inside) != high - low + 1
 
 
 @dataclass
@@ -88,11 +135,19 @@ def read_items(path: Path) -> list[dict]:
 
 
 def read_responses(path: Path) -> dict[str, str]:
+    """Responses by item id; a repeated id is an error (which of the two should count?)."""
     responses: dict[str, str] = {}
+    lines: dict[str, int] = {}
     for number, record in read_jsonl(path, ("id", "response")):
         if not isinstance(record["response"], str):
             raise InputFileError(f"{path}:{number}: field 'response' is not text")
-        responses[str(record["id"])] = record["response"]
+        response_id = str(record["id"])
+        if response_id in lines:
+            raise InputFileError(
+                f"{path}:{number}: duplicate response id {response_id} (first at line {lines[response_id]})"
+            )
+        lines[response_id] = number
+        responses[response_id] = record["response"]
     return responses
 
 
@@ -103,8 +158,9 @@ def score(items: list[dict], responses: dict[str, str]) -> dict:
     overall = Counts()
     per_query = []
     for item in items:
-        cited = parse_citations(responses[str(item["id"])])
         numbers = {int(n) for n in item["answer_key"]}
+        citations = parse_citations(responses[str(item["id"])], numbers)
+        cited = set(citations.cited)
         counts = Counts()
         for number_text, key in item["answer_key"].items():
             is_cited = int(number_text) in cited
@@ -117,12 +173,15 @@ def score(items: list[dict], responses: dict[str, str]) -> dict:
         overall.add(counts)
         per_query.append({
             "id": str(item["id"]),
-            "cited": [n for n in cited if n in numbers],
-            "invalid_citations": [n for n in cited if n not in numbers],
+            "cited": citations.cited,
+            "invalid_citations": citations.invalid,
             "counts": counts.as_dict(),
             **counts.scores(),
         })  # fmt: skip
     names = ("relevance_precision", "irrelevance_suppression", "curation_efficiency")
     mean = {name: sum(q[name] for q in per_query) / len(per_query) for name in names} if per_query else {}
+    item_ids = {str(item["id"]) for item in items}
+    unknown = [response_id for response_id in responses if response_id not in item_ids]
     return {"overall": {**overall.scores(), "counts": overall.as_dict(), "items": len(items)},
-            "mean_per_query": mean, "per_query": per_query}  # fmt: skip
+            "mean_per_query": mean, "per_query": per_query,
+            "unknown_responses": unknown}  # fmt: skip

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import shutil
 import signal
+import time
 from pathlib import Path
 
 import orjson
@@ -15,13 +16,14 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import PUBMED_SAMPLES, SAMPLES, run_indexer
+from medsnip.jsonl import InputFileError
 from medsnip.queries import QueryFileError, read_query_file
 from refkit.cli import main as refkit_main
 from refkit.dedup import Deduplicator, jaccard, shingles
 from refkit.lexicon import LexiconError, read_lexicon
 from refkit.matcher import PhraseMatcher, read_aspects
 from refkit.noise import PairingTest, QueryRewriter
-from refkit.score import parse_citations, score
+from refkit.score import Citations, parse_citations, read_responses, score
 from searchd.client import SearchClient
 from searchd.launch import start_background_server
 
@@ -124,9 +126,35 @@ def test_bad_query_files_name_the_line_and_field(tmp_path, name, text, message):
 
 
 def test_citation_parsing():
-    assert parse_citations("As shown [1], and [2, 3]; also [5-7][4] and [9\u201310].") == [1, 2, 3, 5, 6, 7, 4, 9, 10]
-    assert parse_citations("No citations [a], [see 2], [] or [1,] here.") == []
-    assert parse_citations("[3] again [3] and [2-3]") == [3, 2]
+    cited = parse_citations("As shown [1], and [2, 3]; also [5-7][4] and [9\u201310].").cited
+    assert cited == [1, 2, 3, 5, 6, 7, 4, 9, 10]
+    assert parse_citations("No citations [a], [see 2] or [] here.") == Citations([], [])
+    assert parse_citations("[3] again [3] and [2-3], [1,]").cited == [3, 2, 1]
+
+
+def test_invalid_citations_are_reported_not_collapsed():
+    """Before: [1-999999] and [3-1] became one citation each, [-1] vanished, [1-1000] repeated through a
+    long response took minutes."""
+    refs = {1, 2, 3, 4, 5}
+    assert parse_citations("see [3-1] and [-1] and [2]", refs) == Citations([2], ["3-1", "-1"])
+    assert parse_citations("all of them [1-999999]", refs) == Citations([1, 2, 3, 4, 5], ["1-999999"])
+    assert parse_citations("[0], [9], [4-7], [1 - 2]", refs) == Citations([4, 5, 1, 2], ["0", "9", "4-7"])
+    assert parse_citations("[1-999999]") == Citations([], ["1-999999"])  # unknown references: capped
+    long_response = "Evidence [1-1000] shows [2-999999] that. " * 20_000  # ~800 KB
+    started = time.perf_counter()
+    assert parse_citations(long_response, refs) == Citations([1, 2, 3, 4, 5], ["1-1000", "2-999999"])
+    assert time.perf_counter() - started < 5  # linear: well under a second here
+
+
+def test_duplicate_and_unknown_response_ids_are_reported(tmp_path):
+    items = [{"id": "a", "references": [{"number": 1}], "answer_key": {"1": {"label": "relevant"}}}]
+    responses = tmp_path / "responses.jsonl"
+    responses.write_text('{"id": "a", "response": "[1]"}\n{"id": "zz", "response": "[1]"}\n')
+    result = score(items, read_responses(responses))
+    assert result["unknown_responses"] == ["zz"] and result["per_query"][0]["cited"] == [1]
+    responses.write_text('{"id": "a", "response": "[1]"}\n{"id": "a", "response": "none"}\n')
+    with pytest.raises(InputFileError, match="responses.jsonl:2: duplicate response id a \\(first at line 1\\)"):
+        read_responses(responses)
 
 
 def test_scores_match_f1_computed_by_hand():
@@ -150,7 +178,7 @@ def test_scores_match_f1_computed_by_hand():
     assert overall["curation_efficiency"] == pytest.approx((0.4 + 6 / 9) / 2)
     a, b = result["per_query"]
     assert (a["relevance_precision"], a["irrelevance_suppression"]) == (pytest.approx(0.5), pytest.approx(2 / 3))
-    assert a["cited"] == [1, 3] and a["invalid_citations"] == [9]
+    assert a["cited"] == [1, 3] and a["invalid_citations"] == ["9"]
     assert (b["relevance_precision"], b["irrelevance_suppression"]) == (0.0, pytest.approx(2 / 3))
     assert result["mean_per_query"]["relevance_precision"] == pytest.approx(0.25)
 
@@ -460,3 +488,8 @@ def test_bad_input_gives_a_clear_error_and_writes_nothing(server, lexicon_path, 
     result = refkit("assemble", "--relevant", labeled, "--n-relevant", "2..1", "--n-irrelevant", "1..2", "--seed", 1,
                     "--out", out, ok=False)  # fmt: skip
     assert result.exit_code == 2 and "--n-relevant" in result.output
+    huge = tmp_path / "huge.tsv"  # before: a _csv.Error traceback while reading
+    huge.write_text("q1\tasthma and fast food\nq2\t" + "asthma " * 150_000 + "\n", encoding="utf-8")
+    result = refkit("collect", huge, "--server", server, "--out", out, ok=False)
+    assert result.exit_code == 2 and not out.exists()
+    assert "query q2 has 1,049,999 characters, more than searchd's limit of 4,096" in result.output
