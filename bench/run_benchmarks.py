@@ -277,7 +277,17 @@ def refkit_sections(args) -> list[str]:
     return refkit_bench.refkit_section(root, args.work / "refkit")
 
 
-SECTIONS = ("pubmed", "wikipedia", "chunker", "indexer", "searchd", "refkit")
+def flood_sections(args) -> list[str]:
+    """searchd's memory under undecodable requests, against a bare grpcio server with and without the fix."""
+    import flood_bench
+
+    root = REPO / "build" / "demo"
+    if not (root / "pubmed" / "dense-minilm" / "build.json").is_file():
+        subprocess.run([sys.executable, "-m", "medsnip.demo", "--out", str(root)], check=True, cwd=REPO)
+    return flood_bench.flood_section(root)
+
+
+SECTIONS = ("pubmed", "wikipedia", "chunker", "indexer", "searchd", "refkit", "flood")
 
 
 def main() -> None:
@@ -315,6 +325,8 @@ def main() -> None:
         lines += searchd_sections(args)
     if "refkit" in wanted:
         lines += refkit_sections(args)
+    if "flood" in wanted:
+        lines += flood_sections(args)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(lines), encoding="utf-8")
     print("\n".join(lines))

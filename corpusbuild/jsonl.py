@@ -13,8 +13,6 @@ import codecs
 import json
 import re
 
-import orjson
-
 from corpusbuild.chunking import ChunkingParams
 from corpusbuild.cleaning import clean_text, visible_or_empty
 from corpusbuild.errors import InputError, InputProblem
@@ -22,6 +20,7 @@ from corpusbuild.ids import BadId, text_id
 from corpusbuild.inputs import DECOMPRESSION_ERRORS, decompressed
 from corpusbuild.shardbuild import EVENT_RECORD, FileTask, PartWriter
 from medsnip.buildrecord import HashingReader
+from medsnip.jsonl import loads_object
 from medsnip.snippet import document_key, shard_of, snippet_lines
 
 SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.bz2")
@@ -90,11 +89,9 @@ def parse_record(raw: bytes) -> dict:
     """One JSONL line as an object; RecordError when it is not JSON, not an object, or holds an
     integer that no 64-bit type holds (it could not be written back unchanged)."""
     try:
-        record = orjson.loads(raw)
-    except orjson.JSONDecodeError as error:
-        raise RecordError(f"not JSON ({error.msg} at column {error.colno})") from None
-    if not isinstance(record, dict):
-        raise RecordError(f"a JSON {type(record).__name__}, not an object")
+        record = loads_object(raw)
+    except ValueError as error:
+        raise RecordError(str(error)) from None
     if _LONG_INTEGER.search(raw):
         field = _field_beyond_64_bits(json.loads(raw))
         if field is not None:

@@ -32,6 +32,18 @@ def write_jsonl(path: Path, records: Iterable[dict[str, Any]]) -> int:
     return len(lines)
 
 
+def loads_object(line: bytes) -> dict[str, Any]:
+    """One line as a JSON object; ValueError saying why not ("not JSON (... at column 7)", "a JSON list,
+    not an object"), for the caller to place in its file."""
+    try:
+        record = orjson.loads(line)
+    except orjson.JSONDecodeError as problem:
+        raise ValueError(f"not JSON ({problem.msg} at column {problem.colno})") from None
+    if not isinstance(record, dict):
+        raise ValueError(f"a JSON {type(record).__name__}, not an object")
+    return record
+
+
 def read_jsonl(
     path: Path, required: tuple[str, ...] = (), error: type[InputFileError] = InputFileError
 ) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -49,11 +61,9 @@ def read_jsonl(
             if not line.strip():
                 continue
             try:
-                record = orjson.loads(line)
-            except orjson.JSONDecodeError as problem:
-                raise error(f"{path}:{number}: not JSON ({problem})") from problem
-            if not isinstance(record, dict):
-                raise error(f"{path}:{number}: expected a JSON object")
+                record = loads_object(line)
+            except ValueError as problem:
+                raise error(f"{path}:{number}: {problem}") from problem
             for field in required:
                 if field not in record:
                     raise error(f"{path}:{number}: missing field '{field}'")

@@ -24,6 +24,27 @@ def main() -> None:
     """Hybrid BM25 + dense search over medsnip corpora, served over gRPC."""
 
 
+# (flag, default, type, help) of serve's limits: a table, not a wall of decorators
+_LIMITS = (
+    ("--max-k", 1000, click.IntRange(1), "Most hits a request may ask for."),
+    ("--max-query-chars", 4096, click.IntRange(1), "Longest query accepted."),
+    ("--max-batch", 256, click.IntRange(1), "Most requests in one BatchSearch."),
+    ("--max-in-flight", 64, click.IntRange(1), "Calls served at once; more get RESOURCE_EXHAUSTED."),
+    ("--max-call-seconds", 300.0, click.FloatRange(0.001),
+     "Longest a call may run; calls without a deadline (or a longer one) get this one."),
+    ("--max-reply-mb", 64.0, click.FloatRange(0.001), "Largest reply built; a larger one is RESOURCE_EXHAUSTED."),
+    ("--max-connections", 1000, click.IntRange(1), "Open client connections at most (more are refused)."),
+    ("--idle-timeout", 300.0, click.FloatRange(0.001), "Close a connection after this many seconds without a call."),
+    ("--grace", 10.0, click.FloatRange(0), "On SIGTERM, seconds running calls get before they are cancelled."),
+)  # fmt: skip
+
+
+def limit_options(command):
+    for flag, default, kind, help_text in reversed(_LIMITS):
+        command = click.option(flag, default=default, show_default=True, type=kind, help=help_text)(command)
+    return command
+
+
 @main.command()
 @click.option(
     "--root",
@@ -34,51 +55,7 @@ def main() -> None:
 @click.option("--corpora", multiple=True, help="Serve only these corpora (repeatable) [default: all].")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface; loopback unless you open it.")
 @click.option("--port", default=50051, show_default=True, type=click.IntRange(0, 65535), help="0 picks a free port.")
-@click.option("--max-k", default=1000, show_default=True, type=click.IntRange(1))
-@click.option("--max-query-chars", default=4096, show_default=True, type=click.IntRange(1))
-@click.option("--max-batch", default=256, show_default=True, type=click.IntRange(1))
-@click.option(
-    "--max-in-flight",
-    default=64,
-    show_default=True,
-    type=click.IntRange(1),
-    help="Calls served at once; more get RESOURCE_EXHAUSTED.",
-)
-@click.option(
-    "--max-call-seconds",
-    default=300.0,
-    show_default=True,
-    type=click.FloatRange(0.001),
-    help="Longest a call may run; calls without a deadline (or a longer one) get this one.",
-)
-@click.option(
-    "--max-reply-mb",
-    default=64.0,
-    show_default=True,
-    type=click.FloatRange(0.001),
-    help="Largest reply built; a larger one is refused with RESOURCE_EXHAUSTED.",
-)
-@click.option(
-    "--max-connections",
-    default=1000,
-    show_default=True,
-    type=click.IntRange(1),
-    help="Open client connections at most (more are refused).",
-)
-@click.option(
-    "--idle-timeout",
-    default=300.0,
-    show_default=True,
-    type=click.FloatRange(0.001),
-    help="Close a connection after this many seconds without a call.",
-)
-@click.option(
-    "--grace",
-    default=10.0,
-    show_default=True,
-    type=click.FloatRange(0),
-    help="On SIGTERM, seconds running calls get to finish before they are cancelled.",
-)
+@limit_options
 @click.option("--tls-cert", type=click.Path(path_type=Path, exists=True, dir_okay=False))
 @click.option("--tls-key", type=click.Path(path_type=Path, exists=True, dir_okay=False))
 @click.option(
