@@ -89,7 +89,7 @@ def test_a_batch_past_its_deadline_leaves_no_work_running(hybrid_server):
             client.batch_search(QUESTIONS[:256], k=1000, timeout=2)
         assert caught.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
         assert time.monotonic() - started < 4
-        time.sleep(1.5)  # the batch being served when the deadline passed may finish
+        time.sleep(2.5)  # the batch being served when the deadline passed may finish
         before = cpu_seconds(process.pid)
         time.sleep(1.5)
         assert cpu_seconds(process.pid) - before < 0.3
