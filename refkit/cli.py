@@ -236,7 +236,13 @@ def noise(queries_file, lexicon_path, seed, out, per_query, top_m, candidates, a
 @click.argument("refs", type=PathIn)
 @click.option("--qrels", required=True, type=PathIn, help="TREC (qid 0 docid grade) or BEIR qrels.")
 @click.option("--out", required=True, type=PathOut, help="labeled.jsonl to write.")
-@click.option("--unjudged", default="irrelevant", show_default=True, type=click.Choice(["irrelevant", "skip"]))
+@click.option(
+    "--unjudged",
+    default="skip",
+    show_default=True,
+    type=click.Choice(["skip", "irrelevant"]),
+    help="Unjudged references: left unlabelled (skip), or called irrelevant (complete qrels only).",
+)
 @_friendly_errors
 def label(refs, qrels, out, unjudged) -> None:
     """Label collected references from relevance judgements (by document id or snippet id)."""
@@ -297,6 +303,18 @@ def score(items_path, responses_path, out) -> None:
     table.add_row("[bold]overall[/bold]", f"{overall['relevance_precision']:.3f}",
                   f"{overall['irrelevance_suppression']:.3f}", f"{overall['curation_efficiency']:.3f}", "")  # fmt: skip
     Console(stderr=True).print(table)
+    classes = Table("class", "precision", "recall", "F1", title="overall, per class")
+    for name in ("relevant_class", "irrelevant_class"):
+        scores = overall[name]
+        classes.add_row(name.removesuffix("_class"), f"{scores['precision']:.3f}", f"{scores['recall']:.3f}",
+                        f"{scores['f1']:.3f}")  # fmt: skip
+    Console(stderr=True).print(classes)
+    if result["per_category"]:
+        categories = Table("category", "relevance precision", "irrelevance suppression", "curation efficiency")
+        for name, scores in result["per_category"].items():
+            columns = ("relevance_precision", "irrelevance_suppression", "curation_efficiency")
+            categories.add_row(escape(name), *(f"{scores[column]:.3f}" for column in columns))
+        Console(stderr=True).print(categories)
     if result["unknown_responses"]:
         unknown = result["unknown_responses"]
         console.print(f"[yellow]warning[/yellow]: {len(unknown)} response(s) match no item and were not scored: "

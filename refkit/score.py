@@ -19,6 +19,7 @@ relevant reference and none cited) is 1.0: there was nothing to find and nothing
 from __future__ import annotations
 
 import re
+import unicodedata
 from bisect import bisect_left, bisect_right
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -54,7 +55,7 @@ def parse_citations(text: str, valid: Collection[int] | None = None) -> Citation
         if item not in invalid:
             invalid.append(item)
 
-    for group in _BRACKET.findall(text):
+    for group in _BRACKET.findall(_ascii_brackets(text)):
         if not _CITATION_LIKE.match(group):
             continue
         for part in group.split(","):
@@ -80,6 +81,17 @@ def parse_citations(text: str, valid: Collection[int] | None = None) -> Citation
     return Citations(cited, invalid)
 
 
+# Chinese and Japanese answers cite with full-width brackets and digits: 【1】, ［1，２］, 〖3〗.
+_WIDE_BRACKETS = str.maketrans({"\u3010": "[", "\u3011": "]", "\u3016": "[", "\u3017": "]"})
+
+
+def _ascii_brackets(text: str) -> str:
+    """Full-width brackets, digits, commas and dashes as their ASCII forms (NFKC, plus 【】〖〗)."""
+    if text.isascii():
+        return text
+    return unicodedata.normalize("NFKC", text).translate(_WIDE_BRACKETS)
+
+
 def _resolve(low: int, high: int, valid_sorted: list[int] | None) -> tuple[list[int], bool]:
     """(the valid numbers in low..high, whether the range reaches outside them)."""
     if valid_sorted is None:
@@ -103,13 +115,15 @@ class Counts:
         self.irrelevant_cited += other.irrelevant_cited
         self.irrelevant_uncited += other.irrelevant_uncited
 
-    def scores(self) -> dict[str, float]:
-        relevance = _f1(self.relevant_cited, self.irrelevant_cited, self.relevant_uncited)
-        suppression = _f1(self.irrelevant_uncited, self.relevant_uncited, self.irrelevant_cited)
+    def scores(self) -> dict:
+        relevant = _class_scores(self.relevant_cited, self.irrelevant_cited, self.relevant_uncited)
+        irrelevant = _class_scores(self.irrelevant_uncited, self.relevant_uncited, self.irrelevant_cited)
         return {
-            "relevance_precision": relevance,
-            "irrelevance_suppression": suppression,
-            "curation_efficiency": (relevance + suppression) / 2,
+            "relevance_precision": relevant["f1"],
+            "irrelevance_suppression": irrelevant["f1"],
+            "curation_efficiency": (relevant["f1"] + irrelevant["f1"]) / 2,
+            "relevant_class": relevant,  # cited = predicted relevant
+            "irrelevant_class": irrelevant,  # not cited = predicted irrelevant
         }
 
     def as_dict(self) -> dict[str, int]:
@@ -119,6 +133,16 @@ class Counts:
 def _f1(true_positive: int, false_positive: int, false_negative: int) -> float:
     denominator = 2 * true_positive + false_positive + false_negative
     return 1.0 if denominator == 0 else 2 * true_positive / denominator
+
+
+def _class_scores(true_positive: int, false_positive: int, false_negative: int) -> dict[str, float]:
+    """Precision, recall and F1 of one class; a ratio with nothing to count is 1.0, as the F1 is."""
+    predicted, actual = true_positive + false_positive, true_positive + false_negative
+    return {
+        "precision": true_positive / predicted if predicted else 1.0,
+        "recall": true_positive / actual if actual else 1.0,
+        "f1": _f1(true_positive, false_positive, false_negative),
+    }
 
 
 def read_items(path: Path) -> list[dict]:
@@ -156,6 +180,7 @@ def score(items: list[dict], responses: dict[str, str]) -> dict:
     if missing:
         raise InputFileError(f"no response for item(s) {', '.join(missing[:10])}{' ...' if len(missing) > 10 else ''}")
     overall = Counts()
+    per_category: dict[str, Counts] = {}
     per_query = []
     for item in items:
         numbers = {int(n) for n in item["answer_key"]}
@@ -171,6 +196,8 @@ def score(items: list[dict], responses: dict[str, str]) -> dict:
                 counts.irrelevant_cited += is_cited
                 counts.irrelevant_uncited += not is_cited
         overall.add(counts)
+        if item.get("category") is not None:
+            per_category.setdefault(str(item["category"]), Counts()).add(counts)
         per_query.append({
             "id": str(item["id"]),
             "cited": citations.cited,
@@ -182,6 +209,9 @@ def score(items: list[dict], responses: dict[str, str]) -> dict:
     mean = {name: sum(q[name] for q in per_query) / len(per_query) for name in names} if per_query else {}
     item_ids = {str(item["id"]) for item in items}
     unknown = [response_id for response_id in responses if response_id not in item_ids]
+    categories = {
+        name: {**counts.scores(), "counts": counts.as_dict()} for name, counts in sorted(per_category.items())
+    }
     return {"overall": {**overall.scores(), "counts": overall.as_dict(), "items": len(items)},
-            "mean_per_query": mean, "per_query": per_query,
+            "mean_per_query": mean, "per_category": categories, "per_query": per_query,
             "unknown_responses": unknown}  # fmt: skip

@@ -146,6 +146,24 @@ def test_invalid_citations_are_reported_not_collapsed():
     assert time.perf_counter() - started < 5  # linear: well under a second here
 
 
+def test_full_width_citations_precision_recall_and_categories():
+    """Chinese answers cite with 【1】 or ［１，２］; each class gets precision and recall beside its F1;
+    items with a `category` are also scored per category."""
+    assert parse_citations("参见【1】和［２，3］，以及〖4-5〗。", {1, 2, 3, 4, 5}).cited == [1, 2, 3, 4, 5]
+    key = {"1": {"label": "relevant"}, "2": {"label": "relevant"}, "3": {"label": "irrelevant"}}
+    items = [
+        {"id": "a", "category": "drug", "references": [{"number": n} for n in (1, 2, 3)], "answer_key": key},
+        {"id": "b", "category": "disease", "references": [{"number": n} for n in (1, 2, 3)], "answer_key": key},
+    ]
+    result = score(items, {"a": "【1】【3】", "b": "[1][2]"})
+    relevant = result["overall"]["relevant_class"]  # cited 1,3 and 1,2: 3 of 4 citations relevant, 3 of 4 found
+    assert relevant == {"precision": 0.75, "recall": 0.75, "f1": 0.75}
+    irrelevant = result["overall"]["irrelevant_class"]  # not cited: 2 (relevant) and 3 (irrelevant)
+    assert irrelevant == {"precision": 0.5, "recall": 0.5, "f1": 0.5}
+    assert result["per_category"]["drug"]["relevant_class"]["precision"] == 0.5
+    assert result["per_category"]["disease"]["curation_efficiency"] == 1.0
+
+
 def test_duplicate_and_unknown_response_ids_are_reported(tmp_path):
     items = [{"id": "a", "references": [{"number": 1}], "answer_key": {"1": {"label": "relevant"}}}]
     responses = tmp_path / "responses.jsonl"
