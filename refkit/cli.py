@@ -124,15 +124,32 @@ def collect(queries_file, out, k, address, token_file, tls, ca_file, retrievers,
 @click.option("--token-file", type=PathIn)
 @click.option("--tls", is_flag=True)
 @click.option("--ca-file", type=PathIn)
+@click.option(
+    "--mesh",
+    "mesh_path",
+    type=PathIn,
+    help="NLM's MeSH descriptor XML (desc2026.xml): names, entry terms, trees and types.",
+)
+@click.option("--supplementary", type=PathIn, help="NLM's supplementary concept XML (supp2026.xml), with --mesh.")
 @_friendly_errors
-def lexicon(out, address, corpus_dirs, corpora, token_file, tls, ca_file) -> None:
-    """An entity lexicon from the indexed PubMed records' MeSH headings and chemicals."""
+def lexicon(out, address, corpus_dirs, corpora, token_file, tls, ca_file, mesh_path, supplementary) -> None:
+    """An entity lexicon: MeSH (--mesh) merged with what the indexed PubMed records' headings and
+    chemicals say (--server or --corpus: frequencies, qualifier profiles, co-occurrence); either alone works."""
     from refkit.lexicon import LexiconMiner
 
-    if bool(address) == bool(corpus_dirs):
-        raise click.UsageError("give either --server ADDR or --corpus DIR")
+    if address and corpus_dirs:
+        raise click.UsageError("give --server ADDR or --corpus DIR, not both")
+    if not (address or corpus_dirs or mesh_path):
+        raise click.UsageError("give --mesh FILE and/or one of --server ADDR, --corpus DIR")
+    if supplementary and not mesh_path:
+        raise click.UsageError("--supplementary goes with --mesh")
     miner = LexiconMiner()
-    if address:
+    if not (address or corpus_dirs):
+        client = contextlib.nullcontext()
+
+        def documents():
+            return iter(())
+    elif address:
         import grpc
 
         from refkit.connection import ServerError, describe_rpc_error
@@ -168,8 +185,19 @@ def lexicon(out, address, corpus_dirs, corpora, token_file, tls, ca_file) -> Non
         for meta in documents():
             miner.add_cooccurrence(meta)
     built = miner.lexicon()
-    if not len(built):
+    if (address or corpus_dirs) and not len(built):
         raise ValueError("no MeSH headings or chemicals in the scanned records (is a PubMed corpus among them?)")
+    if mesh_path:
+        from lxml import etree
+
+        from refkit.mesh import merge, read_mesh
+
+        try:
+            built = merge(read_mesh(mesh_path, supplementary), built)
+        except etree.XMLSyntaxError as error:
+            raise ValueError(f"{error.filename or mesh_path}:{error.lineno}: not MeSH XML ({error.msg})") from error
+    if not len(built):
+        raise ValueError(f"{mesh_path}: no MeSH descriptors")
     built.write(out)
     types = Counter(e.type for e in built.entities.values())
     console.print(f"{miner.documents} documents: {len(built)} entities ({dict(sorted(types.items()))}) -> {out}")

@@ -11,11 +11,12 @@ Columns of lexicon.tsv (a user-supplied lexicon needs `name` and `type`; the oth
 |---------------|---------|
 | name          | the preferred name (MeSH heading or substance name) |
 | ui            | MeSH UI (D..., C...) when the records carry it |
-| type          | `drug` (chemicals and drugs), `disease`, or `other` |
+| type          | `drug`, `disease`, `gene`, `organism`, `procedure`, `anatomy`, `process`, `other` (refkit.mesh) |
 | frequency     | documents that carry the entity |
 | entry_terms   | other names, `|`-separated (mined: the uninverted form of an inverted heading) |
 | qualifiers    | qualifier profile: `name=count|...`, most frequent first |
 | cooccurrence  | the drug/disease entities it shares documents with most: `name=count|...` |
+| trees         | MeSH tree numbers, `|`-separated (from `--mesh`): what sibling swaps use |
 
 Type inference, since PubMed records carry no tree numbers: an entity is a `drug` when it appears in
 a chemical list or its qualifier profile leans to drug-only qualifiers (pharmacology, therapeutic use,
@@ -37,8 +38,8 @@ from pathlib import Path
 
 from medsnip.buildrecord import atomic_write_bytes
 
-TYPES = ("drug", "disease", "other")
-COLUMNS = ("name", "ui", "type", "frequency", "entry_terms", "qualifiers", "cooccurrence")
+TYPES = ("drug", "disease", "gene", "organism", "procedure", "anatomy", "process", "other")
+COLUMNS = ("name", "ui", "type", "frequency", "entry_terms", "qualifiers", "cooccurrence", "trees")
 # Qualifiers MeSH allows (almost) only on drugs/chemicals, and only on diseases. Qualifiers shared with
 # anatomy, organisms, places or procedures (pathology, physiopathology, genetics, epidemiology, surgery,
 # adverse effects, standards, ...) would type "Heart", "United States" or "Coronary Artery Bypass" as
@@ -67,6 +68,7 @@ class Entity:
     entry_terms: list[str] = field(default_factory=list)
     qualifiers: Counter = field(default_factory=Counter)
     cooccurrence: Counter = field(default_factory=Counter)
+    trees: list[str] = field(default_factory=list)
 
     @property
     def key(self) -> str:
@@ -100,7 +102,7 @@ class Lexicon:
         for entity in sorted(self.entities.values(), key=lambda e: (-e.frequency, e.key)):
             writer.writerow([
                 entity.name, entity.ui, entity.type, entity.frequency, "|".join(entity.entry_terms),
-                _pairs(entity.qualifiers), _pairs(entity.cooccurrence, COOCCURRENCE_KEPT),
+                _pairs(entity.qualifiers), _pairs(entity.cooccurrence, COOCCURRENCE_KEPT), "|".join(entity.trees),
             ])  # fmt: skip
         return out.getvalue().encode("utf-8")
 
@@ -166,6 +168,7 @@ def read_lexicon(path: Path) -> Lexicon:
                 entry_terms=[t.strip() for t in cells.get("entry_terms", "").split("|") if t.strip()],
                 qualifiers=_parse_pairs(cells.get("qualifiers", ""), where, "qualifiers"),
                 cooccurrence=_parse_pairs(cells.get("cooccurrence", ""), where, "cooccurrence"),
+                trees=[t.strip() for t in cells.get("trees", "").split("|") if t.strip()],
             )
         )
     if not entities:

@@ -53,13 +53,58 @@ class PhraseMatcher:
         return chosen
 
 
+def with_variants(phrases: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    """The phrases, then the variants a text may write that a vocabulary does not list: the other number
+    of the last word ("Salmonella Infections" / "salmonella infection") and hyphens as spaces or
+    dropped ("anti-bacterial" / "anti bacterial" / "antibacterial"). Variants come after every listed
+    phrase, so a listed name of another entity wins over a variant (PhraseMatcher keeps the first)."""
+    variants = []
+    for phrase, payload in phrases:
+        forms = {phrase}
+        if "-" in phrase:
+            forms |= {phrase.replace("-", " "), phrase.replace("-", "")}
+        forms |= {number for form in forms if (number := other_number(form))}
+        variants += [(form, payload) for form in sorted(forms - {phrase})]
+    return [*phrases, *variants]
+
+
+_SIBILANT_ENDINGS = ("s", "x", "z", "ch", "sh")
+
+
+def other_number(phrase: str) -> str | None:
+    """The phrase with its last word in the other grammatical number (regular English forms only), or
+    None when the last word is short, not alphabetic, or looks Latin ("-us", "-is", "-ss")."""
+    head, _, last = phrase.rpartition(" ")
+    if len(last) < 4 or not last.isalpha() or last.isupper():
+        return None
+    lower = last.lower()
+    if lower.endswith(("ss", "us", "is")):
+        return None
+    if lower.endswith("ies"):
+        word = last[:-3] + "y"
+    elif lower.endswith("es") and lower[:-2].endswith(_SIBILANT_ENDINGS):
+        word = last[:-2]
+    elif lower.endswith("s"):
+        word = last[:-1]
+    elif lower.endswith("y") and lower[-2] not in "aeiou":
+        word = last[:-1] + "ies"
+    elif lower.endswith(_SIBILANT_ENDINGS):
+        word = last + "es"
+    else:
+        word = last + "s"
+    return f"{head} {word}" if head else word
+
+
 def _boundary(text: str, index: int) -> bool:
     return index < 0 or index >= len(text) or not text[index].isalnum()
 
 
+ASPECT_TYPES = ("drug", "disease", "gene", "organism", "procedure")  # entity types that have aspects
+
+
 @dataclass(frozen=True)
 class Aspect:
-    type: str  # "drug" | "disease"
+    type: str  # one of ASPECT_TYPES
     name: str
     synonyms: tuple[str, ...]
     qualifiers: tuple[str, ...]
@@ -75,8 +120,10 @@ def read_aspects(path: Path | None = None) -> list[Aspect]:
     aspects = []
     lines = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip() and not line.startswith("#")]
     for number, row in ((n, next(csv.reader([line], delimiter="\t"))) for n, line in lines[1:]):
-        if len(row) != 4 or row[0] not in ("drug", "disease") or not row[1].strip():
-            raise ValueError(f"{where}:{number}: expected 'drug|disease<TAB>aspect<TAB>synonyms<TAB>qualifiers'")
+        if len(row) != 4 or row[0] not in ASPECT_TYPES or not row[1].strip():
+            raise ValueError(
+                f"{where}:{number}: expected '{'|'.join(ASPECT_TYPES)}<TAB>aspect<TAB>synonyms<TAB>qualifiers'"
+            )
         synonyms = tuple(s.strip() for s in row[2].split("|") if s.strip())
         qualifiers = tuple(q.strip().casefold() for q in row[3].split("|") if q.strip())
         aspects.append(Aspect(row[0], row[1].strip(), synonyms or (row[1].strip(),), qualifiers))

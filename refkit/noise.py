@@ -33,10 +33,13 @@ from medsnip.queries import QueryItem
 from refkit.collect import DedupOptions, RetrievalOptions, reference_from_hit, search_many
 from refkit.connection import ServerError, describe_rpc_error
 from refkit.lexicon import Entity, Lexicon, profile_similarity, uninverted
-from refkit.matcher import Aspect, Match, PhraseMatcher
+from refkit.matcher import Aspect, Match, PhraseMatcher, with_variants
 from searchd.client import SearchClient
 
 ENTITY_POOL = 5  # the seed picks entity swaps among this many best-ranked candidates
+# entity types a query is rewritten for: those with aspects (refkit/aspects.tsv), and anatomy and
+# processes, which get entity swaps only
+REWRITTEN_TYPES = ("drug", "disease", "gene", "organism", "procedure", "anatomy", "process")
 
 
 @dataclass
@@ -89,11 +92,15 @@ class QueryRewriter:
     def __init__(self, lexicon: Lexicon, aspects: list[Aspect]):
         self.lexicon = lexicon
         self.aspects = aspects
-        typed = [e for e in lexicon.entities.values() if e.type in ("drug", "disease")]
-        self.entity_matcher = PhraseMatcher([(form, e) for e in typed for form in e.surface_forms()])
-        self.aspect_matcher = PhraseMatcher([(s, a) for a in aspects for s in a.synonyms])
+        typed = [e for e in lexicon.entities.values() if e.type in REWRITTEN_TYPES]
+        self.entity_matcher = PhraseMatcher(with_variants([(form, e) for e in typed for form in e.surface_forms()]))
+        by_phrase: dict[str, list[Aspect]] = {}  # one phrase may name aspects of several types ("indications")
+        for aspect in aspects:
+            for synonym in aspect.synonyms:
+                by_phrase.setdefault(" ".join(synonym.lower().split()), []).append(aspect)
+        self.aspect_matcher = PhraseMatcher([(phrase, tuple(found)) for phrase, found in by_phrase.items()])
         self._by_type = {kind: sorted((e for e in typed if e.type == kind), key=lambda e: e.key)
-                         for kind in ("drug", "disease")}  # fmt: skip
+                         for kind in REWRITTEN_TYPES}  # fmt: skip
 
     def analyse(self, query: str) -> Analysis:
         """Entities, aspects and the target pair. Questions end with what they ask ("... which of the
@@ -101,8 +108,8 @@ class QueryRewriter:
         nearest entity of its type; a query with no such pair targets its last entity, aspect-less."""
         entities = self.entity_matcher.find(query)
         entity_spans = [(m.start, m.end) for m in entities]
-        aspects = [m for m in self.aspect_matcher.find(query)
-                   if not any(s < m.end and m.start < e for s, e in entity_spans)]  # fmt: skip
+        aspects = [Match(m.start, m.end, m.text, aspect) for m in self.aspect_matcher.find(query)
+                   if not any(s < m.end and m.start < e for s, e in entity_spans) for aspect in m.payload]  # fmt: skip
         analysis = Analysis(entities, aspects)
         for aspect in reversed(aspects):
             compatible = [e for e in entities if e.payload.type == aspect.payload.type]
@@ -114,19 +121,23 @@ class QueryRewriter:
             analysis.entity = entities[-1]
         return analysis
 
-    def entity_candidates(self, original: Entity, exclude: set[str]) -> list[Entity]:
-        """Same-type entities, best first: co-occurring with the original, then similar qualifier
-        profile, then frequent."""
-        candidates = [e for e in self._by_type.get(original.type, []) if e.key != original.key and e.key not in exclude]
-        return sorted(
-            candidates,
-            key=lambda e: (
-                -original.cooccurrence.get(e.name, 0),
-                -profile_similarity(original, e),
-                -e.frequency,
-                e.key,
-            ),
-        )
+    def entity_candidates(self, original: Entity, exclude: set[str]) -> list[tuple[Entity, str]]:
+        """(entity, the rule that chose it), best first. With MeSH trees: the original's siblings (same
+        tree parent: another drug of the class, another disease of the family), never an ancestor or a
+        descendant (a broader or narrower concept is not a different one) nor one of its own names. Without
+        trees, or when no sibling is in the lexicon: same-type entities that are neither ancestors nor
+        descendants. Each group is ranked by co-occurrence with the original, then qualifier-profile
+        similarity, then frequency."""
+        names = {form.casefold() for form in original.surface_forms()}
+        candidates = [e for e in self._by_type.get(original.type, [])
+                      if e.key != original.key and e.key not in exclude and e.key not in names
+                      and not _nested(original.trees, e.trees)]  # fmt: skip
+        candidates.sort(key=lambda e: (-original.cooccurrence.get(e.name, 0), -profile_similarity(original, e),
+                                       -e.frequency, e.key))  # fmt: skip
+        siblings = [e for e in candidates if _siblings(original.trees, e.trees)]
+        if siblings:
+            return [(e, "sibling") for e in siblings]
+        return [(e, "cooccurrence") for e in candidates]
 
     def rewrites(self, query: QueryItem, analysis: Analysis, options: NoiseOptions) -> list[Rewrite]:
         if analysis.entity is None:
@@ -152,14 +163,15 @@ class QueryRewriter:
         return unique
 
     @staticmethod
-    def _swap(text: str, analysis: Analysis, entity: Entity | None = None, aspect: Aspect | None = None) -> Rewrite:
+    def _swap(text: str, analysis: Analysis, entity: tuple[Entity, str] | None = None,
+              aspect: Aspect | None = None) -> Rewrite:  # fmt: skip
         edits = []  # (start, end, replacement, record)
         if entity is not None:
-            match = analysis.entity
-            words = _match_case(match.text, natural_name(entity))
+            match, (target, rule) = analysis.entity, entity
+            words = _match_case(match.text, natural_name(target))
             edits.append((match.start, match.end, words, {
-                "what": "entity", "type": entity.type, "from": match.payload.name, "from_ui": match.payload.ui,
-                "to": entity.name, "to_ui": entity.ui, "text": match.text,
+                "what": "entity", "type": target.type, "from": match.payload.name, "from_ui": match.payload.ui,
+                "to": target.name, "to_ui": target.ui, "rule": rule, "text": match.text,
                 "span": [match.start, match.end]}))  # fmt: skip
         if aspect is not None:
             match = analysis.aspect
@@ -171,6 +183,20 @@ class QueryRewriter:
             text = text[:start] + words + text[end:]
         kind = "both" if len(edits) == 2 else edits[0][3]["what"].replace("aspect", "attribute")
         return Rewrite(kind, text, [record for *_, record in sorted(edits, key=lambda e: e[0])])
+
+
+def _parents(trees: list[str]) -> set[str]:
+    return {tree.rpartition(".")[0] or tree[:1] for tree in trees}
+
+
+def _siblings(a: list[str], b: list[str]) -> bool:
+    """Do two entities share a tree parent (C19.246.099 and C19.246.267 under C19.246)?"""
+    return bool(a and b and _parents(a) & _parents(b))
+
+
+def _nested(a: list[str], b: list[str]) -> bool:
+    """Is one entity an ancestor of the other in some tree (C19.246 above C19.246.099)?"""
+    return any(x == y or x.startswith(y + ".") or y.startswith(x + ".") for x in a for y in b)
 
 
 def _distance(a: Match, b: Match) -> int:
@@ -313,7 +339,7 @@ class PairingTest:
 
     def __init__(self, entity: Entity, aspect: Aspect | None):
         self.entity, self.aspect = entity, aspect
-        self._entity = PhraseMatcher([(form, entity) for form in entity.surface_forms()])
+        self._entity = PhraseMatcher(with_variants([(form, entity) for form in entity.surface_forms()]))
         self._aspect = PhraseMatcher([(s, aspect) for s in aspect.synonyms]) if aspect else None
 
     def check(self, text: str) -> str | None:

@@ -511,3 +511,79 @@ def test_bad_input_gives_a_clear_error_and_writes_nothing(server, lexicon_path, 
     result = refkit("collect", huge, "--server", server, "--out", out, ok=False)
     assert result.exit_code == 2 and not out.exists()
     assert "query q2 has 1,049,999 characters, more than searchd's limit of 4,096" in result.output
+
+
+# -- the MeSH vocabulary --
+
+MESH = SAMPLES / "mesh"
+
+
+def test_mesh_descriptors_and_supplementary_concepts_become_typed_entities():
+    """The real NLM slices: types from the trees, every entry term a synonym, trees kept; supplementary
+    concepts typed by the headings they map to, else their SCRClass."""
+    from refkit.mesh import read_mesh, type_from_trees
+
+    lexicon = read_mesh(MESH / "meshrdf-desc-samples.xml", MESH / "meshrdf-supp-samples.xml")
+    types = {name: lexicon.get(name).type for name in (
+        "Acetaminophen", "Diabetes Mellitus", "Saccharomyces cerevisiae", "Heart", "Drug Therapy", "Germany",
+        "Horner Syndrome, Congenital", "ABC protocol", "methampicillin")}  # fmt: skip
+    assert types == {
+        "Acetaminophen": "drug", "Diabetes Mellitus": "disease", "Saccharomyces cerevisiae": "organism",
+        "Heart": "anatomy", "Drug Therapy": "procedure", "Germany": "other", "Horner Syndrome, Congenital": "disease",
+        "ABC protocol": "procedure", "methampicillin": "drug",
+    }  # fmt: skip
+    acetaminophen = lexicon.get("Acetaminophen")
+    assert "Paracetamol" in acetaminophen.entry_terms and acetaminophen.trees == ["D02.065.199.092.040"]
+    assert "Aminobenzyl Penicillin" in lexicon.get("Ampicillin").entry_terms  # uninverted entry term
+    assert type_from_trees(["D12.776.124.486"]) == "gene" and type_from_trees(["D12.776"], True) == "drug"
+    nivolumab = read_mesh(MESH / "tipplerow-mesh_desc_sample.xml").get("Nivolumab")  # the 2020 DTD, with DOCTYPE
+    assert nivolumab is not None and nivolumab.type in ("drug", "gene") and nivolumab.trees
+
+
+def test_mesh_lexicon_merges_with_the_mined_one_and_matches_variants(refkit_root, tmp_path):
+    """`refkit lexicon --mesh ... --corpus ...`: MeSH names and types, the records' frequencies; queries
+    match synonyms, the other grammatical number and hyphen/space variants."""
+    out = tmp_path / "lexicon.tsv"
+    refkit("lexicon", "--mesh", MESH / "meshrdf-desc-samples.xml", "--supplementary", MESH / "meshrdf-supp-samples.xml",
+           "--corpus", refkit_root / "pubmed", "--out", out)  # fmt: skip
+    lexicon = read_lexicon(out)
+    humans = lexicon.get("Humans")
+    assert humans.type == "organism" and humans.frequency > 0 and humans.trees  # MeSH type, mined frequency
+    rewriter = QueryRewriter(lexicon, read_aspects())
+    for query, entity in (("Is paracetamol safe in pregnancy?", "Acetaminophen"),
+                          ("What are the adverse effects of acetaminophens?", "Acetaminophen"),
+                          ("Which antibacterial agents treat otitis?", "Anti-Bacterial Agents"),
+                          ("Any complications of a diabetes complication?", "Diabetes Complications")):  # fmt: skip
+        assert [m.payload.name for m in rewriter.analyse(query).entities] == [entity], query
+
+
+def test_entity_swaps_go_to_siblings_never_to_ancestors(tmp_path):
+    """With trees, a disease is swapped for another of its family (same tree parent), never for its
+    parent or child; the rule that chose is recorded; without trees the co-occurrence ranking applies."""
+    from medsnip.queries import QueryItem
+    from refkit.lexicon import Entity, Lexicon
+    from refkit.noise import NoiseOptions
+
+    lexicon = Lexicon([
+        Entity("Diabetes Mellitus", "disease", trees=["C19.246"]),
+        Entity("Diabetes Complications", "disease", trees=["C19.246.099"]),  # a child
+        Entity("Diabetes Insipidus", "disease", trees=["C19.700.355"]),  # not a sibling (other parent)
+        Entity("Adrenal Gland Diseases", "disease", trees=["C19.053"]),  # a sibling (under C19)
+        Entity("Endocrine System Diseases", "disease", trees=["C19"]),  # an ancestor
+        Entity("Asthma", "disease", frequency=5),  # no trees
+    ])  # fmt: skip
+    rewriter = QueryRewriter(lexicon, read_aspects())
+    candidates = rewriter.entity_candidates(lexicon.get("Diabetes Mellitus"), set())
+    assert [(e.name, rule) for e, rule in candidates] == [("Adrenal Gland Diseases", "sibling")]
+    fallback = rewriter.entity_candidates(lexicon.get("Asthma"), set())
+    assert {rule for _, rule in fallback} == {"cooccurrence"}
+    assert "Endocrine System Diseases" in {e.name for e, _ in fallback}  # no trees: nothing to exclude by
+    query = QueryItem("q", "What is the treatment of diabetes mellitus?")
+    [rewrite] = [
+        r
+        for r in rewriter.rewrites(
+            query, rewriter.analyse(query.query), NoiseOptions(seed=1, attribute_swaps=0, entity_swaps=1)
+        )
+    ]
+    assert rewrite.query == "What is the treatment of adrenal gland diseases?"
+    assert rewrite.replaced[0]["rule"] == "sibling"
