@@ -20,6 +20,7 @@ from refkit.cli import main as refkit_main
 REPO = Path(__file__).resolve().parents[1]
 QUERIES = REPO / "samples" / "ir" / "refkit-demo-queries.tsv"
 QRELS = REPO / "samples" / "ir" / "pubmedqa-beir" / "qrels.tsv"
+MESH = REPO / "samples" / "mesh"
 SHOWN_ITEM = "16266387"  # "Fast foods - are they a risk factor for asthma?"
 
 
@@ -43,7 +44,9 @@ def curation_walkthrough(console: Console, address: str, out: Path) -> dict:
     # PubMedQA's qrels name each question's own abstract; the other hits stay unlabelled (they may well
     # answer), and the irrelevant references come from noise, which is built not to answer.
     _refkit(console, "label", refs, "--qrels", QRELS, "--unjudged", "skip", "--out", labeled)
-    _refkit(console, "lexicon", "--server", address, "--out", lexicon)
+    # NLM's MeSH (here the bundled real slices; users pass desc2026.xml) merged with what the records say
+    _refkit(console, "lexicon", "--mesh", MESH / "meshrdf-desc-samples.xml", "--supplementary",
+            MESH / "meshrdf-supp-samples.xml", "--server", address, "--out", lexicon)  # fmt: skip
     _refkit(console, "noise", QUERIES, "--server", address, "--lexicon", lexicon, "--seed", 13, "--refs", refs,
             "--out", noise)  # fmt: skip
     _refkit(console, "assemble", "--relevant", labeled, "--noise", noise, "--n-relevant", "1..2",
@@ -53,7 +56,8 @@ def curation_walkthrough(console: Console, address: str, out: Path) -> dict:
     for record in generated:
         kept = Counter(n["rewrite"] for n in record["noise"])
         for rewrite in record["rewrites"]:
-            replaced = "; ".join(f"{c['from']} -> {c['to']}" for c in rewrite["replaced"])
+            replaced = "; ".join(f"{c['from']} -> {c['to']}" + (f" ({c['rule']})" if "rule" in c else "")
+                                 for c in rewrite["replaced"])  # fmt: skip
             rewrites.add_row(record["id"], rewrite["kind"], escape(replaced), escape(rewrite["query"][-100:]),
                              str(kept.get(rewrite["number"], 0)))  # fmt: skip
     console.print(rewrites)

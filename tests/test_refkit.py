@@ -290,7 +290,7 @@ def test_attribute_and_entity_swaps_of_a_real_disease_question(lexicon_path):
         (change,) = rewrite.replaced
         assert change["from"] == "risk factors" and change["to"] in disease_aspects
         assert rewrite.query == f"Fast foods - are they a {change['to']} for asthma?"
-    pool = [e.name for e in rewriter.entity_candidates(analysis.entity.payload, {"asthma"})[:5]]
+    pool = [e.name for e, _ in rewriter.entity_candidates(analysis.entity.payload, {"asthma"})[:5]]
     for rewrite in rewrites[2:4]:
         (change,) = rewrite.replaced
         assert change["from"] == "Asthma" and change["type"] == "disease" and change["to"] in pool
