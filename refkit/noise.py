@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -33,7 +34,7 @@ from medsnip.queries import QueryItem
 from refkit.collect import DedupOptions, RetrievalOptions, reference_from_hit, search_many
 from refkit.connection import ServerError, describe_rpc_error
 from refkit.lexicon import Entity, Lexicon, profile_similarity, uninverted
-from refkit.matcher import Aspect, Match, PhraseMatcher, with_variants
+from refkit.matcher import Aspect, Match, PhraseMatcher, other_number, with_variants
 from searchd.client import SearchClient
 
 ENTITY_POOL = 5  # the seed picks entity swaps among this many best-ranked candidates
@@ -180,7 +181,7 @@ class QueryRewriter:
                 "what": "aspect", "type": aspect.type, "from": match.payload.name, "to": aspect.name,
                 "text": match.text, "span": [match.start, match.end]}))  # fmt: skip
         for start, end, words, _ in sorted(edits, key=lambda e: -e[0]):
-            text = text[:start] + words + text[end:]
+            text = agree_article(text[:start], words) + words + text[end:]
         kind = "both" if len(edits) == 2 else edits[0][3]["what"].replace("aspect", "attribute")
         return Rewrite(kind, text, [record for *_, record in sorted(edits, key=lambda e: e[0])])
 
@@ -197,6 +198,30 @@ def _siblings(a: list[str], b: list[str]) -> bool:
 def _nested(a: list[str], b: list[str]) -> bool:
     """Is one entity an ancestor of the other in some tree (C19.246 above C19.246.099)?"""
     return any(x == y or x.startswith(y + ".") or y.startswith(x + ".") for x in a for y in b)
+
+
+_ARTICLE_BEFORE = re.compile(r"\b(an|a)(\s+)$", re.IGNORECASE)
+_AN_LETTERS = "aeiou"
+_AN_INITIALS = "AEFHILMNORSX"  # letters whose name starts with a vowel sound: "an MRI", "an HIV test"
+
+
+def agree_article(prefix: str, word: str) -> str:
+    """`prefix` with an "a"/"an" that ends it made to agree with the words that now follow: "are they a
+    etiology" -> "are they an etiology" ("an MRI" for initialisms; the article's case is kept), and no
+    article before a plural ("are they a indications" -> "are they indications")."""
+    match = _ARTICLE_BEFORE.search(prefix)
+    if match is None or not word:
+        return prefix
+    last = word.split()[-1]
+    if last[-1:] == "s" and (singular := other_number(last)) is not None and not singular.endswith("s"):
+        return prefix[: match.start(1)]  # "are they a risk factor" -> "are they indications": no article
+    initialism = len(word) > 1 and word.split()[0].isupper()
+    vowel = word[0] in _AN_INITIALS if initialism else word[0].lower() in _AN_LETTERS
+    article = "an" if vowel else "a"
+    written = match.group(1)
+    article = article.upper() if written.isupper() and len(written) > 1 else article
+    article = article[0].upper() + article[1:] if written[0].isupper() else article
+    return prefix[: match.start(1)] + article + match.group(2)
 
 
 def _distance(a: Match, b: Match) -> int:

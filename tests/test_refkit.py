@@ -6,6 +6,7 @@ questions from ../shared/data/ir (copied in samples/ir) through collect -> label
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import signal
 import time
@@ -369,6 +370,10 @@ def test_collect_label_noise_assemble_score(server, lexicon_path, questions, tmp
     assert set(generated) == {r["id"] for r in collected}
     rewritten = [r for r in generated.values() if r["rewrites"]]
     assert {ASTHMA[0], VARICES[0], RISPERIDONE[0]} <= {r["id"] for r in rewritten}
+    for record in rewritten:  # every rewrite's articles agree with what follows them
+        for rewrite in record["rewrites"]:
+            assert not re.search(r"\b[Aa] [aeiouAEIOU]", rewrite["query"]), rewrite["query"]
+            assert not re.search(r"\b[Aa]n [bcdfgjklmnpqrstvwz]", rewrite["query"]), rewrite["query"]
     assert sum(len(r["noise"]) for r in rewritten) >= 6
     lexicon, aspects = read_lexicon(lexicon_path), {a.name: a for a in read_aspects()}
     with SearchClient(server) as client:
