@@ -350,5 +350,36 @@ def score(items_path, responses_path, out) -> None:
     click.echo(text)
 
 
+@main.command()
+@click.argument("noise_path", metavar="NOISE", type=PathIn)
+@click.option(
+    "--qrels", type=PathIn, help="Relevance judgements (TREC or BEIR): measure how often kept noise is relevant."
+)
+@click.option("--min-noise", default=3, show_default=True, type=click.IntRange(1),
+              help="A question is covered with at least this many kept noisy references.")  # fmt: skip
+@click.option("--out", type=PathOut, help="Also write the audit as JSON here.")
+@_friendly_errors
+def audit(noise_path, qrels, min_noise, out) -> None:
+    """Coverage of a `refkit noise` output, and its leak rate against relevance judgements."""
+    from medsnip.buildrecord import atomic_write_bytes
+    from refkit.audit import audit_noise
+
+    judgements = None
+    if qrels:
+        from indexer.evaluate import read_qrels
+
+        judgements = read_qrels(qrels)
+    result = audit_noise(noise_path, judgements, min_noise)
+    text = json.dumps(result, indent=2)
+    if out:
+        atomic_write_bytes(out, (text + "\n").encode("utf-8"))
+    leak = "n/a (no judgements)" if result["leak_rate"] is None else (
+        f"{result['leaked']} of {result['judged_kept']} judged = {result['leak_rate']:.1%}")  # fmt: skip
+    console.print(f"coverage: {result['covered']} of {result['questions']} questions have {min_noise}+ kept noisy "
+                  f"references ({result['coverage']:.1%}); shortfall {result['shortfall']}; leak rate {leak}; "
+                  f"entity swaps by rule {result['entity_swap_rules']}")  # fmt: skip
+    click.echo(text)
+
+
 if __name__ == "__main__":
     main()

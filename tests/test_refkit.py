@@ -395,6 +395,11 @@ def test_collect_label_noise_assemble_score(server, lexicon_path, questions, tmp
     for kept in varices["noise"]:  # no aspect: no kept text may name hypertension at all
         assert not PhraseMatcher([("hypertension", 1)]).find(f"{kept['title']} {kept['content']}")
 
+    audited = json.loads(refkit("audit", noise, "--qrels", BEIR / "qrels.tsv").stdout)
+    assert audited["questions"] == len(generated) and audited["kept"] == sum(len(r["noise"]) for r in rewritten)
+    assert audited["covered"] == sum(1 for r in generated.values() if len(r["noise"]) >= 3)
+    assert audited["judged_kept"] > 0 and audited["leak_rate"] == 0.0  # a question's own abstract is never noise
+
     refkit("assemble", "--relevant", labeled, "--noise", noise, "--n-relevant", "1..2", "--n-irrelevant", "3..5",
            "--seed", 7, "--out", items)  # fmt: skip
     assembled = [orjson.loads(line) for line in items.read_bytes().splitlines()]
@@ -594,3 +599,26 @@ def test_entity_swaps_go_to_siblings_never_to_ancestors(tmp_path):
     ]
     assert rewrite.query == "What is the treatment of adrenal gland diseases?"
     assert rewrite.replaced[0]["rule"] == "sibling"
+
+
+def test_audit_counts_coverage_shortfall_and_leaks(tmp_path):
+    """Noise that the judgements call relevant is a leak; questions short of --min-noise say why."""
+    from refkit.audit import audit_noise
+
+    def kept(doc_id):
+        return {"snippet_id": f"pubmed:{doc_id}:0", "doc_id": doc_id}
+
+    rewrite = {"replaced": [{"what": "entity", "rule": "sibling"}]}
+    records = [
+        {"id": "q1", "noise": [kept("1"), kept("2"), kept("3")], "rewrites": [rewrite]},
+        {"id": "q2", "noise": [kept("7")], "rewrites": [rewrite]},
+        {"id": "q3", "noise": [], "rewrites": [], "skipped": "no entity of the lexicon in the query"},
+    ]
+    noise = tmp_path / "noise.jsonl"
+    noise.write_text("".join(json.dumps(r) + "\n" for r in records))
+    result = audit_noise(noise, {"q1": {"2": 1, "3": 0}, "q2": {"9": 1}})
+    assert (result["covered"], result["coverage"]) == (1, 1 / 3)
+    assert result["shortfall"] == {"no entity of the lexicon in the query": 1, "too few candidates kept": 1}
+    assert (result["judged_kept"], result["leaked"], result["leak_rate"]) == (4, 1, 0.25)
+    assert result["leaks"] == [{"id": "q1", "snippet_id": "pubmed:2:0"}]
+    assert result["entity_swap_rules"] == {"sibling": 2}
