@@ -270,7 +270,7 @@ class NoiseGenerator:
         for index, (query, analysis) in enumerate(zip(queries, analyses, strict=True)):
             record = {"id": query.id, "query": query.query, **analysis.as_dict()}
             if not rewrites[index]:
-                reason = "no drug or disease entity of the lexicon in the query"
+                reason = "no entity of the lexicon (of a type that is rewritten) in the query"
                 yield {**record, "rewrites": [], "noise": [], "rejected": [], "skipped": reason, **self._footer()}
                 continue
             hits_per_rewrite = [next(rewritten_hits) for _ in rewrites[index]]
