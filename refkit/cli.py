@@ -208,6 +208,11 @@ def lexicon(out, address, corpus_dirs, corpora, token_file, tls, ca_file, mesh_p
 @click.option("--lexicon", "lexicon_path", required=True, type=PathIn, help="lexicon.tsv (mined or your own).")
 @click.option("--seed", required=True, type=int)
 @click.option("--out", required=True, type=PathOut, help="noise.jsonl to write.")
+@click.option("--judge", "judge_name", help="Reject candidates a model scores as likely answers: minilm (offline), "
+              "medcpt-cross, bge-reranker, or a local cross-encoder folder [default: no judge].")  # fmt: skip
+@click.option(
+    "--judge-threshold", type=float, help="Score at or above which the judge rejects [default: the preset's]."
+)
 @click.option("--per-query", default=5, show_default=True, type=click.IntRange(1), help="Noisy references kept.")
 @click.option("--top-m", default=100, show_default=True, type=click.IntRange(1),
               help="A candidate in the original query's top-M is rejected.")  # fmt: skip
@@ -220,9 +225,9 @@ def lexicon(out, address, corpus_dirs, corpora, token_file, tls, ca_file, mesh_p
 @query_options
 @dedup_options
 @_friendly_errors
-def noise(queries_file, lexicon_path, seed, out, per_query, top_m, candidates, attribute_swaps, entity_swaps, refs,
-          aspects_path, address, token_file, tls, ca_file, retrievers, corpora, rrf_k, query_format, limit,
-          dedup_threshold, shingle_words) -> None:  # fmt: skip
+def noise(queries_file, lexicon_path, seed, out, judge_name, judge_threshold, per_query, top_m, candidates,
+          attribute_swaps, entity_swaps, refs, aspects_path, address, token_file, tls, ca_file, retrievers, corpora,
+          rrf_k, query_format, limit, dedup_threshold, shingle_words) -> None:  # fmt: skip
     """Entity/attribute substitutions and the filtered hard-negative references they retrieve."""
     from medsnip.jsonl import read_jsonl, write_jsonl
     from refkit.collect import DedupOptions, RetrievalOptions
@@ -241,6 +246,12 @@ def noise(queries_file, lexicon_path, seed, out, per_query, top_m, candidates, a
         "aspects": str(aspects_path) if aspects_path else "refkit/aspects.tsv",
         "dedup": {"threshold": dedup_threshold, "shingle_words": shingle_words},
     }
+    judge = None
+    if judge_name:
+        from refkit.judge import Judge, judge_spec
+
+        judge = Judge(judge_spec(judge_name, judge_threshold))
+        provenance["judge"] = {"name": judge.spec.name, "model": judge.spec.model, "threshold": judge.spec.threshold}
     client, lineage = _connect(address, token_file, tls, ca_file, queries)
     with client:
         generator = NoiseGenerator(
@@ -248,7 +259,7 @@ def noise(queries_file, lexicon_path, seed, out, per_query, top_m, candidates, a
             RetrievalOptions(candidates, tuple(corpora), tuple(retrievers), rrf_k),
             NoiseOptions(seed, per_query, top_m, candidates, attribute_swaps, entity_swaps),
             DedupOptions(dedup_threshold, shingle_words),
-            collected, provenance,
+            collected, provenance, judge,
         )  # fmt: skip
         with _progress("noise searches", None) as advance:  # the count is known once queries are analysed
             records = list(generator.run(queries, progress=advance))

@@ -245,11 +245,14 @@ def _match_case(original: str, replacement: str) -> str:
 class NoiseGenerator:
     def __init__(self, client: SearchClient, address: str, lineage: dict, rewriter: QueryRewriter,
                  retrieval: RetrievalOptions, options: NoiseOptions, dedup: DedupOptions,
-                 collected: dict[str, list[dict]] | None = None, provenance: dict | None = None):  # fmt: skip
+                 collected: dict[str, list[dict]] | None = None, provenance: dict | None = None,
+                 judge=None):  # fmt: skip
+        """`judge` (refkit.judge.Judge, optional): rejects candidates it scores as likely answers."""
         self.client, self.address, self.lineage = client, address, lineage
         self.rewriter, self.retrieval, self.options, self.dedup = rewriter, retrieval, options, dedup
         self.collected = collected or {}
         self.provenance = provenance or {}
+        self.judge = judge
 
     def run(
         self, queries: list[QueryItem], batch: int = 32, progress: Callable[[int], None] | None = None
@@ -303,6 +306,7 @@ class NoiseGenerator:
             deduplicator.add(hit.id, hit.content)
         order = _round_robin(hits_per_rewrite)
         meta = self._meta([hit.id for _, hit in order if hit.id not in original_rank])
+        judged = self._judged(query.query, [hit for _, hit in order])
         noise, rejected, considered = [], [], set()
         for rewrite_number, hit in order:
             if len(noise) >= self.options.per_query:
@@ -311,6 +315,8 @@ class NoiseGenerator:
                 continue
             considered.add(hit.id)
             where = {"snippet_id": hit.id, "rewrite": rewrite_number, "rewrite_rank": hit.rank}
+            if hit.id in judged:
+                where["judge"] = judged[hit.id]
             reason = None
             if hit.id in original_rank:
                 reason = f"in the original query's top-{self.options.top_m} (rank {original_rank[hit.id]})"
@@ -323,6 +329,9 @@ class NoiseGenerator:
                 if duplicate is not None:
                     reason = (f"duplicate ({duplicate.kind}, Jaccard {duplicate.jaccard:.2f}) of "
                               f"{duplicate.of}")  # fmt: skip
+            if reason is None and hit.id in judged and judged[hit.id]["score"] >= judged[hit.id]["threshold"]:
+                reason = (f"the judge ({judged[hit.id]['model']}) scores it {judged[hit.id]['score']:.4f}, at or above "
+                          f"{judged[hit.id]['threshold']}: it may answer the original question")  # fmt: skip
             if reason is not None:
                 rejected.append({**where, "reason": reason})
                 continue
@@ -334,6 +343,14 @@ class NoiseGenerator:
             noise.append({**reference_from_hit(hit, self.lineage), **where, "label": "irrelevant",
                           "origin": "noise", "reason": kept_reason})  # fmt: skip
         return noise, rejected
+
+    def _judged(self, question: str, hits: list) -> dict[str, dict]:
+        """The judge's record (model, score, threshold) of every candidate, scored in one batch."""
+        if self.judge is None:
+            return {}
+        unique = list({hit.id: hit for hit in hits}.values())
+        scores = self.judge.scores(question, [f"{hit.title} {hit.content}".strip() for hit in unique])
+        return {hit.id: self.judge.record(score) for hit, score in zip(unique, scores, strict=True)}
 
     def _meta(self, ids: list[str]) -> dict[str, dict]:
         """The meta (MeSH) of candidate snippets, from GetSnippets."""

@@ -622,3 +622,42 @@ def test_audit_counts_coverage_shortfall_and_leaks(tmp_path):
     assert (result["judged_kept"], result["leaked"], result["leak_rate"]) == (4, 1, 0.25)
     assert result["leaks"] == [{"id": "q1", "snippet_id": "pubmed:2:0"}]
     assert result["entity_swap_rules"] == {"sibling": 2}
+
+
+# -- the judge --
+
+
+def test_judge_threshold_is_calibrated_on_the_labelled_pairs():
+    """The minilm preset's threshold rejects at least 95% of the real answers (each PubMedQA question and
+    its own abstract) while mismatched pairs stay below it: what refkit/judge.py documents."""
+    from indexer.evaluate import read_queries
+    from refkit.judge import PRESETS, Judge, calibrate
+
+    questions = read_queries(BEIR / "queries.tsv")
+    abstracts = {r["_id"]: r for r in map(orjson.loads, (BEIR / "corpus.jsonl").read_bytes().splitlines())}
+    pairs = [(questions[q], f"{abstracts[q]['title']} {abstracts[q]['text']}".strip()) for q in questions]
+    judge = Judge(PRESETS["minilm"])
+    measured = calibrate(judge, pairs, share=0.95)
+    assert 0.45 <= measured and PRESETS["minilm"].threshold <= measured + 0.01, measured
+    mismatched = [judge.scores(question, [pairs[(i + 1) % len(pairs)][1]])[0] for i, (question, _) in
+                  enumerate(pairs[:100])]  # fmt: skip
+    assert sorted(mismatched)[98] < PRESETS["minilm"].threshold
+
+
+def test_noise_with_a_judge_records_it_and_rejects_likely_answers(server, lexicon_path, questions, tmp_path):
+    """--judge minilm with a strict threshold: every scored candidate carries the judge's model, score and
+    threshold; nothing kept scores at or above it; the judge's rejections say so; reruns are identical."""
+    outputs = []
+    for run in ("first", "second"):
+        out = tmp_path / f"{run}.jsonl"
+        refkit("noise", questions, "--server", server, "--lexicon", lexicon_path, "--seed", 3, "--judge", "minilm",
+               "--judge-threshold", 0.2, "--out", out)  # fmt: skip
+        outputs.append(out.read_bytes())
+    assert outputs[0] == outputs[1]
+    records = [orjson.loads(line) for line in outputs[0].splitlines()]
+    kept = [n for r in records for n in r["noise"]]
+    rejected = [c for r in records for c in r["rejected"]]
+    assert kept and all(n["judge"]["model"] == "minilm" and n["judge"]["score"] < 0.2 for n in kept)
+    by_judge = [c for c in rejected if c["reason"].startswith("the judge (minilm)")]
+    assert by_judge and all(c["judge"]["score"] >= 0.2 for c in by_judge)
+    assert all(r["params"]["judge"] == {"name": "minilm", "model": "minilm", "threshold": 0.2} for r in records)
