@@ -661,3 +661,27 @@ def test_noise_with_a_judge_records_it_and_rejects_likely_answers(server, lexico
     by_judge = [c for c in rejected if c["reason"].startswith("the judge (minilm)")]
     assert by_judge and all(c["judge"]["score"] >= 0.2 for c in by_judge)
     assert all(r["params"]["judge"] == {"name": "minilm", "model": "minilm", "threshold": 0.2} for r in records)
+
+
+def test_a_local_cross_encoder_judge_loads_from_a_folder(tmp_path):
+    """No cross-encoder weights ship offline, so a tiny one is made here (random weights, MiniLM's real
+    tokenizer) and loaded the way MedCPT-Cross-Encoder or a BGE reranker would be: by folder, through
+    sentence-transformers' CrossEncoder; a hub name that is not cached is refused, never downloaded."""
+    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+
+    from indexer.encoders import bundled_minilm_path
+    from refkit.judge import Judge, judge_spec
+
+    folder = tmp_path / "tiny-cross-encoder"
+    config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=64, num_labels=1)  # fmt: skip
+    BertForSequenceClassification(config).save_pretrained(folder)
+    AutoTokenizer.from_pretrained(bundled_minilm_path()).save_pretrained(folder)
+    judge = Judge(judge_spec(str(folder), threshold=0.0))
+    scores = judge.scores("mechanism of action of oseltamivir", ["oseltamivir inhibits neuraminidase", "asthma"])
+    assert len(scores) == 2 and all(isinstance(s, float) for s in scores)
+    assert judge.scores("mechanism of action of oseltamivir", ["asthma"]) == scores[1:]  # deterministic
+    with pytest.raises(ValueError, match="give --judge-threshold"):
+        judge_spec(str(folder))
+    with pytest.raises(ValueError, match="nothing is downloaded"):
+        Judge(judge_spec("medcpt-cross"))
