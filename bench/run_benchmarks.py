@@ -287,7 +287,17 @@ def flood_sections(args) -> list[str]:
     return flood_bench.flood_section(root)
 
 
-SECTIONS = ("pubmed", "wikipedia", "chunker", "indexer", "searchd", "refkit", "flood")
+def noise_sections(args) -> list[str]:
+    """refkit noise's coverage and leak rate on real question sets over the demo root."""
+    import noise_bench
+
+    root = REPO / "build" / "demo"
+    if not (root / "pubmedqa" / "dense-minilm" / "build.json").is_file():
+        subprocess.run([sys.executable, "-m", "medsnip.demo", "--out", str(root)], check=True, cwd=REPO)
+    return noise_bench.noise_section(root, args.work / "noise")
+
+
+SECTIONS = ("pubmed", "wikipedia", "chunker", "indexer", "searchd", "refkit", "flood", "noise")
 
 
 def main() -> None:
@@ -327,6 +337,8 @@ def main() -> None:
         lines += refkit_sections(args)
     if "flood" in wanted:
         lines += flood_sections(args)
+    if "noise" in wanted:
+        lines += noise_sections(args)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(lines), encoding="utf-8")
     print("\n".join(lines))
