@@ -257,44 +257,42 @@ def indexer_sections(args) -> list[str]:
     return lines + embedding_lines + indexer_bench.faiss_section(vectors, queries)
 
 
+def demo_root() -> Path:
+    """The demo corpus root (`make demo`), built first if any of its dense indexes is missing."""
+    root = REPO / "build" / "demo"
+    if not all(
+        (root / source / "dense-minilm" / "build.json").is_file() for source in ("pubmed", "wikipedia", "pubmedqa")
+    ):
+        subprocess.run([sys.executable, "-m", "medsnip.demo", "--out", str(root)], check=True, cwd=REPO)
+    return root
+
+
 def searchd_sections(args) -> list[str]:
     """searchd over the demo corpus root (built by `make demo`, with its indexes)."""
     import searchd_bench
 
-    root = REPO / "build" / "demo"
-    if not all((root / source / "dense-minilm" / "build.json").is_file() for source in ("pubmed", "wikipedia")):
-        subprocess.run([sys.executable, "-m", "medsnip.demo", "--out", str(root)], check=True, cwd=REPO)
-    return searchd_bench.searchd_section(root)
+    return searchd_bench.searchd_section(demo_root())
 
 
 def refkit_sections(args) -> list[str]:
     """refkit's commands against searchd over the demo corpus root."""
     import refkit_bench
 
-    root = REPO / "build" / "demo"
-    if not (root / "pubmedqa" / "dense-minilm" / "build.json").is_file():
-        subprocess.run([sys.executable, "-m", "medsnip.demo", "--out", str(root)], check=True, cwd=REPO)
-    return refkit_bench.refkit_section(root, args.work / "refkit")
+    return refkit_bench.refkit_section(demo_root(), args.work / "refkit")
 
 
 def flood_sections(args) -> list[str]:
     """searchd's memory under undecodable requests, against a bare grpcio server with and without the fix."""
     import flood_bench
 
-    root = REPO / "build" / "demo"
-    if not (root / "pubmed" / "dense-minilm" / "build.json").is_file():
-        subprocess.run([sys.executable, "-m", "medsnip.demo", "--out", str(root)], check=True, cwd=REPO)
-    return flood_bench.flood_section(root)
+    return flood_bench.flood_section(demo_root())
 
 
 def noise_sections(args) -> list[str]:
     """refkit noise's coverage and leak rate on real question sets over the demo root."""
     import noise_bench
 
-    root = REPO / "build" / "demo"
-    if not (root / "pubmedqa" / "dense-minilm" / "build.json").is_file():
-        subprocess.run([sys.executable, "-m", "medsnip.demo", "--out", str(root)], check=True, cwd=REPO)
-    return noise_bench.noise_section(root, args.work / "noise")
+    return noise_bench.noise_section(demo_root(), args.work / "noise")
 
 
 SECTIONS = ("pubmed", "wikipedia", "chunker", "indexer", "searchd", "refkit", "flood", "noise")
