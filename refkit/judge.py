@@ -14,8 +14,8 @@ Presets:
   the time. `calibrate()` recomputes this, and a test keeps the preset honest.
 - `medcpt-cross` (ncbi/MedCPT-Cross-Encoder) and `bge-reranker` (BAAI/bge-reranker-base): cross-encoders
   by hub name (already in the local Hugging Face cache: nothing is downloaded) or a local folder
-  (`--judge PATH --judge-threshold T`); their logits have no fixed scale, so calibrate a threshold for
-  them on your labelled pairs with `calibrate()` before trusting one.
+  (`--judge PATH --judge-threshold T`), loaded through transformers; their first logit is the score
+  and has no fixed scale, so calibrate a threshold on your labelled pairs with `calibrate()` first.
 """
 
 from __future__ import annotations
@@ -57,16 +57,18 @@ class Judge:
             from indexer.encoders import DenseEncoder, preset
 
             self._encoder = DenseEncoder(preset(spec.model))
-        else:
-            from sentence_transformers import CrossEncoder
+        else:  # through transformers itself: sentence-transformers is only a development dependency
+            from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
             try:
-                self._cross = CrossEncoder(spec.model, local_files_only=True)
+                self._tokenizer = AutoTokenizer.from_pretrained(spec.model, local_files_only=True)
+                self._cross = AutoModelForSequenceClassification.from_pretrained(spec.model, local_files_only=True)
             except OSError as error:
                 raise ValueError(
                     f"judge model {spec.model} is neither a local folder nor in the Hugging Face cache (nothing is "
                     "downloaded): pass --judge PATH"
                 ) from error
+            self._cross.eval()
 
     def scores(self, question: str, texts: list[str]) -> list[float]:
         """How much each text looks like an answer to the question (higher: more)."""
@@ -76,7 +78,13 @@ class Judge:
             vectors = self._encoder.encode_queries([question, *texts])  # each vector independent of its batch
             vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
             return [round(float(score), 4) for score in vectors[1:] @ vectors[0]]
-        return [round(float(score), 4) for score in self._cross.predict([(question, text) for text in texts])]
+        import torch
+
+        with torch.inference_mode():  # the first logit of each (question, text) pair, as rerankers score
+            inputs = self._tokenizer([question] * len(texts), texts, padding=True, truncation=True, max_length=512,
+                                     return_tensors="pt")  # fmt: skip
+            logits = self._cross(**inputs).logits[:, 0]
+        return [round(float(score), 4) for score in logits]
 
     def record(self, score: float) -> dict:
         return {"model": self.spec.name, "score": score, "threshold": self.spec.threshold}

@@ -666,7 +666,7 @@ def test_noise_with_a_judge_records_it_and_rejects_likely_answers(server, lexico
 def test_a_local_cross_encoder_judge_loads_from_a_folder(tmp_path):
     """No cross-encoder weights ship offline, so a tiny one is made here (random weights, MiniLM's real
     tokenizer) and loaded the way MedCPT-Cross-Encoder or a BGE reranker would be: by folder, through
-    sentence-transformers' CrossEncoder; a hub name that is not cached is refused, never downloaded."""
+    transformers; a hub name that is not cached is refused, never downloaded."""
     from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
     from indexer.encoders import bundled_minilm_path
