@@ -84,6 +84,3 @@ class CallScope:
             timeout = min(self.remaining(), _POLL_SECONDS)
             _, pending = wait([*pending, self._cancelled], timeout=max(timeout, 0.0), return_when=FIRST_COMPLETED)
             pending.discard(self._cancelled)
-            for future in list(pending):
-                if future.done():
-                    pending.discard(future)

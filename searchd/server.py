@@ -15,6 +15,7 @@ import logging
 import threading
 import time
 from concurrent import futures
+from dataclasses import dataclass
 
 import grpc
 
@@ -29,24 +30,15 @@ SERVICE_NAME = search_pb2.DESCRIPTOR.services_by_name["SearchService"].full_name
 log = logging.getLogger("searchd")
 
 
+@dataclass(frozen=True)
 class Limits:
-    def __init__(
-        self,
-        max_k: int = 1000,
-        max_query_chars: int = 4096,
-        max_batch: int = 256,
-        max_in_flight: int = 64,
-        max_call_seconds: float = 300.0,
-        max_reply_bytes: int = 64 << 20,
-        max_page_size: int = 10_000,
-    ):
-        self.max_k = max_k
-        self.max_query_chars = max_query_chars
-        self.max_batch = max_batch
-        self.max_in_flight = max_in_flight
-        self.max_call_seconds = max_call_seconds
-        self.max_reply_bytes = max_reply_bytes
-        self.max_page_size = max_page_size
+    max_k: int = 1000
+    max_query_chars: int = 4096
+    max_batch: int = 256
+    max_in_flight: int = 64
+    max_call_seconds: float = 300.0
+    max_reply_bytes: int = 64 << 20
+    max_page_size: int = 10_000
 
 
 class InvalidRequest(Exception):
