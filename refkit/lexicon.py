@@ -17,6 +17,7 @@ Columns of lexicon.tsv (a user-supplied lexicon needs `name` and `type`; the oth
 | qualifiers    | qualifier profile: `name=count|...`, most frequent first |
 | cooccurrence  | the drug/disease entities it shares documents with most: `name=count|...` |
 | trees         | MeSH tree numbers, `|`-separated (from `--mesh`): what sibling swaps use |
+| related       | the nearest same-type names by MiniLM similarity: `name=similarity x 1000|...` (refkit.related) |
 
 Type inference, since PubMed records carry no tree numbers: an entity is a `drug` when it appears in
 a chemical list or its qualifier profile leans to drug-only qualifiers (pharmacology, therapeutic use,
@@ -39,7 +40,9 @@ from pathlib import Path
 from medsnip.buildrecord import atomic_write_bytes
 
 TYPES = ("drug", "disease", "gene", "organism", "procedure", "anatomy", "process", "other")
-COLUMNS = ("name", "ui", "type", "frequency", "entry_terms", "qualifiers", "cooccurrence", "trees")
+COLUMNS = ("name", "ui", "type", "frequency", "entry_terms", "qualifiers", "cooccurrence", "trees", "related")
+# Every type but `other` is rewritten by refkit noise (aspects for some, entity swaps for all).
+REWRITTEN_TYPES = ("drug", "disease", "gene", "organism", "procedure", "anatomy", "process")
 # Qualifiers MeSH allows (almost) only on drugs/chemicals, and only on diseases. Qualifiers shared with
 # anatomy, organisms, places or procedures (pathology, physiopathology, genetics, epidemiology, surgery,
 # adverse effects, standards, ...) would type "Heart", "United States" or "Coronary Artery Bypass" as
@@ -69,6 +72,7 @@ class Entity:
     qualifiers: Counter = field(default_factory=Counter)
     cooccurrence: Counter = field(default_factory=Counter)
     trees: list[str] = field(default_factory=list)
+    related: Counter = field(default_factory=Counter)
 
     @property
     def key(self) -> str:
@@ -103,6 +107,7 @@ class Lexicon:
             writer.writerow([
                 entity.name, entity.ui, entity.type, entity.frequency, "|".join(entity.entry_terms),
                 _pairs(entity.qualifiers), _pairs(entity.cooccurrence, COOCCURRENCE_KEPT), "|".join(entity.trees),
+                _pairs(entity.related),
             ])  # fmt: skip
         return out.getvalue().encode("utf-8")
 
@@ -169,6 +174,7 @@ def read_lexicon(path: Path) -> Lexicon:
                 qualifiers=_parse_pairs(cells.get("qualifiers", ""), where, "qualifiers"),
                 cooccurrence=_parse_pairs(cells.get("cooccurrence", ""), where, "cooccurrence"),
                 trees=[t.strip() for t in cells.get("trees", "").split("|") if t.strip()],
+                related=_parse_pairs(cells.get("related", ""), where, "related"),
             )
         )
     if not entities:
@@ -276,6 +282,12 @@ def uninverted(name: str) -> list[str]:
     if not sep or "," in tail or not tail or not head:
         return []
     return [f"{tail} {head}"]
+
+
+def natural_name(entity: Entity) -> str:
+    """How a query would write the entity: the uninverted form of an inverted MeSH heading."""
+    forms = uninverted(entity.name)
+    return forms[0] if forms else entity.name
 
 
 def profile_similarity(a: Entity, b: Entity) -> float:

@@ -95,6 +95,33 @@ def other_number(phrase: str) -> str | None:
     return f"{head} {word}" if head else word
 
 
+# Words ending in -s that are singular (diseases, fields of study); -ics words (genetics) are too.
+_SINGULAR_WITH_S = frozenset({"diabetes", "herpes", "rabies", "measles", "mumps", "scabies", "rickets", "species",
+                              "series", "lens", "news", "mellitus", "syphilis", "ascites", "caries", "feces",
+                              "facies", "pubes", "tabes", "mores", "psoriasis"})  # fmt: skip
+
+
+def is_plural(phrase: str) -> bool:
+    """Is the phrase's last word a regular English plural ("endoscopes", "antibodies"; not "diabetes",
+    "genetics", "analysis")?"""
+    last = phrase.rpartition(" ")[2].lower()
+    if last in _SINGULAR_WITH_S or last.endswith("ics") or not last.endswith("s"):
+        return False
+    singular = other_number(last)
+    return singular is not None and not singular.endswith("s")
+
+
+def agree_number(replaced: str, replacement: str) -> str:
+    """`replacement` in the grammatical number of the text it replaces, where English makes that regular:
+    MeSH names many concepts in the plural ("Endoscopes", "Breast Neoplasms"), so "Is anorectal
+    endosonography valuable?" becomes "Is anorectal endoscope valuable?", not "endoscopes". Only plurals
+    are made singular: a singular replacement for a plural ("androgens" -> "insulin") is usually a mass
+    noun, which has no plural."""
+    if is_plural(replacement) and not is_plural(replaced):
+        return other_number(replacement) or replacement
+    return replacement
+
+
 def _boundary(text: str, index: int) -> bool:
     return index < 0 or index >= len(text) or not text[index].isalnum()
 

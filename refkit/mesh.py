@@ -49,7 +49,7 @@ def type_from_trees(trees: list[str], pharmacological: bool = False) -> str:
     return "other"
 
 
-def _records(path: Path, tag: str) -> Iterator[etree._Element]:
+def mesh_records(path: Path, tag: str) -> Iterator[etree._Element]:
     """Each `tag` record of a MeSH XML file, cleared once used (no network, no DTD loaded)."""
     for _, element in etree.iterparse(str(path), events=("end",), tag=tag, no_network=True, load_dtd=False,
                                       resolve_entities=False, huge_tree=True):  # fmt: skip
@@ -73,7 +73,7 @@ def _synonyms(record: etree._Element, name: str) -> list[str]:
 
 
 def read_descriptors(path: Path) -> Iterator[Entity]:
-    for record in _records(Path(path), "DescriptorRecord"):
+    for record in mesh_records(Path(path), "DescriptorRecord"):
         name = " ".join((record.findtext("DescriptorName/String") or "").split())
         if not name:
             continue
@@ -90,7 +90,7 @@ def read_descriptors(path: Path) -> Iterator[Entity]:
 
 def read_supplementary(path: Path, descriptor_types: dict[str, str]) -> Iterator[Entity]:
     """Supplementary concept records; `descriptor_types` (UI -> type) types them by their mapped headings."""
-    for record in _records(Path(path), "SupplementalRecord"):
+    for record in mesh_records(Path(path), "SupplementalRecord"):
         name = " ".join((record.findtext("SupplementalRecordName/String") or "").split())
         if not name:
             continue
@@ -106,10 +106,13 @@ def read_supplementary(path: Path, descriptor_types: dict[str, str]) -> Iterator
         )
 
 
-def read_mesh(descriptors: Path | None = None, supplementary: Path | None = None) -> Lexicon:
-    """A lexicon of the descriptors and supplementary concepts of NLM's MeSH XML files."""
+def read_mesh(descriptors: Path | None = None, supplementary: Path | None = None,
+              known_types: dict[str, str] | None = None) -> Lexicon:  # fmt: skip
+    """A lexicon of the descriptors and supplementary concepts of NLM's MeSH XML files; `known_types`
+    (descriptor UI -> type, e.g. from refkit.mesh_names) types supplementary records whose headings
+    the descriptor file does not hold."""
     entities = list(read_descriptors(descriptors)) if descriptors else []
-    types = {entity.ui: entity.type for entity in entities}
+    types = {**(known_types or {}), **{entity.ui: entity.type for entity in entities}}
     if supplementary:
         entities += list(read_supplementary(supplementary, types))
     return Lexicon(entities)

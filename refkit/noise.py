@@ -33,14 +33,12 @@ import grpc
 from medsnip.queries import QueryItem
 from refkit.collect import DedupOptions, RetrievalOptions, reference_from_hit, search_many
 from refkit.connection import ServerError, describe_rpc_error
-from refkit.lexicon import Entity, Lexicon, profile_similarity, uninverted
-from refkit.matcher import Aspect, Match, PhraseMatcher, other_number, with_variants
+from refkit.lexicon import REWRITTEN_TYPES, Entity, Lexicon, natural_name, profile_similarity
+from refkit.matcher import Aspect, Match, PhraseMatcher, agree_number, other_number, with_variants
+from refkit.related import nested_names
 from searchd.client import SearchClient
 
 ENTITY_POOL = 5  # the seed picks entity swaps among this many best-ranked candidates
-# entity types a query is rewritten for: those with aspects (refkit/aspects.tsv), and anatomy and
-# processes, which get entity swaps only
-REWRITTEN_TYPES = ("drug", "disease", "gene", "organism", "procedure", "anatomy", "process")
 
 
 @dataclass
@@ -48,7 +46,7 @@ class NoiseOptions:
     seed: int = 0
     per_query: int = 5
     top_m: int = 100
-    candidates: int = 20  # hits retrieved per rewrite
+    candidates: int = 100  # hits retrieved per rewrite: as deep as top_m
     attribute_swaps: int = 2
     entity_swaps: int = 2
 
@@ -123,22 +121,33 @@ class QueryRewriter:
         return analysis
 
     def entity_candidates(self, original: Entity, exclude: set[str]) -> list[tuple[Entity, str]]:
-        """(entity, the rule that chose it), best first. With MeSH trees: the original's siblings (same
-        tree parent: another drug of the class, another disease of the family), never an ancestor or a
-        descendant (a broader or narrower concept is not a different one) nor one of its own names. Without
-        trees, or when no sibling is in the lexicon: same-type entities that are neither ancestors nor
-        descendants. Each group is ranked by co-occurrence with the original, then qualifier-profile
-        similarity, then frequency."""
+        """(entity, the rule that chose it), best first, from the first rule that finds any:
+        1. `sibling`: with MeSH trees, entities sharing a tree parent with the original (another drug of
+           the class, another disease of the family);
+        2. `cooccurrence`: entities the indexed records carry together with it;
+        3. `related`: its nearest same-type names (refkit.related; vocabularies without trees);
+        4. `same-type`: any other entity of its type, ranked by qualifier-profile similarity and frequency.
+        Never one of its own names, an ancestor or a descendant (by trees, and by names nested word for
+        word: "Asthma" and "Asthma, Exercise-Induced"). Siblings and co-occurring entities are ranked by
+        co-occurrence, then qualifier-profile similarity, then frequency."""
         names = {form.casefold() for form in original.surface_forms()}
         candidates = [e for e in self._by_type.get(original.type, [])
                       if e.key != original.key and e.key not in exclude and e.key not in names
-                      and not _nested(original.trees, e.trees)]  # fmt: skip
+                      and not _nested(original.trees, e.trees) and not nested_names(original.name, e.name)]  # fmt: skip
         candidates.sort(key=lambda e: (-original.cooccurrence.get(e.name, 0), -profile_similarity(original, e),
                                        -e.frequency, e.key))  # fmt: skip
         siblings = [e for e in candidates if _siblings(original.trees, e.trees)]
         if siblings:
             return [(e, "sibling") for e in siblings]
-        return [(e, "cooccurrence") for e in candidates]
+        cooccurring = [e for e in candidates if original.cooccurrence.get(e.name, 0)]
+        if cooccurring:
+            return [(e, "cooccurrence") for e in cooccurring]
+        allowed = {e.name: e for e in candidates}
+        related = sorted((name for name in original.related if name in allowed),
+                         key=lambda name: (-original.related[name], name.casefold()))  # fmt: skip
+        if related:
+            return [(allowed[name], "related") for name in related]
+        return [(e, "same-type") for e in candidates]
 
     def rewrites(self, query: QueryItem, analysis: Analysis, options: NoiseOptions) -> list[Rewrite]:
         if analysis.entity is None:
@@ -169,17 +178,17 @@ class QueryRewriter:
         edits = []  # (start, end, replacement, record)
         if entity is not None:
             match, (target, rule) = analysis.entity, entity
-            words = _match_case(match.text, natural_name(target))
+            words = _match_case(match.text, agree_number(match.text, natural_name(target)))
             edits.append((match.start, match.end, words, {
                 "what": "entity", "type": target.type, "from": match.payload.name, "from_ui": match.payload.ui,
-                "to": target.name, "to_ui": target.ui, "rule": rule, "text": match.text,
+                "to": target.name, "to_ui": target.ui, "rule": rule, "text": match.text, "written": words,
                 "span": [match.start, match.end]}))  # fmt: skip
         if aspect is not None:
             match = analysis.aspect
             words = _match_case(match.text, aspect.name)
             edits.append((match.start, match.end, words, {
                 "what": "aspect", "type": aspect.type, "from": match.payload.name, "to": aspect.name,
-                "text": match.text, "span": [match.start, match.end]}))  # fmt: skip
+                "text": match.text, "written": words, "span": [match.start, match.end]}))  # fmt: skip
         for start, end, words, _ in sorted(edits, key=lambda e: -e[0]):
             text = agree_article(text[:start], words) + words + text[end:]
         kind = "both" if len(edits) == 2 else edits[0][3]["what"].replace("aspect", "attribute")
@@ -226,12 +235,6 @@ def agree_article(prefix: str, word: str) -> str:
 
 def _distance(a: Match, b: Match) -> int:
     return max(a.start - b.end, b.start - a.end, 0)
-
-
-def natural_name(entity: Entity) -> str:
-    """How a query would write the entity: the uninverted form of an inverted MeSH heading."""
-    forms = uninverted(entity.name)
-    return forms[0] if forms else entity.name
 
 
 def _match_case(original: str, replacement: str) -> str:

