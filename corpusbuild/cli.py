@@ -6,6 +6,7 @@ import functools
 import os
 import shlex
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import click
@@ -17,10 +18,11 @@ from corpusbuild.errors import OutputError
 from corpusbuild.inputs import expand_inputs, output_folder_problem
 from corpusbuild.recipe import RecipeError, check_checksums, load_recipe, root_record
 from corpusbuild.report import BuildProgress, console, print_summary
-from corpusbuild.shardbuild import BuildAborted, BuildLocked, BuildOutcome, run_sharded_build
+from corpusbuild.shardbuild import BuildAborted, BuildLocked, BuildOutcome, drop_inherited_locks, run_sharded_build
 from corpusbuild.sources import KINDS, SOURCE_NAME_RE
 from medsnip import __version__
 from medsnip.buildrecord import write_build_record
+from medsnip.executor import EXECUTORS, RayExecutor, RayUnavailable, make_executor
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -35,7 +37,7 @@ def build_options(command):
         click.argument("inputs", nargs=-1, required=True),
         click.option("--out", "out_dir", required=True, type=click.Path(path_type=Path), help="Output folder."),
         click.option("--shards", default=32, show_default=True, type=click.IntRange(1, 65536), help="Shards."),
-        click.option("--workers", default=os.cpu_count() or 1, show_default=True, type=click.IntRange(1)),
+        *executor_options(),
         click.option("--chunk-size", default=1000, show_default=True, type=int, help="Max characters a snippet."),
         click.option("--chunk-overlap", default=200, show_default=True, type=int, help="Characters chunks share."),
         click.option("--no-chunk", is_flag=True, help="One snippet per document."),
@@ -48,9 +50,42 @@ def build_options(command):
         ),
         click.option("--quiet", is_flag=True, help="No progress bars."),
     ]
-    for option in reversed(options):
-        command = option(command)
-    return command
+    return with_options(options)(command)
+
+
+def with_options(options: list):
+    def apply(command):
+        for option in reversed(options):
+            command = option(command)
+        return command
+
+    return apply
+
+
+def executor_options() -> list:
+    return [
+        click.option("--workers", default=os.cpu_count() or 1, show_default=True, type=click.IntRange(1),
+                     help="Worker processes (with --executor ray, no --ray-address: a private cluster's CPUs)."),
+        click.option("--executor", default="local", show_default=True, type=click.Choice(EXECUTORS),
+                     help="Run the parse and merge tasks in a local process pool or on a Ray cluster."),
+        click.option("--ray-address", help="With --executor ray: join this cluster (auto or HOST:PORT) "
+                     "instead of starting a private one. Every node must see --out at the same path."),
+    ]  # fmt: skip
+
+
+@contextmanager
+def build_executor(options: dict):
+    """The executor the options ask for, shut down (a private Ray cluster) when the build ends."""
+    try:
+        executor = make_executor(options.get("executor", "local"), options["workers"], options.get("ray_address"),
+                                 initializer=drop_inherited_locks)  # fmt: skip
+    except (RayUnavailable, ValueError) as error:
+        raise click.UsageError(str(error)) from error
+    try:
+        yield executor
+    finally:
+        if isinstance(executor, RayExecutor):
+            executor.shutdown()
 
 
 def chunking_params(chunk_size: int, chunk_overlap: int, no_chunk: bool) -> ChunkingParams:
@@ -78,7 +113,7 @@ def run_build(*, kind: str, source: str, inputs, params: dict, options: dict) ->
     if out_problem:
         raise click.BadParameter(out_problem, param_hint="--out")
     try:
-        with BuildProgress(enabled=not options["quiet"]) as progress:
+        with build_executor(options) as executor, BuildProgress(enabled=not options["quiet"]) as progress:
             outcome = run_sharded_build(
                 source=source,
                 inputs=source_kind.order(files),
@@ -87,7 +122,8 @@ def run_build(*, kind: str, source: str, inputs, params: dict, options: dict) ->
                 num_shards=options["shards"],
                 params=params,
                 map_function=source_kind.map_function,
-                workers=options["workers"],
+                workers=executor.slots,
+                executor=executor,
                 strict=options["strict"],
                 keep_work=options["keep_work"],
                 on_duplicate=source_kind.on_duplicate,
@@ -225,12 +261,13 @@ def jsonl(inputs, chunk_size, chunk_overlap, no_chunk, source_name, id_field, ti
 @click.argument("recipe_path", metavar="RECIPE", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--out", "root", required=True, type=click.Path(path_type=Path), help="Corpus root folder.")
 @click.option("--var", "variables", multiple=True, help="Override a recipe variable: NAME=VALUE.")
-@click.option("--workers", default=os.cpu_count() or 1, show_default=True, type=click.IntRange(1))
+@with_options(executor_options())
 @click.option("--require-checksums", is_flag=True, help="Refuse inputs without a pinned sha256 in the recipe.")
 @click.option("--strict", is_flag=True, help="Stop at the first error; publish nothing.")
 @click.option("--keep-work/--no-keep-work", default=True, show_default=True)
 @click.option("--quiet", is_flag=True, help="No progress bars.")
-def build(recipe_path, root, variables, workers, require_checksums, strict, keep_work, quiet) -> None:
+def build(recipe_path, root, variables, workers, executor, ray_address, require_checksums, strict, keep_work,
+          quiet) -> None:  # fmt: skip
     """Build every source of a TOML recipe into one corpus root (ROOT/<source>/ + ROOT/build.json)."""
     overrides = {}
     for item in variables:
@@ -253,7 +290,8 @@ def build(recipe_path, root, variables, workers, require_checksums, strict, keep
     for source in recipe.sources:
         console.rule(f"{source.name} ({source.kind})")
         options = {"out_dir": root / source.name, "shards": source.shards, "workers": workers, "strict": strict,
-                   "keep_work": keep_work, "quiet": quiet}  # fmt: skip
+                   "keep_work": keep_work, "quiet": quiet, "executor": executor,
+                   "ray_address": ray_address}  # fmt: skip
         outcome = run_build(
             kind=source.kind, source=source.name, inputs=source.inputs, params=source.params(), options=options
         )

@@ -17,17 +17,14 @@ from __future__ import annotations
 import ctypes
 import fcntl
 import hashlib
-import multiprocessing
 import os
 import shutil
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import orjson
@@ -45,7 +42,7 @@ from medsnip.buildrecord import (
     tool_identity,
     write_json,
 )
-from medsnip.processes import die_with_parent
+from medsnip.executor import Executor, LocalExecutor
 from medsnip.snippet import SHARD_GLOB, shard_name
 
 EVENT_RECORD, EVENT_SKIP, EVENT_DELETE = 0, 1, 2
@@ -511,39 +508,6 @@ def _split_finished(tasks: Sequence, load: Callable, key: Callable) -> tuple[dic
     return finished, todo
 
 
-def _run_tasks(
-    tasks: Sequence,
-    function: Callable,
-    extra_args: tuple,
-    workers: int,
-    on_result: Callable[[Any, dict], bool],
-) -> None:
-    """Run tasks inline (1 worker) or in a process pool; `on_result` returns False to stop early."""
-    if workers <= 1 or len(tasks) <= 1:
-        for task in tasks:
-            if not on_result(task, function(task, *extra_args)):
-                return
-        return
-    context = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(
-        max_workers=workers, mp_context=context, initializer=_worker_start, initargs=(os.getpid(),)
-    ) as pool:
-        pending: dict[Future, Any] = {pool.submit(function, task, *extra_args): task for task in tasks}
-        try:
-            while pending:
-                done, _ = wait(pending, return_when=FIRST_COMPLETED)
-                for future in done:
-                    task = pending.pop(future)
-                    if not on_result(task, future.result()):
-                        for other in pending:
-                            other.cancel()
-                        return
-        except BaseException:
-            for other in pending:
-                other.cancel()
-            raise
-
-
 class BuildLocked(Exception):
     """Another build is writing to the same output folder."""
 
@@ -568,14 +532,13 @@ def _exclusive(out_dir: Path):
             _held_locks.discard(handle.fileno())
 
 
-def _worker_start(parent: int) -> None:
+def drop_inherited_locks() -> None:
     """In each forked worker: drop the inherited copy of the folder lock (a flock lives as long as any
-    process holds its file), and die with the parent, so a killed build leaves no worker behind that
-    still writes or keeps the folder locked against the resumed run."""
+    process holds its file), so a killed build leaves nothing that keeps the folder locked against the
+    resumed run (the executor makes the worker die with the driver)."""
     for fd in _held_locks:
         os.close(fd)
     _held_locks.clear()
-    die_with_parent(parent)
 
 
 _MMAP_THRESHOLD = 8 << 20  # allocations above this still get their own mapping
@@ -617,6 +580,7 @@ def _run_build(
     params: dict,
     map_function: MapFunction,
     workers: int = 1,
+    executor: Executor | None = None,
     strict: bool = False,
     keep_work: bool = True,
     on_duplicate: str = "replace",
@@ -630,10 +594,13 @@ def _run_build(
     `on_duplicate` says what two records with the same key mean: "replace" (a later version; PubMed)
     or "error" (ids must be unique; the first is kept and the others reported). `split_function` may
     cut one input into byte ranges parsed as separate tasks, in order (corpusbuild.dumpsplit).
+    `executor` runs the tasks (medsnip.executor; a local pool of `workers` by default): the shards are
+    the same bytes whichever runs them.
     """
     if num_shards < 1:
         raise ValueError(f"--shards must be >= 1, got {num_shards}")
     callbacks = callbacks or BuildCallbacks()
+    executor = executor or LocalExecutor(workers, drop_inherited_locks)
     started = time.perf_counter()
     out_dir.mkdir(parents=True, exist_ok=True)
     work = out_dir / WORK_DIR
@@ -671,7 +638,7 @@ def _run_build(
         return True
 
     map_started = time.perf_counter()
-    _run_tasks(todo, run_file_task, (map_function,), workers, on_file)
+    executor.run(todo, run_file_task, (map_function,), on_file)
     map_seconds = time.perf_counter() - map_started
 
     ordered = _per_input([results[task.order] for task in tasks], plans)
@@ -701,7 +668,7 @@ def _run_build(
         return True
 
     reduce_started = time.perf_counter()
-    _run_tasks(shard_todo, run_shard_task, (), workers, on_shard)
+    executor.run(shard_todo, run_shard_task, (), on_shard)
     reduce_seconds = time.perf_counter() - reduce_started
 
     outputs = [shard_results[shard] for shard in range(num_shards)]
@@ -717,6 +684,7 @@ def _run_build(
         problems=problems,
         run={
             "workers": workers,
+            "executor": executor.name,
             "reused_file_tasks": reused_files,
             "reused_shard_tasks": reused_shards,
             "seconds": {

@@ -1,0 +1,107 @@
+"""The executors (medsnip.executor) on a real local Ray cluster: the same shards as the local process
+pool for real PubMed and Wikipedia samples, and a killed Ray build resumes to the identical result."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import SAMPLES
+from corpusbuild.scaleup import write_scaled_pubmed
+from helpers import kill_when, record_without_run, shard_bytes, start_corpusbuild
+from medsnip.buildrecord import read_build_record
+from medsnip.executor import LocalExecutor, RayExecutor
+
+WIKIPEDIA = SAMPLES / "wikipedia" / "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
+
+
+@pytest.mark.parametrize("kind, inputs", [
+    ("pubmed", [SAMPLES / "pubmed"]), ("wikipedia", [WIKIPEDIA]),
+])  # fmt: skip
+def test_ray_builds_the_same_shards_as_the_local_pool(tmp_path, kind, inputs):
+    """`--executor ray` on a private 2-CPU cluster (real Ray processes) against the local pool."""
+    outputs = {}
+    for executor in ("local", "ray"):
+        out = tmp_path / executor
+        process = start_corpusbuild(kind, inputs, out, "--shards", 4, "--workers", 2, "--executor", executor)
+        assert process.wait(timeout=300) == 0
+        outputs[executor] = out
+    assert shard_bytes(outputs["ray"]) == shard_bytes(outputs["local"]) and shard_bytes(outputs["ray"])
+    assert record_without_run(outputs["ray"]) == record_without_run(outputs["local"])
+    assert read_build_record(outputs["ray"])["run"]["executor"] == "ray"
+
+
+def _ray_processes(pattern: str = "ray::|raylet|gcs_server") -> set[int]:
+    found = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout
+    return {int(pid) for pid in found.split()}
+
+
+def _wait_gone(pids, pattern: str, seconds: float) -> set[int]:
+    deadline = time.monotonic() + seconds
+    while (left := _ray_processes(pattern) - pids) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return left
+
+
+def test_a_killed_ray_build_resumes_to_the_identical_result(tmp_path, pubmed_samples):
+    """SIGKILL the driver once a parse task's marker is written: its private cluster goes with it (the
+    raylet and GCS at once, Ray's agents once they notice, about a minute here), and the next Ray run
+    reuses the finished tasks and publishes the same bytes as an uninterrupted local build."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    inputs = []
+    for number in range(4):  # real records with new PMIDs, enough to kill mid-run
+        path = folder / f"pubmed26n{number + 1:04d}.xml.gz"
+        write_scaled_pubmed(sorted(pubmed_samples.iterdir()), path, 2_000, 50_000_000 + number * 2_000)
+        inputs.append(path)
+    reference = tmp_path / "reference"
+    assert start_corpusbuild("pubmed", inputs, reference, "--shards", 16, "--workers", 2).wait(timeout=300) == 0
+
+    before = _ray_processes()
+    out = tmp_path / "killed"
+    arguments = ("--shards", 16, "--workers", 2, "--executor", "ray")
+    process = start_corpusbuild("pubmed", inputs, out, *arguments)
+    kill_when(process, lambda: len(list((out / ".work").glob("parts/*/task.json"))) >= 1, timeout=300)
+    assert process.returncode == -signal.SIGKILL and not (out / "build.json").exists()
+    assert not _wait_gone(before, "raylet|gcs_server", 30), "the killed driver's cluster outlived it"
+    killed_agents = _ray_processes() - before
+
+    assert start_corpusbuild("pubmed", inputs, out, *arguments).wait(timeout=300) == 0
+    assert shard_bytes(out) == shard_bytes(reference)
+    assert record_without_run(out) == record_without_run(reference)
+    assert read_build_record(out)["run"]["reused_file_tasks"] >= 1
+    assert not _wait_gone(before, "ray::|raylet|gcs_server", 150) & (killed_agents | _ray_processes())
+
+
+def _double(task: int, offset: int) -> dict:
+    if task == 99:
+        raise ValueError("task 99 is bad")
+    return {"value": task * 2 + offset}
+
+
+def test_executors_run_the_same_tasks_and_raise_the_task_error(tmp_path):
+    """Both executors hand every result to on_result, stop early when it says so, and re-raise a task's
+    own exception type in the driver."""
+    import ray.cloudpickle
+
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # Ray's workers cannot import a test module
+    local, ray_executor = LocalExecutor(2), RayExecutor(num_cpus=2)
+    try:
+        for executor in (local, ray_executor):
+            seen: dict = {}
+            executor.run(
+                list(range(6)), _double, (1,), lambda task, result, seen=seen: seen.update({task: result}) or True
+            )
+            assert seen == {n: {"value": 2 * n + 1} for n in range(6)}
+            with pytest.raises(ValueError, match="task 99 is bad"):
+                executor.run([1, 99], _double, (0,), lambda task, result: True)
+            stopped: list = []
+            executor.run(list(range(6)), _double, (0,), lambda task, result, stopped=stopped: stopped.append(task))
+            assert len(stopped) == 1  # on_result said None: stop
+        assert ray_executor.slots == 2
+    finally:
+        ray_executor.shutdown()
