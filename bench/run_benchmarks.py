@@ -64,15 +64,21 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
-def pubmed_section(args) -> list[str]:
+def pubmed_pair(work: Path) -> list[Path]:
+    """Two files of RECORDS_PER_FILE real PubMed records with new PMIDs (written once)."""
     sources = sorted((REPO / "samples" / "pubmed").iterdir())
     files = []
     for number in (1, 2):
-        path = args.work / f"pubmed25n{number:04d}.xml.gz"
+        path = work / f"pubmed25n{number:04d}.xml.gz"
         if not path.exists():
             print(f"writing {path} ({RECORDS_PER_FILE:,} real records, new PMIDs)", flush=True)
             write_scaled_pubmed(sources, path, RECORDS_PER_FILE, 40_000_000 + (number - 1) * RECORDS_PER_FILE)
         files.append(path)
+    return files
+
+
+def pubmed_section(args) -> list[str]:
+    files = pubmed_pair(args.work)
 
     single = {"medsnip corpusbuild pubmed": [], "reference pipeline": [], "pubmed_parser alone": []}
     scaling = {1: [], 2: []}
@@ -295,7 +301,14 @@ def noise_sections(args) -> list[str]:
     return noise_bench.noise_section(demo_root(), args.work / "noise")
 
 
-SECTIONS = ("pubmed", "wikipedia", "chunker", "indexer", "searchd", "refkit", "flood", "noise")
+def executor_sections(args) -> list[str]:
+    """corpusbuild on Ray (private and joined cluster) against the local pool, on the 60k-citation pair."""
+    import executor_bench
+
+    return executor_bench.executor_section(pubmed_pair(args.work), args.work / "executor", args.repeats, measure)
+
+
+SECTIONS = ("pubmed", "wikipedia", "chunker", "indexer", "searchd", "refkit", "flood", "noise", "executor")
 
 
 def main() -> None:
@@ -337,6 +350,8 @@ def main() -> None:
         lines += flood_sections(args)
     if "noise" in wanted:
         lines += noise_sections(args)
+    if "executor" in wanted:
+        lines += executor_sections(args)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(lines), encoding="utf-8")
     print("\n".join(lines))

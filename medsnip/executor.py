@@ -101,8 +101,8 @@ class RayExecutor:
             try:
                 if address:
                     ray.init(address=address, **options)
-                else:  # a private cluster for this run; its processes end with it
-                    ray.init(num_cpus=num_cpus or os.cpu_count() or 1, **options)
+                else:  # a private cluster for this run, even where `ray start` runs one; it ends with the run
+                    ray.init(address="local", num_cpus=num_cpus or os.cpu_count() or 1, **options)
             except (ConnectionError, RuntimeError, ValueError) as error:
                 where = address or "a new local one"
                 raise RayUnavailable(f"cannot reach a Ray cluster at {where}: {error}") from error
