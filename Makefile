@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml Makefile
 	touch $(STAMP)
 
 demo: setup
-	$(PY) -m medsnip.demo --out $(DEMO_OUT)
+	$(PY) -m demo.run --out $(DEMO_OUT)
 
 test: setup
 	$(PY) -m pytest -q tests

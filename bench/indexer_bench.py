@@ -17,9 +17,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from indexer.bm25 import BM25Index, index_collection_command  # noqa: E402
-from indexer.corpus import Corpus  # noqa: E402
 from indexer.encoders import DenseEncoder, preset  # noqa: E402
-from indexer.evaluate import read_queries  # noqa: E402
+from medsnip.corpus import Corpus  # noqa: E402
+from medsnip.queries import query_texts  # noqa: E402
 
 QUERIES = REPO / "samples" / "ir" / "pubmedqa-beir" / "queries.tsv"
 FAISS_VECTORS = 100_000
@@ -49,7 +49,7 @@ def bm25_section(corpus_dir: Path, work: Path, repeats: int) -> list[str]:
         direct.append(_timed(index_collection_command(copies, target, 1)))
     ours_rate, direct_rate = corpus.snippets / min(ours), corpus.snippets / min(direct)
     index = BM25Index.open(corpus_dir / "bm25")
-    questions = list(read_queries(QUERIES).values())
+    questions = list(query_texts(QUERIES).values())
     search: dict[tuple[str, int], float] = {}
     ways = {"pyserini": lambda t: index._search_hit_by_hit(questions, 100, t), "medsnip": lambda t: index.search(
         questions, k=100, threads=t)}  # fmt: skip
@@ -114,7 +114,7 @@ def embedding_section(corpus_dir: Path, count: int) -> tuple[list[str], np.ndarr
     vectors = encoder.encode_snippets(snippets, batch_size=64)
     seconds = time.perf_counter() - started
     mean_chars = sum(len(s["contents"]) for s in snippets) / len(snippets)
-    queries = encoder.encode_queries(list(read_queries(QUERIES).values()))
+    queries = encoder.encode_queries(list(query_texts(QUERIES).values()))
     lines = [
         "## indexer dense: embedding",
         "",

@@ -2,7 +2,7 @@
 machine, same input; writes docs/benchmarks.md.
 
 Input: real PubMed records from samples/pubmed (baseline/update, efetch and legacy MEDLINE files)
-repeated round-robin under new PMIDs into files of 30,000 citations (corpusbuild.scaleup): no text is
+repeated round-robin under new PMIDs into files of 30,000 citations (pubmed_scaleup): no text is
 invented. Every pipeline runs in its own process; wall time covers the whole job (start-up, parse,
 clean, chunk, write) and peak RSS comes from wait4 (the largest process of the tree).
 """
@@ -23,9 +23,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from pubmed_scaleup import write_scaled_pubmed  # noqa: E402
+from wiki_scaleup import write_multistream_dump  # noqa: E402
+
 from corpusbuild.chunking import chunk_text  # noqa: E402
-from corpusbuild.scaleup import write_scaled_pubmed  # noqa: E402
-from corpusbuild.wikiscale import write_multistream_dump  # noqa: E402
 
 RECORDS_PER_FILE = 30_000
 
@@ -269,7 +270,7 @@ def demo_root() -> Path:
     if not all(
         (root / source / "dense-minilm" / "build.json").is_file() for source in ("pubmed", "wikipedia", "pubmedqa")
     ):
-        subprocess.run([sys.executable, "-m", "medsnip.demo", "--out", str(root)], check=True, cwd=REPO)
+        subprocess.run([sys.executable, "-m", "demo.run", "--out", str(root)], check=True, cwd=REPO)
     return root
 
 

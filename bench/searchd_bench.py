@@ -12,7 +12,7 @@ from pathlib import Path
 
 import grpc
 
-from indexer.evaluate import read_queries
+from medsnip.queries import query_texts
 from searchd.client import SearchClient
 from searchd.launch import start_background_server
 
@@ -119,7 +119,7 @@ def _in_process(root: Path, questions: list[str], repeats: int) -> dict[str, flo
 def searchd_section(root: Path, load_seconds: float = 60.0, repeats: int = 3) -> list[str]:
     """Each in-process rate and each gRPC row is the best of `repeats` runs (this VM's timings swing by
     15% from run to run), the way the other sections take the best of several."""
-    questions = list(read_queries(QUERIES).values())
+    questions = list(query_texts(QUERIES).values())
     in_process = _in_process(root, questions, repeats)
     process, address = start_background_server(root)
     rows = []

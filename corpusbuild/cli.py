@@ -13,13 +13,13 @@ import click
 from rich.markup import escape
 
 from corpusbuild.chunking import ChunkingParams, validate_chunking
-from corpusbuild.dumpsplit import RANGE_BYTES
 from corpusbuild.errors import OutputError
 from corpusbuild.inputs import expand_inputs, output_folder_problem
 from corpusbuild.recipe import RecipeError, check_checksums, load_recipe, root_record
 from corpusbuild.report import BuildProgress, console, print_summary
 from corpusbuild.shardbuild import BuildAborted, BuildLocked, BuildOutcome, drop_inherited_locks, run_sharded_build
 from corpusbuild.sources import KINDS, SOURCE_NAME_RE
+from corpusbuild.wikidump_ranges import RANGE_BYTES
 from medsnip import __version__
 from medsnip.buildrecord import write_build_record
 from medsnip.executor import EXECUTORS, RayExecutor, RayUnavailable, make_executor

@@ -29,8 +29,8 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from corpusbuild.dumpsplit import SplitPlan
 from corpusbuild.errors import InputError, InputProblem, OutputError, writing
+from corpusbuild.wikidump_ranges import SplitPlan
 from medsnip import __version__
 from medsnip.buildrecord import (
     BUILD_RECORD,
@@ -185,7 +185,7 @@ class FileTask:
     parts_root: str
     num_shards: int
     params: dict
-    part: dict | None = None  # one byte range of a split input (corpusbuild.dumpsplit), else None
+    part: dict | None = None  # one byte range of a split input (corpusbuild.wikidump_ranges), else None
 
     @property
     def final_dir(self) -> Path:
@@ -593,7 +593,7 @@ def _run_build(
 
     `on_duplicate` says what two records with the same key mean: "replace" (a later version; PubMed)
     or "error" (ids must be unique; the first is kept and the others reported). `split_function` may
-    cut one input into byte ranges parsed as separate tasks, in order (corpusbuild.dumpsplit).
+    cut one input into byte ranges parsed as separate tasks, in order (corpusbuild.wikidump_ranges).
     `executor` runs the tasks (medsnip.executor; a local pool of `workers` by default): the shards are
     the same bytes whichever runs them.
     """
@@ -809,7 +809,7 @@ def _publish(out_dir: Path, reduce_dir: Path, names: list[str], record: dict) ->
     finishes the swap (load_finished_shard_task finds each shard where it is). Shards are moved, not
     linked: a published shard shares no bytes with the work folder, so editing one cannot edit the cache.
     Each shard's mtime goes into the record (`run.shard_mtime_ns`), so later stages can tell a shard
-    changed since its build without hashing it (indexer.corpus).
+    changed since its build without hashing it (medsnip.corpus).
     """
     sources = {name: reduce_dir / name if (reduce_dir / name).is_file() else out_dir / name for name in names}
     record["run"]["shard_mtime_ns"] = {name: path.stat().st_mtime_ns for name, path in sources.items()}

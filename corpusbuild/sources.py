@@ -15,8 +15,8 @@ from pathlib import Path
 from types import ModuleType
 
 from corpusbuild.chunking import ChunkingParams
-from corpusbuild.dumpsplit import plan_dump_split
 from corpusbuild.inputs import order_inputs
+from corpusbuild.wikidump_ranges import plan_dump_split
 
 SOURCE_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 

@@ -15,11 +15,11 @@ from typing import BinaryIO
 from lxml import etree
 
 from corpusbuild.chunking import ChunkingParams
-from corpusbuild.dumpsplit import range_position
 from corpusbuild.errors import InputError, InputProblem
 from corpusbuild.ids import BadId, numeric_id
 from corpusbuild.inputs import DECOMPRESSION_ERRORS, ChainedReader, decompressed
 from corpusbuild.shardbuild import EVENT_RECORD, EVENT_SKIP, FileTask, PartWriter
+from corpusbuild.wikidump_ranges import range_position
 from corpusbuild.wikitext import is_disambiguation, wiki_sections
 from corpusbuild.xmltools import first_child, local_name, release, syntax_error_message
 from medsnip.buildrecord import HashingReader

@@ -16,9 +16,9 @@ import subprocess
 import time
 from pathlib import Path
 
-from indexer.corpus import Corpus, LineageError, index_record, open_index_record, replace_dir
 from indexer.jvm import JVM_QUIET_OPTIONS, anserini_jar, anserini_version, java_class, start_jvm
 from medsnip.buildrecord import write_build_record
+from medsnip.corpus import Corpus, LineageError, index_record, open_index_record, replace_dir
 from medsnip.processes import die_with_parent, remove_stale_temps
 
 STAGE = "indexer.bm25"

@@ -11,10 +11,10 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
-from indexer.corpus import Corpus, LineageError, default_out
 from indexer.encoders import PRESETS, EncoderSpec, EncoderUnavailable, preset
 from medsnip import __version__
 from medsnip.buildrecord import read_build_record
+from medsnip.corpus import Corpus, LineageError, default_out
 
 console = Console(stderr=True, soft_wrap=True)  # never wrap: paths must stay copyable
 
@@ -188,11 +188,13 @@ def dense(corpus_dir: Path, out: Path | None, batch_size: int, index_factory: st
 def evaluate_command(corpus_dir, queries, qrels, retriever, index_dir, run_path, k, judge_by, threads, k1,
                      b_param) -> None:  # fmt: skip
     """Write a TREC run for QUERIES and print nDCG@10 and Recall@100 against QRELS."""
-    from indexer.evaluate import doc_ids_of, evaluate, read_qrels, read_queries, write_trec_run
+    from indexer.evaluate import doc_ids_of, evaluate
     from indexer.store import SnippetStore
+    from medsnip.irformats import read_qrels, write_trec_run
+    from medsnip.queries import query_texts
 
     corpus = _open_corpus(corpus_dir, verify="stat")  # reads only what its hits point at
-    questions = read_queries(queries)
+    questions = query_texts(queries)
     qids = list(questions)
     texts = [questions[q] for q in qids]
     try:

@@ -20,10 +20,10 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from indexer.corpus import Corpus, LineageError, index_record, open_index_record
 from indexer.encoders import DenseEncoder, EncoderSpec
 from indexer.store import SnippetStore
 from medsnip.buildrecord import write_build_record
+from medsnip.corpus import Corpus, LineageError, index_record, open_index_record
 from medsnip.processes import remove_stale_temps
 
 STAGE = "indexer.dense"

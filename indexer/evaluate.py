@@ -3,48 +3,6 @@
 
 from __future__ import annotations
 
-import csv
-from pathlib import Path
-
-
-def read_queries(path: Path) -> dict[str, str]:
-    """`qid<TAB>text` lines (a header line `query-id ...`/`qid ...` is skipped)."""
-    queries: dict[str, str] = {}
-    with open(path, encoding="utf-8", newline="") as handle:
-        for number, row in enumerate(csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE), 1):
-            if not row or (number == 1 and row[0].lower() in ("qid", "query-id", "query_id", "id")):
-                continue
-            if len(row) < 2:
-                raise ValueError(f"{path}:{number}: expected 'qid<TAB>query text'")
-            queries[row[0]] = row[1]
-    return queries
-
-
-def read_qrels(path: Path) -> dict[str, dict[str, int]]:
-    """TREC qrels (`qid 0 docid rel`) or BEIR's `query-id<TAB>corpus-id<TAB>score` (with header)."""
-    qrels: dict[str, dict[str, int]] = {}
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            parts = line.split()
-            if not parts or (number == 1 and parts[0].lower() in ("query-id", "qid", "query_id")):
-                continue
-            if len(parts) == 4:
-                qid, _, docid, rel = parts
-            elif len(parts) == 3:
-                qid, docid, rel = parts
-            else:
-                raise ValueError(f"{path}:{number}: expected 'qid 0 docid relevance' or 'qid docid relevance'")
-            qrels.setdefault(qid, {})[docid] = int(rel)
-    return qrels
-
-
-def write_trec_run(path: Path, run: dict[str, list[tuple[str, float]]], tag: str) -> None:
-    """TREC run lines `qid Q0 docid rank score tag`, ranks from 1."""
-    with open(path, "w", encoding="utf-8") as handle:
-        for qid, hits in run.items():
-            for rank, (docid, score) in enumerate(hits, 1):
-                handle.write(f"{qid} Q0 {docid} {rank} {score:.6f} {tag}\n")
-
 
 def evaluate(run: dict[str, list[tuple[str, float]]], qrels: dict[str, dict[str, int]]) -> dict[str, float]:
     """Mean nDCG@10 and Recall@100 over the judged queries (unjudged queries are not counted)."""

@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from indexer.corpus import Corpus, LineageError, index_record, iter_shard_lines, open_index_record, replace_dir
 from medsnip.buildrecord import write_build_record
+from medsnip.corpus import Corpus, LineageError, index_record, iter_shard_lines, open_index_record, replace_dir
 from medsnip.processes import remove_stale_temps
 
 STAGE = "indexer.store"

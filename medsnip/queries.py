@@ -66,6 +66,11 @@ def read_query_file(path: Path, file_format: str = "auto", limit: int | None = N
     return items
 
 
+def query_texts(path: Path, file_format: str = "auto") -> dict[str, str]:
+    """id -> query text of a query file, in file order."""
+    return {item.id: item.query for item in read_query_file(path, file_format)}
+
+
 def _detect(path: Path) -> str:
     name = path.name.lower()
     if name.endswith(".tsv") or name.endswith(".txt"):

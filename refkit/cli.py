@@ -175,7 +175,7 @@ def lexicon(out, address, corpus_dirs, corpora, token_file, tls, ca_file, mesh_p
             except grpc.RpcError as error:
                 raise ServerError(describe_rpc_error(address, error)) from error
     else:
-        from indexer.corpus import Corpus, LineageError
+        from medsnip.corpus import Corpus, LineageError
         from medsnip.snippet import iter_snippets
 
         try:
@@ -310,7 +310,7 @@ def noise(queries_file, lexicon_path, seed, out, judge_name, judge_threshold, pe
 @_friendly_errors
 def label(refs, qrels, out, unjudged) -> None:
     """Label collected references from relevance judgements (by document id or snippet id)."""
-    from indexer.evaluate import read_qrels
+    from medsnip.irformats import read_qrels
     from medsnip.jsonl import write_jsonl
     from refkit.label import label_references
 
@@ -402,7 +402,7 @@ def audit(noise_path, qrels, min_noise, out) -> None:
 
     judgements = None
     if qrels:
-        from indexer.evaluate import read_qrels
+        from medsnip.irformats import read_qrels
 
         judgements = read_qrels(qrels)
     result = audit_noise(noise_path, judgements, min_noise)

@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from indexer.bm25 import BM25Index
-from indexer.corpus import Corpus, LineageError
 from indexer.dense import DenseIndex
 from indexer.encoders import DenseEncoder
 from indexer.store import SnippetStore
 from medsnip.buildrecord import BUILD_RECORD, read_build_record
+from medsnip.corpus import Corpus, LineageError
 from searchd.batching import MicroBatcher
 from searchd.calls import CallScope
 from searchd.fusion import DEFAULT_RRF_K, FusedHit, fuse_rrf

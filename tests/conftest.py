@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from pubmed_scaleup import load_template_articles, renumbered, without_abstract, write_pubmed_file
 
 from corpusbuild.cli import main as corpusbuild_main
-from corpusbuild.scaleup import load_template_articles, renumbered, without_abstract, write_pubmed_file
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO / "samples"

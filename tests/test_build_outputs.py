@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, SAMPLES, run_indexer
-from indexer.corpus import Corpus, LineageError
 from medsnip.buildrecord import read_build_record
+from medsnip.corpus import Corpus, LineageError
 
 PUBMED = SAMPLES / "pubmed"
 

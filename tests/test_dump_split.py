@@ -3,7 +3,7 @@ its stream headers, a plain .xml split before <page> tags. The output must be by
 dump parsed whole, errors must still name the file and line, and a killed split build resumes.
 
 The dumps are the real enwiki slice in samples/wikipedia re-issued under new page ids
-(corpusbuild.wikiscale), written as Wikimedia lays out multistream dumps: header stream, streams of
+(wiki_scaleup), written as Wikimedia lays out multistream dumps: header stream, streams of
 pages, closing stream, and the `offset:page_id:title` index."""
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import shutil
 import signal
 
 import pytest
+from wiki_scaleup import multistream_index_path, write_multistream_dump
 
 from conftest import SAMPLES
-from corpusbuild.dumpsplit import plan_dump_split
-from corpusbuild.wikiscale import multistream_index_path, write_multistream_dump
+from corpusbuild.wikidump_ranges import plan_dump_split
 from helpers import kill_when, record_without_run, shard_bytes, start_corpusbuild
 from medsnip.buildrecord import read_build_record
 

@@ -9,9 +9,9 @@ import sys
 import time
 
 import pytest
+from pubmed_scaleup import write_scaled_pubmed
 
 from conftest import SAMPLES
-from corpusbuild.scaleup import write_scaled_pubmed
 from helpers import kill_when, record_without_run, shard_bytes, start_corpusbuild
 from medsnip.buildrecord import read_build_record
 from medsnip.executor import LocalExecutor, RayExecutor

@@ -16,8 +16,10 @@ import pytest
 
 from conftest import REPO, SAMPLES, run_indexer
 from helpers import kill_when
-from indexer.corpus import Corpus, LineageError
-from indexer.evaluate import doc_ids_of, evaluate, read_qrels, read_queries
+from indexer.evaluate import doc_ids_of, evaluate
+from medsnip.corpus import Corpus, LineageError
+from medsnip.irformats import read_qrels
+from medsnip.queries import query_texts
 from medsnip.snippet import SHARD_GLOB
 
 BEIR = SAMPLES / "ir" / "pubmedqa-beir"
@@ -36,7 +38,7 @@ def dense_dir(corpus_dir):
 
 @pytest.fixture(scope="module")
 def questions():
-    return read_queries(BEIR / "queries.tsv")
+    return query_texts(BEIR / "queries.tsv")
 
 
 def test_store_fetches_by_id_and_by_row(corpus_dir):

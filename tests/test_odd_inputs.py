@@ -12,10 +12,10 @@ from pathlib import Path
 
 import orjson
 import pytest
+from pubmed_scaleup import load_template_articles, renumbered, write_pubmed_file
 
 from conftest import PUBMED_SAMPLES, REPO, SAMPLES, run_indexer
 from corpusbuild.ids import BadId, numeric_id, text_id
-from corpusbuild.scaleup import load_template_articles, renumbered, write_pubmed_file
 from medsnip.buildrecord import read_build_record
 from medsnip.queries import read_query_file
 from medsnip.snippet import iter_snippets

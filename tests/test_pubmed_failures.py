@@ -9,9 +9,9 @@ import signal
 from pathlib import Path
 
 import pytest
+from pubmed_scaleup import write_scaled_pubmed
 
 from conftest import REPO
-from corpusbuild.scaleup import write_scaled_pubmed
 from helpers import by_pmid, kill_when, record_without_run, shard_bytes, start_corpusbuild
 from medsnip.buildrecord import read_build_record
 

@@ -766,10 +766,10 @@ def test_audit_counts_coverage_shortfall_and_leaks(tmp_path):
 def test_judge_threshold_is_calibrated_on_the_labelled_pairs():
     """The minilm preset's threshold rejects at least 95% of the real answers (each PubMedQA question and
     its own abstract) while mismatched pairs stay below it: what refkit/judge.py documents."""
-    from indexer.evaluate import read_queries
+    from medsnip.queries import query_texts
     from refkit.judge import PRESETS, Judge, calibrate
 
-    questions = read_queries(BEIR / "queries.tsv")
+    questions = query_texts(BEIR / "queries.tsv")
     abstracts = {r["_id"]: r for r in map(orjson.loads, (BEIR / "corpus.jsonl").read_bytes().splitlines())}
     pairs = [(questions[q], f"{abstracts[q]['title']} {abstracts[q]['text']}".strip()) for q in questions]
     judge = Judge(PRESETS["minilm"])

@@ -17,8 +17,8 @@ import pytest
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from conftest import REPO, SAMPLES
-from indexer.corpus import Corpus
-from indexer.evaluate import read_queries
+from medsnip.corpus import Corpus
+from medsnip.queries import query_texts
 from searchd.client import SearchClient
 from searchd.fusion import fuse_rrf
 from searchd.launch import start_background_server, wait_serving
@@ -40,7 +40,7 @@ def server(search_root, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def questions():
-    return list(read_queries(QUERIES).values())
+    return list(query_texts(QUERIES).values())
 
 
 def test_rrf_by_hand():

@@ -17,14 +17,14 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from conftest import REPO, SAMPLES
-from indexer.evaluate import read_queries
+from medsnip.queries import query_texts
 from medsnip.v1 import search_pb2
 from searchd.client import SearchClient
 from searchd.daemon import BindError, build_server
 from searchd.launch import start_background_server
 from searchd.server import Limits
 
-QUESTIONS = list(read_queries(SAMPLES / "ir" / "pubmedqa-beir" / "queries.tsv").values())
+QUESTIONS = list(query_texts(SAMPLES / "ir" / "pubmedqa-beir" / "queries.tsv").values())
 
 
 def rss_mb(pid: int) -> float:

@@ -12,12 +12,12 @@ import random
 import pytest
 from isal import igzip
 from isal.igzip_lib import IsalError
+from pubmed_scaleup import write_scaled_pubmed
 
 import corpusbuild.pubmed_xml as pubmed_xml
 import corpusbuild.xmlbatches as xmlbatches
 from corpusbuild.errors import InputError
 from corpusbuild.pubmed_xml import BadRecord, FileSummary, iter_pubmed_records
-from corpusbuild.scaleup import write_scaled_pubmed
 from medsnip.buildrecord import read_build_record
 
 

@@ -14,8 +14,8 @@ from rich.table import Table
 
 from corpusbuild.cli import main as corpusbuild_main
 from corpusbuild.verify import verify_build
-from indexer.corpus import Corpus, LineageError
-from medsnip.demo_refkit import curation_walkthrough, show_item
+from demo.refkit_walkthrough import curation_walkthrough, show_item
+from medsnip.corpus import Corpus, LineageError
 from medsnip.snippet import SHARD_GLOB, iter_snippets
 
 REPO = Path(__file__).resolve().parents[1]
