@@ -11,12 +11,8 @@ the tests require none over every rewrite the demo makes.
 
 from __future__ import annotations
 
-import re
-
 from refkit.matcher import is_plural
-from refkit.noise import agree_article
-
-_ARTICLE = re.compile(r"\b(an?)\s+$", re.IGNORECASE)
+from refkit.noise import ARTICLE_BEFORE, agree_article
 
 
 def rewrite_problems(original: str, rewrite: dict) -> list[str]:
@@ -39,6 +35,6 @@ def rewrite_problems(original: str, rewrite: dict) -> list[str]:
         if edit["what"] == "entity" and is_plural(written) and not is_plural(replaced):
             problems.append(f"plural {written!r} replaces singular {replaced!r}")
         before = text[:at]
-        if _ARTICLE.search(before) and agree_article(before, written) != before:
+        if ARTICLE_BEFORE.search(before) and agree_article(before, written) != before:
             problems.append(f"article before {written!r} does not agree: {before[-12:] + written!r}")
     return problems

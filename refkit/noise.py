@@ -209,7 +209,7 @@ def _nested(a: list[str], b: list[str]) -> bool:
     return any(x == y or x.startswith(y + ".") or y.startswith(x + ".") for x in a for y in b)
 
 
-_ARTICLE_BEFORE = re.compile(r"\b(an|a)(\s+)$", re.IGNORECASE)
+ARTICLE_BEFORE = re.compile(r"\b(an|a)(\s+)$", re.IGNORECASE)
 _AN_LETTERS = "aeiou"
 _AN_INITIALS = "AEFHILMNORSX"  # letters whose name starts with a vowel sound: "an MRI", "an HIV test"
 
@@ -218,7 +218,7 @@ def agree_article(prefix: str, word: str) -> str:
     """`prefix` with an "a"/"an" that ends it made to agree with the words that now follow: "are they a
     etiology" -> "are they an etiology" ("an MRI" for initialisms; the article's case is kept), and no
     article before a plural ("are they a indications" -> "are they indications")."""
-    match = _ARTICLE_BEFORE.search(prefix)
+    match = ARTICLE_BEFORE.search(prefix)
     if match is None or not word:
         return prefix
     last = word.split()[-1]
