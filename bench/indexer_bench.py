@@ -16,7 +16,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from indexer.bm25 import BM25Index, index_collection_command  # noqa: E402
+from indexer.anserini_index import index_collection_command  # noqa: E402
+from indexer.bm25 import BM25Index  # noqa: E402
 from indexer.encoders import DenseEncoder, preset  # noqa: E402
 from medsnip.corpus import Corpus  # noqa: E402
 from medsnip.queries import query_texts  # noqa: E402

@@ -309,7 +309,20 @@ def executor_sections(args) -> list[str]:
     return executor_bench.executor_section(pubmed_pair(args.work), args.work / "executor", args.repeats, measure)
 
 
-SECTIONS = ("pubmed", "wikipedia", "chunker", "indexer", "searchd", "refkit", "flood", "noise", "executor")
+def bm25_sharded_sections(args) -> list[str]:
+    """indexer bm25 with groups of shards built in parallel against one IndexCollection run, at two sizes."""
+    import bm25_sharded_bench
+
+    files = pubmed_pair(args.work)
+    corpora = {"42k": args.work / "indexer-corpus", "84k": args.work / "indexer-corpus-2x"}
+    for inputs, corpus in zip((files[:1], files), corpora.values(), strict=True):
+        if not (corpus / "build.json").is_file():
+            subprocess.run(ours(inputs, corpus, 2), check=True, cwd=REPO)
+    return bm25_sharded_bench.bm25_sharded_section(corpora, args.work / "bm25-sharded", args.repeats)
+
+
+SECTIONS = ("pubmed", "wikipedia", "chunker", "indexer", "searchd", "refkit", "flood", "noise", "executor",
+            "bm25-sharded")  # fmt: skip
 
 
 def main() -> None:
@@ -353,6 +366,8 @@ def main() -> None:
         lines += noise_sections(args)
     if "executor" in wanted:
         lines += executor_sections(args)
+    if "bm25-sharded" in wanted:
+        lines += bm25_sharded_sections(args)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(lines), encoding="utf-8")
     print("\n".join(lines))

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import functools
-import os
 import shlex
 import sys
-from contextlib import contextmanager
 from pathlib import Path
 
 import click
@@ -22,7 +20,7 @@ from corpusbuild.sources import KINDS, SOURCE_NAME_RE
 from corpusbuild.wikidump_ranges import RANGE_BYTES
 from medsnip import __version__
 from medsnip.buildrecord import write_build_record
-from medsnip.executor import EXECUTORS, RayExecutor, RayUnavailable, make_executor
+from medsnip.executor_options import executor_from_options, executor_options, with_options
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -37,7 +35,7 @@ def build_options(command):
         click.argument("inputs", nargs=-1, required=True),
         click.option("--out", "out_dir", required=True, type=click.Path(path_type=Path), help="Output folder."),
         click.option("--shards", default=32, show_default=True, type=click.IntRange(1, 65536), help="Shards."),
-        *executor_options(),
+        *executor_options("the parse and merge tasks"),
         click.option("--chunk-size", default=1000, show_default=True, type=int, help="Max characters a snippet."),
         click.option("--chunk-overlap", default=200, show_default=True, type=int, help="Characters chunks share."),
         click.option("--no-chunk", is_flag=True, help="One snippet per document."),
@@ -51,41 +49,6 @@ def build_options(command):
         click.option("--quiet", is_flag=True, help="No progress bars."),
     ]
     return with_options(options)(command)
-
-
-def with_options(options: list):
-    def apply(command):
-        for option in reversed(options):
-            command = option(command)
-        return command
-
-    return apply
-
-
-def executor_options() -> list:
-    return [
-        click.option("--workers", default=os.cpu_count() or 1, show_default=True, type=click.IntRange(1),
-                     help="Worker processes (with --executor ray, no --ray-address: a private cluster's CPUs)."),
-        click.option("--executor", default="local", show_default=True, type=click.Choice(EXECUTORS),
-                     help="Run the parse and merge tasks in a local process pool or on a Ray cluster."),
-        click.option("--ray-address", help="With --executor ray: join this cluster (auto or HOST:PORT) "
-                     "instead of starting a private one. Every node must see --out at the same path."),
-    ]  # fmt: skip
-
-
-@contextmanager
-def build_executor(options: dict):
-    """The executor the options ask for, shut down (a private Ray cluster) when the build ends."""
-    try:
-        executor = make_executor(options.get("executor", "local"), options["workers"], options.get("ray_address"),
-                                 initializer=drop_inherited_locks)  # fmt: skip
-    except (RayUnavailable, ValueError) as error:
-        raise click.UsageError(str(error)) from error
-    try:
-        yield executor
-    finally:
-        if isinstance(executor, RayExecutor):
-            executor.shutdown()
 
 
 def chunking_params(chunk_size: int, chunk_overlap: int, no_chunk: bool) -> ChunkingParams:
@@ -113,7 +76,10 @@ def run_build(*, kind: str, source: str, inputs, params: dict, options: dict) ->
     if out_problem:
         raise click.BadParameter(out_problem, param_hint="--out")
     try:
-        with build_executor(options) as executor, BuildProgress(enabled=not options["quiet"]) as progress:
+        with (
+            executor_from_options(options, drop_inherited_locks) as executor,
+            BuildProgress(enabled=not options["quiet"]) as progress,
+        ):
             outcome = run_sharded_build(
                 source=source,
                 inputs=source_kind.order(files),
@@ -261,7 +227,7 @@ def jsonl(inputs, chunk_size, chunk_overlap, no_chunk, source_name, id_field, ti
 @click.argument("recipe_path", metavar="RECIPE", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--out", "root", required=True, type=click.Path(path_type=Path), help="Corpus root folder.")
 @click.option("--var", "variables", multiple=True, help="Override a recipe variable: NAME=VALUE.")
-@with_options(executor_options())
+@with_options(executor_options("the parse and merge tasks"))
 @click.option("--require-checksums", is_flag=True, help="Refuse inputs without a pinned sha256 in the recipe.")
 @click.option("--strict", is_flag=True, help="Stop at the first error; publish nothing.")
 @click.option("--keep-work/--no-keep-work", default=True, show_default=True)

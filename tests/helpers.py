@@ -52,3 +52,17 @@ def kill_when(process: subprocess.Popen, ready, timeout: float = 120.0) -> None:
         time.sleep(0.005)
     process.send_signal(signal.SIGKILL)
     process.wait()
+
+
+def ray_processes(pattern: str = "ray::|raylet|gcs_server") -> set[int]:
+    """PIDs of running Ray processes (a cluster's raylet, GCS, workers and actors)."""
+    found = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout
+    return {int(pid) for pid in found.split()}
+
+
+def wait_gone(pids, pattern: str, seconds: float) -> set[int]:
+    """Wait up to `seconds` for the Ray processes not in `pids` to end; those still running."""
+    deadline = time.monotonic() + seconds
+    while (left := ray_processes(pattern) - pids) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return left

@@ -4,15 +4,13 @@ pool for real PubMed and Wikipedia samples, and a killed Ray build resumes to th
 from __future__ import annotations
 
 import signal
-import subprocess
 import sys
-import time
 
 import pytest
 from pubmed_scaleup import write_scaled_pubmed
 
 from conftest import SAMPLES
-from helpers import kill_when, record_without_run, shard_bytes, start_corpusbuild
+from helpers import kill_when, ray_processes, record_without_run, shard_bytes, start_corpusbuild, wait_gone
 from medsnip.buildrecord import read_build_record
 from medsnip.executor import LocalExecutor, RayExecutor
 
@@ -35,18 +33,6 @@ def test_ray_builds_the_same_shards_as_the_local_pool(tmp_path, kind, inputs):
     assert read_build_record(outputs["ray"])["run"]["executor"] == "ray"
 
 
-def _ray_processes(pattern: str = "ray::|raylet|gcs_server") -> set[int]:
-    found = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout
-    return {int(pid) for pid in found.split()}
-
-
-def _wait_gone(pids, pattern: str, seconds: float) -> set[int]:
-    deadline = time.monotonic() + seconds
-    while (left := _ray_processes(pattern) - pids) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    return left
-
-
 def test_a_killed_ray_build_resumes_to_the_identical_result(tmp_path, pubmed_samples):
     """SIGKILL the driver once a parse task's marker is written: its private cluster goes with it (the
     raylet and GCS at once, Ray's agents once they notice, about a minute here), and the next Ray run
@@ -61,20 +47,20 @@ def test_a_killed_ray_build_resumes_to_the_identical_result(tmp_path, pubmed_sam
     reference = tmp_path / "reference"
     assert start_corpusbuild("pubmed", inputs, reference, "--shards", 16, "--workers", 2).wait(timeout=300) == 0
 
-    before = _ray_processes()
+    before = ray_processes()
     out = tmp_path / "killed"
     arguments = ("--shards", 16, "--workers", 2, "--executor", "ray")
     process = start_corpusbuild("pubmed", inputs, out, *arguments)
     kill_when(process, lambda: len(list((out / ".work").glob("parts/*/task.json"))) >= 1, timeout=300)
     assert process.returncode == -signal.SIGKILL and not (out / "build.json").exists()
-    assert not _wait_gone(before, "raylet|gcs_server", 30), "the killed driver's cluster outlived it"
-    killed_agents = _ray_processes() - before
+    assert not wait_gone(before, "raylet|gcs_server", 30), "the killed driver's cluster outlived it"
+    killed_agents = ray_processes() - before
 
     assert start_corpusbuild("pubmed", inputs, out, *arguments).wait(timeout=300) == 0
     assert shard_bytes(out) == shard_bytes(reference)
     assert record_without_run(out) == record_without_run(reference)
     assert read_build_record(out)["run"]["reused_file_tasks"] >= 1
-    assert not _wait_gone(before, "ray::|raylet|gcs_server", 150) & (killed_agents | _ray_processes())
+    assert not wait_gone(before, "ray::|raylet|gcs_server", 150) & (killed_agents | ray_processes())
 
 
 def _double(task: int, offset: int) -> dict:

