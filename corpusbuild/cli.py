@@ -113,7 +113,7 @@ def run_build(*, kind: str, source: str, inputs, params: dict, options: dict) ->
             " work is reused)"
         )
         sys.exit(1)
-    print_summary(outcome.record, document_label=source_kind.document_label)
+    print_summary(outcome.record, document_label=source_kind.document_label, kept_work_bytes=outcome.kept_work_bytes)
     return outcome
 
 

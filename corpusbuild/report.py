@@ -65,8 +65,10 @@ def problem_text(problem: dict) -> str:
     return str(InputProblem(**problem))
 
 
-def print_summary(record: dict, out_console: Console | None = None, document_label: str = "articles") -> None:
-    """The end-of-run table: files, records, replacements, deletions, skips, snippets, shards, speed."""
+def print_summary(record: dict, out_console: Console | None = None, document_label: str = "articles",
+                  kept_work_bytes: int | None = None) -> None:  # fmt: skip
+    """The end-of-run table: files, records, replacements, deletions, skips, snippets, shards, disk per
+    snippet (shards, and the parse cache kept in .work), speed."""
     out_console = out_console or Console()
     counts = record["counts"]
     run = record["run"]
@@ -92,6 +94,11 @@ def print_summary(record: dict, out_console: Console | None = None, document_lab
         table.add_row("ids with leading zeros, read as numbers", f"{counts['ids_normalised']:,}")
     table.add_row("snippets", f"{counts['snippets']:,}")
     table.add_row("shards", f"{len(record['outputs']):,}")
+    if counts["snippets"]:
+        shard_bytes = sum(output["bytes"] for output in record["outputs"])
+        table.add_row("bytes per snippet: shards", f"{shard_bytes / counts['snippets']:,.0f}")
+        if kept_work_bytes is not None:
+            table.add_row("bytes per snippet: kept .work", f"{kept_work_bytes / counts['snippets']:,.0f}")
     table.add_row("time", f"{seconds:.2f} s ({run['workers']} workers)")
     table.add_row(f"{document_label}/s", f"{read / seconds if seconds > 0 else 0.0:,.0f}")
     out_console.print(table)

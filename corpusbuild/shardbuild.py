@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 import orjson
+from isal import isal_zlib
 
 from corpusbuild.errors import InputError, InputProblem, OutputError, writing
 from corpusbuild.wikidump_ranges import SplitPlan
@@ -49,7 +50,7 @@ EVENT_RECORD, EVENT_SKIP, EVENT_DELETE = 0, 1, 2
 WORK_DIR = ".work"
 TASK_MARKER = "task.json"
 REASONS_FILE = "reasons.json"
-ENGINE_FORMAT = 4  # bump when part files change shape or readers change what they emit, so old caches are not reused
+ENGINE_FORMAT = 5  # bump when part files change shape or readers change what they emit, so old caches are not reused
 _FLUSH_BYTES = 8 << 20
 _COPY_BYTES = 4 << 20  # the most the reduce copies from a part in one read
 
@@ -77,8 +78,15 @@ EVENT_DTYPE = np.dtype(
 )
 
 
+PART_COMPRESSION_LEVEL = 0  # ISA-L zlib level 0 (its fastest): parts ~4x smaller at ~800 MB/s, docs/benchmarks.md
+
+
 class PartWriter:
     """Writes one input file's contribution to every shard: blocks of snippet lines + an event index.
+
+    Each document's block is stored zlib-compressed on its own (ISA-L, level 0), so kept work takes
+    about a fifth of the shards' bytes instead of a second full copy, and the reduce still reads any
+    document alone; offsets and lengths in the index are those of the compressed blocks.
 
     Blocks are buffered and appended in bulk, so memory stays bounded (a few MB) for any file size.
     The index is a numpy array per shard, sorted by (key, position): 31 bytes per event, so merging a
@@ -112,14 +120,15 @@ class PartWriter:
         if position is not None:
             self._position = position
         offset = self._offsets[shard]
-        if block:
-            self._buffers.setdefault(shard, bytearray()).extend(block)
-            self._offsets[shard] += len(block)
-            self._buffered += len(block)
         if lines is None:
             lines = block.count(b"\n")
+        stored = isal_zlib.compress(block, PART_COMPRESSION_LEVEL) if block else b""
+        if stored:
+            self._buffers.setdefault(shard, bytearray()).extend(stored)
+            self._offsets[shard] += len(stored)
+            self._buffered += len(stored)
         reason_code = -1 if reason is None else self._reasons.setdefault(reason, len(self._reasons))
-        self._index.setdefault(shard, []).append((key, self._position, kind, reason_code, offset, len(block), lines))
+        self._index.setdefault(shard, []).append((key, self._position, kind, reason_code, offset, len(stored), lines))
         self._position += 1
         if self._buffered >= _FLUSH_BYTES:
             self._flush()
@@ -168,6 +177,16 @@ class BlockReader:
         else:
             self._open.move_to_end(order)
         return os.pread(fd, length, offset)
+
+    def documents(self, order: int, offset: int, lengths: list[int]) -> bytes:
+        """The snippet lines of consecutive compressed document blocks starting at `offset`, read at once
+        and decompressed block by block."""
+        stored = memoryview(self.read(order, offset, sum(lengths)))
+        pieces, start = [], 0
+        for length in lengths:
+            pieces.append(isal_zlib.decompress(stored[start : start + length]))
+            start += length
+        return b"".join(pieces)
 
     def close(self) -> None:
         for fd in self._open.values():
@@ -350,16 +369,16 @@ def run_shard_task(task: ShardTask) -> dict:
     reader = BlockReader(blocks)
     try:
         with writing(temp_path), open(temp_path, "wb", buffering=1 << 20) as out:
-            pending = [-1, 0, 0]  # (part, start, end) of blocks read and written as one
+            pending = [-1, 0, 0, []]  # (part, start, end, block lengths) of blocks read as one
 
             def write_pending() -> None:
-                order, start, end = pending
+                order, start, end, block_lengths = pending
                 if end > start:
-                    block = reader.read(order, start, end - start)
+                    block = reader.documents(order, start, block_lengths)
                     out.write(block)
                     digest.update(block)
                     counts["bytes"] += len(block)
-                pending[:] = [-1, 0, 0]
+                pending[:] = [-1, 0, 0, []]
 
             def emit(event: int) -> None:
                 """Write the document of a record event, or count the skip of a skip event.
@@ -374,8 +393,9 @@ def run_shard_task(task: ShardTask) -> dict:
                 order, offset, length = orders[event], offsets[event], lengths[event]
                 if pending[0] != order or pending[2] != offset or pending[2] - pending[1] >= _COPY_BYTES:
                     write_pending()
-                    pending[:] = [order, offset, offset]
+                    pending[:] = [order, offset, offset, []]
                 pending[2] += length
+                pending[3].append(length)
 
             for first, end in zip(starts, ends, strict=True):
                 winner = first
@@ -446,7 +466,7 @@ def _first_of_each_id(
         if kinds[event] == EVENT_SKIP:
             by_id.setdefault(f"\x00skip{event}", []).append(event)
             continue
-        first_line = reader.read(orders[event], offsets[event], lengths[event]).split(b"\n", 1)[0]
+        first_line = reader.documents(orders[event], offsets[event], [lengths[event]]).split(b"\n", 1)[0]
         by_id.setdefault(orjson.loads(first_line)["doc_id"], []).append(event)
     result: list[tuple[int, dict | None]] = []
     for doc_id in sorted(by_id):
@@ -489,6 +509,7 @@ class BuildCallbacks:
 class BuildOutcome:
     record: dict
     problems: list[dict] = field(default_factory=list)
+    kept_work_bytes: int = 0  # what OUT/.work holds after the build (0 with --no-keep-work)
 
     @property
     def ok(self) -> bool:
@@ -700,7 +721,11 @@ def _run_build(
     else:
         shutil.rmtree(parts_root, ignore_errors=True)
         shutil.rmtree(work / "reduce", ignore_errors=True)
-    return BuildOutcome(record=record, problems=problems)
+    return BuildOutcome(record=record, problems=problems, kept_work_bytes=_folder_bytes(work))
+
+
+def _folder_bytes(folder: Path) -> int:
+    return sum(entry.stat().st_size for entry in folder.rglob("*") if entry.is_file()) if folder.is_dir() else 0
 
 
 def _per_input(results: list[dict], plans: dict[str, SplitPlan]) -> list[dict]:
