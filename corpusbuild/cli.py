@@ -87,7 +87,7 @@ def run_build(*, kind: str, source: str, inputs, params: dict, options: dict) ->
                 out_dir=options["out_dir"],
                 num_shards=options["shards"],
                 params=params,
-                map_function=source_kind.map_function,
+                read=source_kind.read,
                 workers=executor.slots,
                 executor=executor,
                 strict=options["strict"],

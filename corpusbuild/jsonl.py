@@ -12,36 +12,37 @@ from __future__ import annotations
 import codecs
 import json
 import re
+from collections import Counter
+from collections.abc import Generator
 
 from corpusbuild.chunking import ChunkingParams
 from corpusbuild.cleaning import clean_text, visible_or_empty
 from corpusbuild.errors import InputError, InputProblem
+from corpusbuild.events import Problem, ReaderEvent, ReaderInput, ReaderStats, Record
 from corpusbuild.ids import BadId, text_id
 from corpusbuild.inputs import DECOMPRESSION_ERRORS, decompressed
-from corpusbuild.shardbuild import EVENT_RECORD, FileTask, PartWriter
-from medsnip.buildrecord import HashingReader
 from medsnip.jsonl import loads_object
-from medsnip.snippet import document_key, shard_of, snippet_lines
+from medsnip.snippet import document_key, snippet_lines
 
 SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.bz2")
 
 
-def map_jsonl_file(task: FileTask, reader: HashingReader, magic: bytes, writer: PartWriter) -> dict:
-    """Map task for one JSONL file; a bad line is reported with its line number and skipped."""
-    params = ChunkingParams.from_dict(task.params)
-    source = task.params["source"]
-    id_field, title_field, text_field = task.params["id_field"], task.params["title_field"], task.params["text_field"]
+def read_jsonl(source: ReaderInput) -> Generator[ReaderEvent, None, ReaderStats]:
+    """Reader for one JSONL file; a bad line is reported with its line number and skipped."""
+    params = ChunkingParams.from_dict(source.params)
+    name = source.params["source"]
+    id_field, title_field, text_field = (source.params[field] for field in ("id_field", "title_field", "text_field"))
     own_fields = {id_field, title_field, text_field}
-    stats = {"documents_read": 0, "snippets": 0, "bad_records": 0}
-    problems: list[dict] = []
+    stats = ReaderStats(Counter(documents_read=0, snippets=0, bad_records=0))
+    counts = stats.counts
 
-    def bad(line_number: int, message: str) -> None:
-        stats["bad_records"] += 1
-        problems.append(InputProblem(task.path, message, line=line_number).to_dict())
+    def bad(line_number: int, message: str) -> Problem:
+        counts["bad_records"] += 1
+        return Problem(InputProblem(source.path, message, line=line_number))
 
     lines_seen = 0
     try:
-        for line_number, raw in enumerate(decompressed(reader, magic), 1):
+        for line_number, raw in enumerate(decompressed(source.stream, source.magic), 1):
             if line_number == 1 and raw.startswith(codecs.BOM_UTF8):  # written by some Windows tools
                 raw = raw[len(codecs.BOM_UTF8) :]
             if not raw.strip():
@@ -52,27 +53,26 @@ def map_jsonl_file(task: FileTask, reader: HashingReader, magic: bytes, writer: 
                 doc_id = text_id(record.get(id_field), f"id field {id_field!r}")
                 title, text = text_field_of(record, title_field, "title"), text_field_of(record, text_field, "text")
             except (RecordError, BadId) as error:
-                bad(line_number, str(error))
+                yield bad(line_number, str(error))
                 continue
             if text is None:
-                bad(line_number, f"missing text field {text_field!r}")
+                yield bad(line_number, f"missing text field {text_field!r}")
                 continue
-            stats["documents_read"] += 1
+            counts["documents_read"] += 1
             title, text = visible_or_empty(clean_text(title or "")), visible_or_empty(clean_text(text))
             if not title and not text:
-                bad(line_number, f"empty text field {text_field!r} and no title: nothing to index")
+                yield bad(line_number, f"empty text field {text_field!r} and no title: nothing to index")
                 continue
             chunks = params.chunks(text) or [""]  # a title without text is a title-only snippet
-            shard, key = shard_of(doc_id, task.num_shards), document_key(doc_id)
-            meta = {name: value for name, value in record.items() if name not in own_fields}
-            stats["snippets"] += len(chunks)
-            block = snippet_lines(source, doc_id, title, chunks, meta)
-            writer.add(shard, key, EVENT_RECORD, block, position=line_number, lines=len(chunks))
+            meta = {field: value for field, value in record.items() if field not in own_fields}
+            counts["snippets"] += len(chunks)
+            block = snippet_lines(name, doc_id, title, chunks, meta)
+            yield Record(doc_id, document_key(doc_id), block, len(chunks), line_number)
     except DECOMPRESSION_ERRORS as error:
-        raise InputError(InputProblem(task.path, f"truncated or corrupt compressed stream ({error})")) from error
+        raise InputError(InputProblem(source.path, f"truncated or corrupt compressed stream ({error})")) from error
     if lines_seen == 0:
-        raise InputError(InputProblem(task.path, "empty file: no JSON lines"))
-    return {"stats": stats, "problems": problems}
+        raise InputError(InputProblem(source.path, "empty file: no JSON lines"))
+    return stats
 
 
 class RecordError(ValueError):

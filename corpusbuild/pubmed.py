@@ -1,21 +1,21 @@
 """PubMed citations to snippets: clean the fields, chunk the abstract, keep MeSH and chemicals in meta.
 
-Also the map task the sharded build engine runs for each PubMed/MEDLINE XML file.
+Also the reader the build engine runs for each PubMed/MEDLINE XML file (corpusbuild.events).
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Generator
 from dataclasses import dataclass
 
 from corpusbuild.chunking import ChunkingParams
 from corpusbuild.cleaning import clean_text, collapse_whitespace
 from corpusbuild.errors import InputProblem
+from corpusbuild.events import Delete, Problem, ReaderEvent, ReaderInput, ReaderStats, Record, Skip
 from corpusbuild.inputs import decompressed
 from corpusbuild.pubmed_xml import Deletion, FileSummary, RawArticle, SkippedRecord, iter_pubmed_records
-from corpusbuild.shardbuild import EVENT_DELETE, EVENT_RECORD, EVENT_SKIP, FileTask, PartWriter
-from medsnip.buildrecord import HashingReader
-from medsnip.snippet import shard_of, snippet_lines
+from medsnip.snippet import snippet_lines
 
 SOURCE = "pubmed"
 SUFFIXES = (".xml", ".xml.gz")
@@ -75,52 +75,47 @@ def article_block(article: RawArticle, params: PubmedParams) -> tuple[bytes, int
     return snippet_lines(SOURCE, str(article.pmid), title, chunks, pubmed_meta(article)), len(chunks), None
 
 
-def map_pubmed_file(task: FileTask, reader: HashingReader, magic: bytes, writer: PartWriter) -> dict:
-    """Map task for one PubMed/MEDLINE XML file: every citation, skip and deletion becomes an event."""
-    params = PubmedParams.from_dict(task.params)
-    num_shards = task.num_shards
-    stats: Counter = Counter(articles=0, deletions=0)  # always listed: PubMed files carry updates
-    skipped: Counter = Counter()
-    problems: list[dict] = []
+def read_pubmed(source: ReaderInput) -> Generator[ReaderEvent, None, ReaderStats]:
+    """Reader for one PubMed/MEDLINE XML file: a Record per citation with an abstract, a Skip per
+    citation left out, a Delete per PMID of a DeleteCitation, a Problem per bad record."""
+    params = PubmedParams.from_dict(source.params)
+    stats = ReaderStats(Counter(articles=0, deletions=0), skipped=Counter())  # PubMed files carry updates
+    counts, skipped = stats.counts, stats.skipped
     summary = FileSummary()
-    stream = decompressed(reader, magic)
-    for record in iter_pubmed_records(stream, task.path, summary, not params.keep_no_abstract):
+    stream = decompressed(source.stream, source.magic)
+    for record in iter_pubmed_records(stream, source.path, summary, not params.keep_no_abstract):
         if isinstance(record, RawArticle):
-            stats["articles"] += 1
-            shard = shard_of(str(record.pmid), num_shards)
+            counts["articles"] += 1
+            pmid = str(record.pmid)
             size = record_chars(record)
             if size > params.max_record_chars:  # refused before cleaning and chunking multiply it
                 message = (
                     f"title and abstract hold {size:,} characters, more than --max-record-chars "
                     f"{params.max_record_chars:,}: not used (an earlier version of PMID {record.pmid} is dropped too)"
                 )
-                problems.append(
-                    InputProblem(task.path, message, line=record.line, element=f"PMID {record.pmid}").to_dict()
-                )
-                stats["bad_records"] += 1
-                writer.add(shard, record.pmid, EVENT_SKIP, reason="record_too_long")
+                yield Problem(InputProblem(source.path, message, line=record.line, element=f"PMID {record.pmid}"))
+                counts["bad_records"] += 1
+                yield Skip(pmid, record.pmid, "record_too_long")
                 continue
             block, snippets, reason = article_block(record, params)
             if reason:
                 skipped[reason] += 1
-                writer.add(shard, record.pmid, EVENT_SKIP, reason=reason)
+                yield Skip(pmid, record.pmid, reason)
             else:
-                stats["snippets"] += snippets
-                writer.add(shard, record.pmid, EVENT_RECORD, block, lines=snippets)
+                counts["snippets"] += snippets
+                yield Record(pmid, record.pmid, block, snippets)
         elif isinstance(record, SkippedRecord):
-            stats["articles"] += 1
+            counts["articles"] += 1
             skipped[record.reason] += 1
-            writer.add(shard_of(str(record.pmid), num_shards), record.pmid, EVENT_SKIP, reason=record.reason)
+            yield Skip(str(record.pmid), record.pmid, record.reason)
         elif isinstance(record, Deletion):
-            stats["deletions"] += len(record.pmids)
+            counts["deletions"] += len(record.pmids)
             for pmid in record.pmids:
-                writer.add(shard_of(str(pmid), num_shards), pmid, EVENT_DELETE)
+                yield Delete(str(pmid), pmid)
         else:
-            stats["bad_records"] += 1
-            problems.append(record.problem.to_dict())
+            counts["bad_records"] += 1
+            yield Problem(record.problem)
     if summary.ids_normalised:  # "007" read as PMID 7: allowed, but said (corpusbuild.ids)
-        stats["ids_normalised"] = summary.ids_normalised
-    return {
-        "stats": {**stats, "skipped": dict(sorted(skipped.items())), "format": summary.root_tag},
-        "problems": problems,
-    }
+        counts["ids_normalised"] = summary.ids_normalised
+    stats.facts["format"] = summary.root_tag
+    return stats

@@ -1,20 +1,21 @@
-"""The source kinds corpusbuild knows: how each finds, orders and maps its inputs.
+"""The source kinds corpusbuild knows: how each finds, orders and reads its inputs.
 
-One table shared by the per-source commands and by recipes (`corpusbuild build`), so a source built
-from a recipe is built exactly as its command would build it. Each kind names the module that reads it,
-imported only when that kind is built (a PubMed build does not load the Wikipedia parser).
+One static table shared by the per-source commands and by recipes (`corpusbuild build`), so a source
+built from a recipe is built exactly as its command would build it. Each kind holds its reader
+(corpusbuild.events) and the file suffixes it takes; readers keep their heavy parsers' imports inside
+the functions that need them, so listing every kind costs little at start-up.
 """
 
 from __future__ import annotations
 
-import importlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 
+from corpusbuild import jsonl, pubmed, statpearls, textbooks, wikipedia
 from corpusbuild.chunking import ChunkingParams
+from corpusbuild.events import Reader
 from corpusbuild.inputs import order_inputs
 from corpusbuild.wikidump_ranges import plan_dump_split
 
@@ -24,8 +25,8 @@ SOURCE_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 @dataclass(frozen=True)
 class SourceKind:
     kind: str
-    module: str  # corpusbuild.<module> reads this kind: its SUFFIXES and its map function
-    map_name: str
+    read: Reader
+    suffixes: tuple[str, ...]  # the files a folder given as input contributes
     on_duplicate: str  # "replace": a later record is a newer version; "error": ids must be unique
     document_label: str
     options: tuple[tuple[str, object], ...] = ()  # kind-specific parameters and their defaults
@@ -33,18 +34,6 @@ class SourceKind:
     order: Callable[[list[Path]], list[Path]] = list
     position_name: str = "record"
     split_function: Callable | None = None  # cuts one big input into ranges parsed in parallel
-
-    @property
-    def reader(self) -> ModuleType:
-        return importlib.import_module(f"corpusbuild.{self.module}")
-
-    @property
-    def suffixes(self) -> tuple[str, ...]:
-        return self.reader.SUFFIXES
-
-    @property
-    def map_function(self) -> Callable:
-        return getattr(self.reader, self.map_name)
 
     def params(self, chunking: ChunkingParams, source_name: str, **options) -> dict:
         """The build parameters: chunking, this kind's own options and, if named, the source name."""
@@ -61,17 +50,17 @@ KINDS: dict[str, SourceKind] = {
     kind.kind: kind
     for kind in (
         SourceKind(
-            "pubmed", "pubmed", "map_pubmed_file", "replace", "articles",
+            "pubmed", pubmed.read_pubmed, pubmed.SUFFIXES, "replace", "articles",
             options=(("keep_no_abstract", False), ("max_record_chars", 1_000_000)), order=order_inputs,
         ),
-        SourceKind("statpearls", "statpearls", "map_nxml_file", "error", "articles", named=True),
-        SourceKind("textbooks", "textbooks", "map_textbook_file", "error", "books"),
+        SourceKind("statpearls", statpearls.read_nxml, statpearls.SUFFIXES, "error", "articles", named=True),
+        SourceKind("textbooks", textbooks.read_textbook, textbooks.SUFFIXES, "error", "books"),
         SourceKind(
-            "wikipedia", "wikipedia", "map_wikipedia_file", "replace", "pages",
+            "wikipedia", wikipedia.read_wikipedia, wikipedia.SUFFIXES, "replace", "pages",
             split_function=plan_dump_split,
         ),
         SourceKind(
-            "jsonl", "jsonl", "map_jsonl_file", "error", "documents",
+            "jsonl", jsonl.read_jsonl, jsonl.SUFFIXES, "error", "documents",
             options=(("id_field", "_id"), ("title_field", "title"), ("text_field", "text")),
             named=True, position_name="line",
         ),

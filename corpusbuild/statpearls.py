@@ -11,19 +11,20 @@ are split by the recursive splitter). ids keep the article's file id and the par
 from __future__ import annotations
 
 import tarfile
+from collections import Counter
+from collections.abc import Generator
 from pathlib import PurePosixPath
 
 from lxml import etree
 
 from corpusbuild.chunking import ChunkingParams
 from corpusbuild.errors import InputError, InputProblem
+from corpusbuild.events import Problem, ReaderEvent, ReaderInput, ReaderStats, Record
 from corpusbuild.ids import BadId, text_id
 from corpusbuild.inputs import DECOMPRESSION_ERRORS, read_decompressed
 from corpusbuild.nxml import NxmlDocument, merge_short_paragraphs, parse_nxml
-from corpusbuild.shardbuild import EVENT_RECORD, FileTask, PartWriter
 from corpusbuild.xmltools import syntax_error_message
-from medsnip.buildrecord import HashingReader
-from medsnip.snippet import document_key, dumps_snippet, make_snippet, shard_of
+from medsnip.snippet import document_key, dumps_snippet, make_snippet
 
 SUFFIXES = (".nxml", ".nxml.gz", ".tar.gz", ".tgz", ".tar", ".tar.bz2")
 TAR_SUFFIXES = (".tar.gz", ".tgz", ".tar", ".tar.bz2")
@@ -74,41 +75,48 @@ def _doc_ids(member: str, documents: list[NxmlDocument], label: str) -> list[str
         raise InputError(InputProblem(label, str(error))) from error
 
 
-def map_nxml_file(task: FileTask, reader: HashingReader, magic: bytes, writer: PartWriter) -> dict:
-    """Map task for one tarball or NXML file. In a tarball a bad member is reported and skipped."""
-    params = ChunkingParams.from_dict(task.params)
-    source = task.params["source"]
-    stats = {"documents_read": 0, "snippets": 0, "bad_records": 0}
-    problems: list[dict] = []
+def _article_events(member: str, data: bytes, label: str, position: int, params: ChunkingParams, name: str,
+                    counts: Counter) -> list[Record]:  # fmt: skip
+    """The Records of one NXML file's articles; InputError (before any event) if it cannot be read."""
+    documents = _documents(data, label)
+    records = []
+    for doc_id, document in zip(_doc_ids(member, documents, label), documents, strict=True):
+        block = document_snippets(document, doc_id, member, params, name)
+        counts["documents_read"] += 1
+        lines = block.count(b"\n")
+        counts["snippets"] += lines
+        records.append(Record(doc_id, document_key(doc_id), block, lines, position))
+    return records
 
-    def add(member: str, data: bytes, label: str, position: int) -> None:
-        documents = _documents(data, label)
-        for doc_id, document in zip(_doc_ids(member, documents, label), documents, strict=True):
-            block = document_snippets(document, doc_id, member, params, source)
-            stats["documents_read"] += 1
-            lines = block.count(b"\n")
-            stats["snippets"] += lines
-            shard = shard_of(doc_id, task.num_shards)
-            writer.add(shard, document_key(doc_id), EVENT_RECORD, block, position=position, lines=lines)
 
-    if task.path.endswith(TAR_SUFFIXES):
+def read_nxml(source: ReaderInput) -> Generator[ReaderEvent, None, ReaderStats]:
+    """Reader for one tarball or NXML file. In a tarball a bad member is reported and skipped."""
+    params = ChunkingParams.from_dict(source.params)
+    name = source.params["source"]
+    stats = ReaderStats(Counter(documents_read=0, snippets=0, bad_records=0))
+    counts = stats.counts
+    if source.path.endswith(TAR_SUFFIXES):
         members = 0
         try:
-            with tarfile.open(fileobj=reader, mode="r|*") as archive:
+            with tarfile.open(fileobj=source.stream, mode="r|*") as archive:
                 for position, member in enumerate(archive):
                     if not member.isfile() or not member.name.endswith((".nxml", ".xml")):
                         continue
                     members += 1
                     data = archive.extractfile(member).read()
+                    label = f"{source.path}:{member.name}"
                     try:
-                        add(member.name, data, f"{task.path}:{member.name}", position)
+                        records = _article_events(member.name, data, label, position, params, name, counts)
                     except InputError as error:  # one bad article does not sink the tarball
-                        stats["bad_records"] += 1
-                        problems.append(error.problem.to_dict())
+                        counts["bad_records"] += 1
+                        yield Problem(error.problem)
+                        continue
+                    yield from records
         except (tarfile.TarError, *DECOMPRESSION_ERRORS) as error:
-            raise InputError(InputProblem(task.path, f"truncated or corrupt tar archive ({error})")) from error
+            raise InputError(InputProblem(source.path, f"truncated or corrupt tar archive ({error})")) from error
         if members == 0:
-            raise InputError(InputProblem(task.path, "archive holds no .nxml file"))
+            raise InputError(InputProblem(source.path, "archive holds no .nxml file"))
     else:
-        add(PurePosixPath(task.path).name, read_decompressed(reader, magic, task.path), task.path, 0)
-    return {"stats": stats, "problems": problems}
+        data = read_decompressed(source.stream, source.magic, source.path)
+        yield from _article_events(PurePosixPath(source.path).name, data, source.path, 0, params, name, counts)
+    return stats

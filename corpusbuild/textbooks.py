@@ -7,16 +7,17 @@ title is the book name (the file name without `.txt`), and ids export as `<book>
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Generator
 from pathlib import Path
 
 from corpusbuild.chunking import ChunkingParams
 from corpusbuild.cleaning import clean_text, visible_or_empty
 from corpusbuild.errors import InputError, InputProblem
+from corpusbuild.events import ReaderEvent, ReaderInput, ReaderStats, Record
 from corpusbuild.ids import BadId, text_id
 from corpusbuild.inputs import read_decompressed
-from corpusbuild.shardbuild import EVENT_RECORD, FileTask, PartWriter
-from medsnip.buildrecord import HashingReader
-from medsnip.snippet import document_key, shard_of, snippet_lines
+from medsnip.snippet import document_key, snippet_lines
 
 SOURCE = "textbooks"
 SUFFIXES = (".txt", ".txt.gz")
@@ -42,17 +43,18 @@ def decode_text(data: bytes, label: str) -> str:
         ) from error
 
 
-def map_textbook_file(task: FileTask, reader: HashingReader, magic: bytes, writer: PartWriter) -> dict:
-    """Map task for one book file: the whole book is one document."""
-    params = ChunkingParams.from_dict(task.params)
-    text = visible_or_empty(clean_text(decode_text(read_decompressed(reader, magic, task.path), task.path)))
+def read_textbook(source: ReaderInput) -> Generator[ReaderEvent, None, ReaderStats]:
+    """Reader for one book file: the whole book is one document."""
+    params = ChunkingParams.from_dict(source.params)
+    data = read_decompressed(source.stream, source.magic, source.path)
+    text = visible_or_empty(clean_text(decode_text(data, source.path)))
     if not text:
-        raise InputError(InputProblem(task.path, "empty file: no visible text"))
+        raise InputError(InputProblem(source.path, "empty file: no visible text"))
     try:
-        book = text_id(book_name(Path(task.path)), "book name (from the file name)")
+        book = text_id(book_name(Path(source.path)), "book name (from the file name)")
     except BadId as error:
-        raise InputError(InputProblem(task.path, f"{error}: rename the file")) from error
+        raise InputError(InputProblem(source.path, f"{error}: rename the file")) from error
     chunks = params.chunks(text)
     block = snippet_lines(SOURCE, book, book, chunks, {"book": book, "characters": len(text)})
-    writer.add(shard_of(book, task.num_shards), document_key(book), EVENT_RECORD, block, lines=len(chunks))
-    return {"stats": {"documents_read": 1, "snippets": len(chunks)}, "problems": []}
+    yield Record(book, document_key(book), block, len(chunks))
+    return ReaderStats(Counter(documents_read=1, snippets=len(chunks)))

@@ -10,20 +10,20 @@ XML's declared encoding and byte-order mark are honoured by the XML parser.
 from __future__ import annotations
 
 import io
+from collections import Counter
+from collections.abc import Generator
 from typing import BinaryIO
 
 from lxml import etree
 
 from corpusbuild.chunking import ChunkingParams
 from corpusbuild.errors import InputError, InputProblem
+from corpusbuild.events import Problem, ReaderEvent, ReaderInput, ReaderStats, Record, Skip
 from corpusbuild.ids import BadId, numeric_id
 from corpusbuild.inputs import DECOMPRESSION_ERRORS, ChainedReader, decompressed
-from corpusbuild.shardbuild import EVENT_RECORD, EVENT_SKIP, FileTask, PartWriter
 from corpusbuild.wikidump_ranges import range_position
-from corpusbuild.wikitext import is_disambiguation, wiki_sections
 from corpusbuild.xmltools import first_child, local_name, release, syntax_error_message
-from medsnip.buildrecord import HashingReader
-from medsnip.snippet import dumps_snippet, make_snippet, shard_of
+from medsnip.snippet import dumps_snippet, make_snippet
 
 SOURCE = "wikipedia"
 SUFFIXES = (".xml", ".xml.bz2", ".bz2", ".xml.gz")
@@ -32,6 +32,8 @@ SUFFIXES = (".xml", ".xml.bz2", ".bz2", ".xml.gz")
 def page_snippets(page_id: str, title: str, wikitext: str, params: ChunkingParams) -> bytes:
     lines = []
     index = 0
+    from corpusbuild.wikitext import wiki_sections  # mwparserfromhell: loaded when a dump is read
+
     for section in wiki_sections(wikitext):
         section_title = " -- ".join((title, *section.path))
         meta = {"page_id": int(page_id), "page_title": title, "section": list(section.path)}
@@ -47,11 +49,11 @@ def _require_mediawiki_root(root, label: str) -> None:
         raise InputError(InputProblem(label, f"not a MediaWiki dump: root element <{name}>", line=1))
 
 
-def dump_stream(task: FileTask, reader: HashingReader, magic: bytes) -> BinaryIO:
+def dump_stream(source: ReaderInput) -> BinaryIO:
     """The XML a task parses: the whole dump, or one range of a split dump framed as a dump of its own
     (the dump's header before it unless it is the first, `</mediawiki>` after it unless it is the last)."""
-    body = decompressed(reader, magic)
-    part = task.part
+    body = decompressed(source.stream, source.magic)
+    part = source.part
     if part is None:
         return body
     streams: list[BinaryIO] = [body]
@@ -62,81 +64,80 @@ def dump_stream(task: FileTask, reader: HashingReader, magic: bytes) -> BinaryIO
     return io.BufferedReader(ChainedReader(streams), buffer_size=1 << 16)
 
 
-def map_wikipedia_file(task: FileTask, reader: HashingReader, magic: bytes, writer: PartWriter) -> dict:
-    """Map task for one dump file (or one range of it): every main-namespace article becomes one document."""
-    params = ChunkingParams.from_dict(task.params)
-    stats = {"documents_read": 0, "snippets": 0, "bad_records": 0}
-    problems: list[dict] = []
+def read_wikipedia(source: ReaderInput) -> Generator[ReaderEvent, None, ReaderStats]:
+    """Reader for one dump file (or one range of it): every main-namespace article becomes one document."""
+    params = ChunkingParams.from_dict(source.params)
+    stats = ReaderStats(Counter(documents_read=0, snippets=0, bad_records=0))
     pages = 0
     last_line = 0
     try:
-        context = etree.iterparse(
-            dump_stream(task, reader, magic), events=("end",), tag="{*}page", huge_tree=True, no_network=True
-        )
+        context = etree.iterparse(dump_stream(source), events=("end",), tag="{*}page", huge_tree=True, no_network=True)
         for position, (_event, page) in enumerate(context):
             pages += 1
             last_line = page.sourceline or last_line
             if pages == 1:
-                _require_mediawiki_root(page.getroottree().getroot(), task.path)
-            _one_page(task, page, position, params, stats, problems, writer)
+                _require_mediawiki_root(page.getroottree().getroot(), source.path)
+            event = _page_event(source, page, position, params, stats.counts)
             release(page)
+            if event is not None:
+                yield event
         if pages == 0:
-            _require_mediawiki_root(context.root, task.path)
+            _require_mediawiki_root(context.root, source.path)
     except etree.XMLSyntaxError as error:
         message = error.msg or str(error)
         if "Document is empty" in message or (pages == 0 and "no element found" in message):
-            raise InputError(problem_at(task, "empty file: no XML content", 1)) from error
-        raise InputError(problem_at(task, syntax_error_message(message), error.lineno)) from error
+            raise InputError(problem_at(source, "empty file: no XML content", 1)) from error
+        raise InputError(problem_at(source, syntax_error_message(message), error.lineno)) from error
     except DECOMPRESSION_ERRORS as error:
         message = f"truncated or corrupt compressed stream ({error})"
-        raise InputError(problem_at(task, message, last_line or None)) from error
-    return {"stats": stats, "problems": problems}
+        raise InputError(problem_at(source, message, last_line or None)) from error
+    return stats
+
+
+def _is_disambiguation(title: str, wikitext: str) -> bool:
+    from corpusbuild.wikitext import is_disambiguation  # mwparserfromhell: loaded when a dump is read
+
+    return is_disambiguation(title, wikitext)
 
 
 def _text_of(element) -> str:
     return (element.text or "") if element is not None else ""
 
 
-def problem_at(task: FileTask, message: str, line: int | None, element: str | None = None) -> InputProblem:
+def problem_at(source: ReaderInput, message: str, line: int | None, element: str | None = None) -> InputProblem:
     """A problem at `line` of the XML the task parsed, placed in the file (see range_position)."""
-    if task.part is None:
-        return InputProblem(task.path, message, line=line, element=element)
-    line, where = range_position(task.part, line)
-    return InputProblem(task.path, message, line=line, element=f"{element}, {where}" if element else where)
+    if source.part is None:
+        return InputProblem(source.path, message, line=line, element=element)
+    line, where = range_position(source.part, line)
+    return InputProblem(source.path, message, line=line, element=f"{element}, {where}" if element else where)
 
 
-def _one_page(task, page, position, params, stats, problems, writer) -> None:
+def _page_event(source: ReaderInput, page, position: int, params: ChunkingParams, counts: Counter):
+    """The event of one <page> (a Record, a Skip or a Problem), counting it."""
     title = _text_of(first_child(page, "title"))
     try:
         key, normalised = numeric_id(_text_of(first_child(page, "id")), "page id")
     except BadId as error:
-        stats["bad_records"] += 1
-        problems.append(problem_at(task, f"page {title!r}: {error}", page.sourceline, "page").to_dict())
-        return
+        counts["bad_records"] += 1
+        return Problem(problem_at(source, f"page {title!r}: {error}", page.sourceline, "page"))
     if normalised:
-        stats["ids_normalised"] = stats.get("ids_normalised", 0) + 1
+        counts["ids_normalised"] += 1
     page_id = str(key)
-    shard = shard_of(page_id, task.num_shards)
     namespace = first_child(page, "ns")
     if namespace is not None and (namespace.text or "").strip() != "0":
-        writer.add(shard, key, EVENT_SKIP, reason="not_main_namespace", position=position)
-        return
-    stats["documents_read"] += 1
+        return Skip(page_id, key, "not_main_namespace", position)
+    counts["documents_read"] += 1
     if first_child(page, "redirect") is not None:
-        writer.add(shard, key, EVENT_SKIP, reason="redirect", position=position)
-        return
+        return Skip(page_id, key, "redirect", position)
     revision = first_child(page, "revision")
     wikitext = _text_of(first_child(revision, "text") if revision is not None else None)
     if wikitext.lstrip()[:9].upper() == "#REDIRECT":
-        writer.add(shard, key, EVENT_SKIP, reason="redirect", position=position)
-        return
-    if is_disambiguation(title, wikitext):
-        writer.add(shard, key, EVENT_SKIP, reason="disambiguation", position=position)
-        return
+        return Skip(page_id, key, "redirect", position)
+    if _is_disambiguation(title, wikitext):
+        return Skip(page_id, key, "disambiguation", position)
     block = page_snippets(page_id, title, wikitext, params)
     if not block:
-        writer.add(shard, key, EVENT_SKIP, reason="no_text", position=position)
-        return
+        return Skip(page_id, key, "no_text", position)
     lines = block.count(b"\n")
-    stats["snippets"] += lines
-    writer.add(shard, key, EVENT_RECORD, block, position=position, lines=lines)
+    counts["snippets"] += lines
+    return Record(page_id, key, block, lines, position)

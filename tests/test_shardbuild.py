@@ -5,17 +5,16 @@ from __future__ import annotations
 import numpy as np
 from isal import isal_zlib
 
-from corpusbuild.shardbuild import (
+from corpusbuild.parts import (
     EVENT_DELETE,
     EVENT_RECORD,
     EVENT_SKIP,
     BlockReader,
     PartWriter,
-    ShardTask,
     part_blocks_path,
     part_index_path,
-    run_shard_task,
 )
+from corpusbuild.reducetask import ShardTask, run_shard_task
 
 
 def test_part_writer_sorts_events_by_key_then_position(tmp_path):
