@@ -321,8 +321,19 @@ def bm25_sharded_sections(args) -> list[str]:
     return bm25_sharded_bench.bm25_sharded_section(corpora, args.work / "bm25-sharded", args.repeats)
 
 
+def scale_sections(args) -> list[str]:
+    """Per-core rates measured now, multiplied out to 2026 PubMed and MedCorp on N nodes with M GPUs."""
+    import scale_model
+
+    files = pubmed_pair(args.work)
+    corpus = args.work / "indexer-corpus-2x"
+    if not (corpus / "build.json").is_file():
+        subprocess.run(ours(files, corpus, 2), check=True, cwd=REPO)
+    return scale_model.scale_section(files[0], corpus, args.work)
+
+
 SECTIONS = ("pubmed", "wikipedia", "chunker", "indexer", "searchd", "refkit", "flood", "noise", "executor",
-            "bm25-sharded")  # fmt: skip
+            "bm25-sharded", "scale")  # fmt: skip
 
 
 def main() -> None:
@@ -368,6 +379,8 @@ def main() -> None:
         lines += executor_sections(args)
     if "bm25-sharded" in wanted:
         lines += bm25_sharded_sections(args)
+    if "scale" in wanted:
+        lines += scale_sections(args)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(lines), encoding="utf-8")
     print("\n".join(lines))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections import OrderedDict
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -133,15 +134,14 @@ class BlockReader:
             self._open.move_to_end(order)
         return os.pread(fd, length, offset)
 
-    def documents(self, order: int, offset: int, lengths: list[int]) -> bytes:
-        """The snippet lines of consecutive compressed document blocks starting at `offset`, read at once
-        and decompressed block by block."""
+    def documents(self, order: int, offset: int, lengths: list[int]) -> Iterator[bytes]:
+        """The snippet lines of consecutive compressed document blocks starting at `offset`: read at once,
+        handed out one decompressed block at a time (never all of them at once in memory)."""
         stored = memoryview(self.read(order, offset, sum(lengths)))
-        pieces, start = [], 0
+        start = 0
         for length in lengths:
-            pieces.append(isal_zlib.decompress(stored[start : start + length]))
+            yield isal_zlib.decompress(stored[start : start + length])
             start += length
-        return b"".join(pieces)
 
     def close(self) -> None:
         for fd in self._open.values():

@@ -107,10 +107,10 @@ def run_shard_task(task: ShardTask) -> dict:
             def write_pending() -> None:
                 order, start, end, block_lengths = pending
                 if end > start:
-                    block = reader.documents(order, start, block_lengths)
-                    out.write(block)
-                    digest.update(block)
-                    counts["bytes"] += len(block)
+                    for block in reader.documents(order, start, block_lengths):
+                        out.write(block)
+                        digest.update(block)
+                        counts["bytes"] += len(block)
                 pending[:] = [-1, 0, 0, []]
 
             def emit(event: int) -> None:
@@ -199,7 +199,8 @@ def _first_of_each_id(
         if kinds[event] == EVENT_SKIP:
             by_id.setdefault(f"\x00skip{event}", []).append(event)
             continue
-        first_line = reader.documents(orders[event], offsets[event], [lengths[event]]).split(b"\n", 1)[0]
+        block = next(reader.documents(orders[event], offsets[event], [lengths[event]]))
+        first_line = block.split(b"\n", 1)[0]
         by_id.setdefault(orjson.loads(first_line)["doc_id"], []).append(event)
     result: list[tuple[int, dict | None]] = []
     for doc_id in sorted(by_id):

@@ -2,8 +2,9 @@
 
 Indexing runs Anserini's own `IndexCollection` (JsonCollection reads `id` and `contents` from the
 shard lines as they are; the shards are linked, not copied, into a folder Anserini can list) in a
-child JVM, so the result is exactly what Anserini builds. Searching goes through pyserini's
-LuceneSearcher in this process's JVM (indexer.jvm), batched over threads.
+child JVM, so the result is exactly what Anserini builds; with `groups` > 1, one run per group of
+shards on an executor, merged or kept as parts (indexer.bm25_sharded). Searching goes through
+pyserini's LuceneSearcher in this process's JVM (indexer.jvm), batched over threads.
 """
 
 from __future__ import annotations
