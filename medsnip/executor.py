@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any, Protocol
 
-from medsnip.processes import die_with_parent
+from medsnip.processes import die_with_parent, restore_fault_handlers, save_fault_handlers
 
 OnResult = Callable[[Any, dict], bool]  # (task, result) -> keep going?
 EXECUTORS = ("local", "ray")
@@ -150,6 +150,7 @@ class RayExecutor:
         self._ray = ray
         self.task_retries = task_retries
         self._started_here = not ray.is_initialized()
+        self._fault_handlers = save_fault_handlers()  # a JVM's, if one runs here (processes.py)
         if self._started_here:
             options = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
             try:
@@ -160,6 +161,8 @@ class RayExecutor:
             except (ConnectionError, RuntimeError, ValueError) as error:
                 where = address or "a new local one"
                 raise RayUnavailable(f"cannot reach a Ray cluster at {where}: {error}") from error
+            finally:
+                restore_fault_handlers(self._fault_handlers)
 
     @property
     def slots(self) -> int:
@@ -234,6 +237,7 @@ class RayExecutor:
     def shutdown(self) -> None:
         if self._started_here and self._ray.is_initialized():
             self._ray.shutdown()
+            restore_fault_handlers(self._fault_handlers)
 
 
 class _DeviceActor:

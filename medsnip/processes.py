@@ -56,3 +56,35 @@ def remove_stale_temps(folder: Path) -> list[Path]:
                 entry.unlink(missing_ok=True)
             removed.append(entry)
     return removed
+
+
+FAULT_SIGNALS = (signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGILL)
+_SIGACTION_BYTES = 512  # more than any libc's struct sigaction: saved and restored as opaque bytes
+
+
+def save_fault_handlers() -> dict:
+    """The process's native handlers of the fault signals (what `sigaction` reports, not Python's).
+
+    A JVM running in this process (pyserini's Lucene) handles SIGSEGV itself: its safepoint polls and
+    implicit null checks fault on purpose. `ray.init` installs Ray's own crash handler over it and
+    `ray.shutdown` resets it to the default, after which the JVM's next deliberate fault kills the
+    process; restoring what was there first keeps both working (Ray's workers keep their handler)."""
+    saved = {}
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        for number in FAULT_SIGNALS:
+            action = ctypes.create_string_buffer(_SIGACTION_BYTES)
+            if libc.sigaction(int(number), None, action) == 0:
+                saved[int(number)] = action
+    except (OSError, AttributeError):  # not a libc with sigaction: nothing to keep
+        pass
+    return saved
+
+
+def restore_fault_handlers(saved: dict) -> None:
+    """Put back the handlers `save_fault_handlers` returned."""
+    if not saved:
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    for number, action in saved.items():
+        libc.sigaction(number, action, None)

@@ -4,6 +4,7 @@ pool for real PubMed and Wikipedia samples, and a killed Ray build resumes to th
 from __future__ import annotations
 
 import signal
+import subprocess
 import sys
 
 import pytest
@@ -91,3 +92,25 @@ def test_executors_run_the_same_tasks_and_raise_the_task_error(tmp_path):
         assert ray_executor.slots == 2
     finally:
         ray_executor.shutdown()
+
+
+def test_ray_in_a_process_running_a_jvm_leaves_the_jvm_working(search_root):
+    """ray.init installs Ray's crash handler over the JVM's SIGSEGV handler and ray.shutdown resets it to
+    the default; Lucene's JVM faults on purpose (safepoint polls), so its next search then killed the
+    process (this took the test suite down once). RayExecutor keeps the JVM's handlers: searches
+    before and after a Ray run in one process, in a child so a crash cannot take pytest with it."""
+    script = f"""
+from indexer.bm25 import BM25Index
+from medsnip.executor import RayExecutor
+from medsnip.queries import query_texts
+index = BM25Index.open({str(search_root / "pubmedqa" / "bm25")!r})
+questions = list(query_texts({str(SAMPLES / "ir" / "pubmedqa-beir" / "queries.tsv")!r}).values())
+before = index.search(questions, 100, threads=2)
+RayExecutor(num_cpus=1).shutdown()
+for _ in range(20):
+    assert index.search(questions, 100, threads=2) == before
+print("searched after Ray")
+"""
+    completed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert completed.returncode == 0, (completed.returncode, completed.stderr[-2000:])
+    assert "searched after Ray" in completed.stdout
