@@ -96,7 +96,7 @@ def _in_process(root: Path, questions: list[str], repeats: int) -> dict[str, flo
             for name, index in dense.items():
                 found = index.search_vectors(vectors, depth)
                 store = index.store()
-                lists[(name, "dense")] = [[(store.id_at(s, r), sc) for s, r, sc in hits] for hits in found]
+                lists[(name, index.path.name)] = [[(store.id_at(s, r), sc) for s, r, sc in hits] for hits in found]
         for position in range(len(batch)):
             fused = fuse_rrf({key: value[position] for key, value in lists.items()}, K)
             for hit in fused:  # the hits' text, as the server returns it

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from indexer.bm25_sharded import LAYOUTS
-from indexer.encoders import PRESETS, EncoderSpec, EncoderUnavailable, preset
+from indexer.encoders import POOLINGS, PRESETS, EncoderSpec, EncoderUnavailable, preset
 from medsnip import __version__
 from medsnip.buildrecord import read_build_record
 from medsnip.corpus import Corpus, LineageError, default_out
@@ -121,17 +121,18 @@ def bm25(corpus_dir: Path, out: Path | None, threads: int, layout: str, **option
 
 
 def encoder_spec(preset_name, model, query_model, pooling, max_length, query_max_length, query_prefix,
-                 normalize) -> EncoderSpec:  # fmt: skip
+                 document_prefix, normalize) -> EncoderSpec:  # fmt: skip
     """A preset with overrides, or a spec from --model and its options."""
     if preset_name:
         return preset(preset_name, model=model, query_model=query_model, pooling=pooling, max_length=max_length,
-                      query_max_length=query_max_length, query_prefix=query_prefix, normalize=normalize)  # fmt: skip
+                      query_max_length=query_max_length, query_prefix=query_prefix, document_prefix=document_prefix,
+                      normalize=normalize)  # fmt: skip
     if not model:
         raise click.UsageError("give --preset NAME or --model NAME_OR_PATH")
     return EncoderSpec(
         name=Path(model).name or model, model=model, query_model=query_model, pooling=pooling or "mean",
-        max_length=max_length or 512, query_max_length=query_max_length or 64, query_prefix=query_prefix or "",
-        normalize=bool(normalize),
+        max_length=max_length or 512, query_max_length=query_max_length or max_length or 512,
+        query_prefix=query_prefix or "", document_prefix=document_prefix or "", normalize=bool(normalize),
     )  # fmt: skip
 
 
@@ -140,10 +141,15 @@ def encoder_options(command):
         click.option("--preset", "preset_name", type=click.Choice(sorted(PRESETS)), help="A known encoder setup."),
         click.option("--model", help="Snippet encoder: hub name (in the offline cache) or local folder."),
         click.option("--query-model", help="Query encoder, if not the snippet encoder (MedCPT)."),
-        click.option("--pooling", type=click.Choice(["cls", "mean"])),
-        click.option("--max-length", type=click.IntRange(8), help="Snippet tokens."),
-        click.option("--query-max-length", type=click.IntRange(4), help="Query tokens."),
-        click.option("--query-prefix", help="Text put before every query (BGE's instruction)."),
+        click.option(
+            "--pooling",
+            type=click.Choice(POOLINGS),
+            help="cls, mean, or last-token (decoder encoders: the state of an appended EOS).",
+        ),
+        click.option("--max-length", type=click.IntRange(8), help="Snippet tokens (longer ones are cut and counted)."),
+        click.option("--query-max-length", type=click.IntRange(4), help="Query tokens [default: --max-length]."),
+        click.option("--query-prefix", help="Text put before every query (BGE's instruction, E5's 'query: ')."),
+        click.option("--document-prefix", help="Text put before every snippet (E5's 'passage: ')."),
         click.option("--normalize/--no-normalize", default=None, help="L2-normalise vectors."),
         click.option("--device", default="auto", show_default=True, type=click.Choice(["auto", "cpu", "cuda"])),
         click.option("--fp16", is_flag=True, help="Half precision on GPU."),

@@ -73,9 +73,35 @@ def embed_shard(encoder: DenseEncoder, task: dict) -> dict:
     atomically (the file is the task's completion marker)."""
     started = time.perf_counter()
     snippets = [orjson.loads(line) for line in Path(task["shard"]).read_bytes().splitlines()]
+    before = encoder.truncated["snippets"]
     vectors = encoder.encode_snippets(snippets, task["batch_size"]).astype(np.float16)
-    _save_atomic_npy(Path(task["out"]), vectors)
-    return {"rows": len(snippets), "seconds": time.perf_counter() - started, "device": encoder.device}
+    truncated = encoder.truncated["snippets"] - before
+    out = Path(task["out"])
+    # the shard's truncation count goes first, so a shard with embeddings always has its count
+    _write_atomic(_truncated_path(out), orjson.dumps({"rows": len(snippets), "truncated": truncated}))
+    _save_atomic_npy(out, vectors)
+    return {"rows": len(snippets), "truncated": truncated, "seconds": time.perf_counter() - started,
+            "device": encoder.device}  # fmt: skip
+
+
+def _truncated_path(embeddings: Path) -> Path:
+    return embeddings.with_suffix(".truncated.json")
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    temp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    temp.write_bytes(data)
+    os.replace(temp, path)
+
+
+def truncated_snippets(out: Path, corpus: Corpus) -> int:
+    """Snippets cut at the encoder's max length, over every shard (the per-shard counts embed_shard
+    wrote beside the embeddings)."""
+    total = 0
+    for shard in corpus.shards:
+        path = _truncated_path(out / _emb_name(shard.index))
+        total += orjson.loads(path.read_bytes())["truncated"] if path.is_file() else 0
+    return total
 
 
 def embed_corpus(corpus: Corpus, out: Path, encoder: DenseEncoder, batch_size: int, log=None, *,
@@ -143,7 +169,7 @@ def build_dense(corpus: Corpus, out: Path, encoder: DenseEncoder, *, index_facto
     identity = encoder.identity()
     identity_file = out / "encoder.json"
     if identity_file.is_file() and orjson.loads(identity_file.read_bytes()) != identity:
-        for stale in out.glob("emb-*.npy"):  # embeddings of another model: never mix them
+        for stale in out.glob("emb-*"):  # embeddings (and counts) of another model: never mix them
             stale.unlink()
     identity_file.write_bytes(orjson.dumps(identity, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
     (out / "build.json").unlink(missing_ok=True)  # the output is incomplete until build.json is rewritten
@@ -178,14 +204,17 @@ def build_dense(corpus: Corpus, out: Path, encoder: DenseEncoder, *, index_facto
         engine={"faiss": faiss.__version__},
         shards=shard_entries,
         counts={"vectors": sum(entry["rows"] for entry in shard_entries),
-                "embedded_this_run": len(embedded_now)},
+                "embedded_this_run": len(embedded_now),
+                "truncated_snippets": truncated_snippets(out, corpus)},
         run={"executor": getattr(executor, "name", "local"),
              "seconds": {"embed": round(embed_seconds, 3), "index": round(index_seconds, 3),
                          "total": round(time.perf_counter() - started, 3)}},
     )  # fmt: skip
     write_build_record(out, record)
     if log:
-        log(f"dense: {record['counts']['vectors']:,} vectors ({index_factory}, {metric}) -> {out}")
+        truncated = record["counts"]["truncated_snippets"]
+        cut = f"; {truncated:,} snippets cut at {identity['max_length']} tokens" if truncated else ""
+        log(f"dense: {record['counts']['vectors']:,} vectors ({index_factory}, {metric}){cut} -> {out}")
     return record
 
 
@@ -249,11 +278,14 @@ class DenseIndex:
         return EncoderSpec.from_dict(self.record["encoder"])
 
     def check_encoder(self, encoder: DenseEncoder) -> None:
-        """Refuse a query encoder other than the one this index was built for."""
-        built = self.record["encoder"]
+        """Refuse a query encoder other than the one this index was built for. The recorded spec is read
+        through EncoderSpec, so a field added since the index was built counts at its default."""
+        recorded = self.record["encoder"]
+        built = {**recorded, **self.spec.to_dict()}
         actual = encoder.identity()
-        keys = [k for k in ("model", "query_model", "pooling", "normalize", "query_prefix", "dimension",
-                            "weights_sha256", "query_weights_sha256") if built.get(k) != actual.get(k)]  # fmt: skip
+        keys = [k for k in ("model", "query_model", "pooling", "normalize", "query_prefix", "document_prefix",
+                            "dimension", "weights_sha256", "query_weights_sha256")
+                if built.get(k) != actual.get(k)]  # fmt: skip
         if keys:
             details = ", ".join(f"{k}: index {built.get(k)!r} vs encoder {actual.get(k)!r}" for k in keys)
             raise LineageError(f"{self.path} was built with another encoder ({details})")

@@ -5,8 +5,16 @@ One code path (transformers' AutoModel + pooling) covers the encoders MedRAG-sty
   package (the default for the demo and tests);
 - `medcpt`: ncbi/MedCPT-Article-Encoder for snippets, given (title, content) as a sentence pair, and
   ncbi/MedCPT-Query-Encoder for queries; CLS pooling; 512/64 tokens;
-- `bge-base`: BAAI/bge-base-en-v1.5, CLS pooling, normalised, queries prefixed with its instruction.
-Any other model: `--model NAME_OR_PATH --pooling cls|mean [--query-model ...] [--query-prefix ...]`.
+- `bge-base`: BAAI/bge-base-en-v1.5, CLS pooling, normalised, queries prefixed with its instruction;
+- `bge-base-zh`: BAAI/bge-base-zh-v1.5 (MRAG's Chinese corpus), the same with its Chinese instruction;
+- `e5-base`: intfloat/e5-base-v2, mean pooling, normalised, "query: " / "passage: " prefixes;
+- `e5-mistral`: intfloat/e5-mistral-7b-instruct (MRAG), a decoder: last-token pooling on an appended
+  EOS, its task instruction before queries;
+- `specter`, `contriever`: allenai/specter (CLS, (title, content) pairs) and facebook/contriever
+  (mean), MedRAG's other two retrievers of RRF-4 (MedRAG searches SPECTER with L2: `--metric l2`).
+Max lengths are the model cards'. Any other model: `--model NAME_OR_PATH --pooling cls|mean|last-token
+[--query-model ...] [--query-prefix ...] [--document-prefix ...]`. Texts longer than the max length are
+cut, and counted (`truncated`), never silently.
 
 A model named by hub id must already be in the local Hugging Face cache (nothing is downloaded);
 a missing one is a clear error saying what to pass instead.
@@ -32,12 +40,13 @@ class EncoderSpec:
     name: str
     model: str
     query_model: str | None = None  # None: the same model encodes queries
-    pooling: str = "mean"  # "cls" | "mean"
+    pooling: str = "mean"  # "cls" | "mean" | "last-token" (decoders: the state of an appended EOS)
     max_length: int = 512
     query_max_length: int = 64
     query_prefix: str = ""
     normalize: bool = True
     pair_input: bool = False  # snippets as (title, content) sentence pairs (MedCPT) instead of `contents`
+    document_prefix: str = ""  # put before every snippet's text (E5's "passage: ")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -54,16 +63,39 @@ def bundled_minilm_path() -> str:
 
 
 BGE_QUERY_PREFIX = "Represent this sentence for searching relevant passages: "
+BGE_ZH_QUERY_PREFIX = "为这个句子生成表示以用于检索相关文章："
+E5_MISTRAL_QUERY_PREFIX = "Instruct: Given a question, retrieve relevant passages that answer the question\nQuery: "
+POOLINGS = ("cls", "mean", "last-token")
 
 PRESETS = {
-    "minilm": lambda: EncoderSpec("minilm", bundled_minilm_path(), pooling="mean", max_length=256, normalize=True),
+    "minilm": lambda: EncoderSpec("minilm", bundled_minilm_path(), pooling="mean", max_length=256,
+                                  query_max_length=256, normalize=True),
     "medcpt": lambda: EncoderSpec(
         "medcpt", "ncbi/MedCPT-Article-Encoder", query_model="ncbi/MedCPT-Query-Encoder", pooling="cls",
         max_length=512, query_max_length=64, normalize=False, pair_input=True,
     ),
     "bge-base": lambda: EncoderSpec(
-        "bge-base", "BAAI/bge-base-en-v1.5", pooling="cls", max_length=512, query_max_length=64,
+        "bge-base", "BAAI/bge-base-en-v1.5", pooling="cls", max_length=512, query_max_length=512,
         query_prefix=BGE_QUERY_PREFIX, normalize=True,
+    ),
+    "bge-base-zh": lambda: EncoderSpec(
+        "bge-base-zh", "BAAI/bge-base-zh-v1.5", pooling="cls", max_length=512, query_max_length=512,
+        query_prefix=BGE_ZH_QUERY_PREFIX, normalize=True,
+    ),
+    "e5-base": lambda: EncoderSpec(
+        "e5-base", "intfloat/e5-base-v2", pooling="mean", max_length=512, query_max_length=512,
+        query_prefix="query: ", document_prefix="passage: ", normalize=True,
+    ),
+    "e5-mistral": lambda: EncoderSpec(
+        "e5-mistral", "intfloat/e5-mistral-7b-instruct", pooling="last-token", max_length=4096,
+        query_max_length=4096, query_prefix=E5_MISTRAL_QUERY_PREFIX, normalize=True,
+    ),
+    "specter": lambda: EncoderSpec(
+        "specter", "allenai/specter", pooling="cls", max_length=512, query_max_length=512, normalize=False,
+        pair_input=True,
+    ),
+    "contriever": lambda: EncoderSpec(
+        "contriever", "facebook/contriever", pooling="mean", max_length=512, query_max_length=512, normalize=False,
     ),
 }  # fmt: skip
 
@@ -115,22 +147,28 @@ def pick_device(device: str = "auto") -> str:
 
 
 class TextEncoder:
-    """One transformer + pooling; batches sorted by length so little compute goes to padding."""
+    """One transformer + pooling; batches sorted by length so little compute goes to padding.
+
+    `truncated` counts the texts this encoder has cut at `max_length` tokens (a caller that wants a
+    count per call reads it before and after)."""
 
     def __init__(self, model: str, pooling: str, max_length: int, normalize: bool, device: str = "auto",
                  fp16: bool = False):  # fmt: skip
         import torch
         from transformers import AutoModel, AutoTokenizer
 
-        if pooling not in ("cls", "mean"):
-            raise ValueError(f"pooling must be 'cls' or 'mean', got {pooling!r}")
+        if pooling not in POOLINGS:
+            raise ValueError(f"pooling must be one of {', '.join(POOLINGS)}, got {pooling!r}")
         self.model_dir = resolve_model_dir(model)
         self.device = pick_device(device)
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir)
+        if pooling == "last-token" and self.tokenizer.pad_token is None:  # decoders often have none
+            self.tokenizer.pad_token = self.tokenizer.eos_token
         self.model = AutoModel.from_pretrained(self.model_dir).to(self.device).eval()
         if fp16 and self.device != "cpu":
             self.model = self.model.half()
         self.pooling, self.max_length, self.normalize = pooling, max_length, normalize
+        self.truncated = 0
         self._torch = torch
 
     @property
@@ -142,21 +180,14 @@ class TextEncoder:
         torch = self._torch
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
+        self.truncated += sum(length > self.max_length for length in self._token_counts(texts))
         lengths = [len(t[0]) + len(t[1]) if isinstance(t, tuple) else len(t) for t in texts]
         order = np.argsort(-np.asarray(lengths), kind="stable")
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         with torch.inference_mode():
             for start in range(0, len(texts), batch_size):
                 batch_index = order[start : start + batch_size]
-                batch = [texts[i] for i in batch_index]
-                if isinstance(batch[0], tuple):
-                    first, second = [t[0] for t in batch], [t[1] for t in batch]
-                    tokens = self.tokenizer(first, second, truncation="longest_first", max_length=self.max_length,
-                                            padding=True, return_tensors="pt")  # fmt: skip
-                else:
-                    tokens = self.tokenizer(batch, truncation=True, max_length=self.max_length, padding=True,
-                                            return_tensors="pt")  # fmt: skip
-                out[batch_index] = self._embed(tokens)
+                out[batch_index] = self._embed(self._tokenize([texts[i] for i in batch_index], self.max_length))
         return out
 
     def encode_independent(self, texts: list[str], batch_size: int = 64, bucket: int = 16) -> np.ndarray:
@@ -170,7 +201,9 @@ class TextEncoder:
         reproducible to the last printed digit."""
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        lengths = [len(ids) for ids in self.tokenizer(texts, truncation=True, max_length=self.max_length)["input_ids"]]
+        full = self._token_counts(texts)
+        self.truncated += sum(length > self.max_length for length in full)
+        lengths = [min(length, self.max_length) for length in full]
         padded = [min(-(-n // bucket) * bucket, self.max_length) for n in lengths]
         order = sorted(range(len(texts)), key=lambda i: (padded[i], i))
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
@@ -181,11 +214,38 @@ class TextEncoder:
                 while stop < len(order) and stop - start < batch_size and padded[order[stop]] == size:
                     stop += 1
                 batch_index = order[start:stop]
-                tokens = self.tokenizer([texts[i] for i in batch_index], truncation=True, max_length=size,
-                                        padding="max_length", return_tensors="pt")  # fmt: skip
+                tokens = self._tokenize([texts[i] for i in batch_index], size, pad_to=size)
                 out[batch_index] = self._embed(tokens)
                 start = stop
         return out
+
+    def _token_counts(self, texts: list) -> list[int]:
+        """Tokens each text has before truncation (with special tokens, and the EOS last-token pooling
+        appends)."""
+        if isinstance(texts[0], tuple):
+            ids = self.tokenizer([t[0] for t in texts], [t[1] for t in texts], verbose=False)["input_ids"]
+        else:
+            ids = self.tokenizer(list(texts), verbose=False)["input_ids"]
+        if self.pooling == "last-token":
+            eos = self.tokenizer.eos_token_id
+            return [len(seq) + (not seq or seq[-1] != eos) for seq in ids]
+        return [len(seq) for seq in ids]
+
+    def _tokenize(self, batch: list, max_length: int, pad_to: int | None = None):
+        """A batch as model inputs, cut at `max_length` tokens, padded to its longest text (or `pad_to`)."""
+        padding = "max_length" if pad_to else True
+        if isinstance(batch[0], tuple):
+            return self.tokenizer([t[0] for t in batch], [t[1] for t in batch], truncation="longest_first",
+                                  max_length=max_length, padding=padding, return_tensors="pt")  # fmt: skip
+        if self.pooling != "last-token":
+            return self.tokenizer(batch, truncation=True, max_length=max_length, padding=padding,
+                                  return_tensors="pt")  # fmt: skip
+        # a decoder's text vector is the state of its last token, which must be EOS (as E5-Mistral and
+        # Qwen3-Embedding are trained): cut one token early and append it where the tokenizer did not
+        eos = self.tokenizer.eos_token_id
+        ids = self.tokenizer(batch, truncation=True, max_length=max_length - 1)["input_ids"]
+        ids = [seq if seq and seq[-1] == eos else [*seq, eos] for seq in ids]
+        return self.tokenizer.pad({"input_ids": ids}, padding=padding, max_length=pad_to, return_tensors="pt")
 
     def _embed(self, tokens) -> np.ndarray:
         """Pooled (and, if configured, normalised) vectors of one tokenised batch."""
@@ -194,6 +254,12 @@ class TextEncoder:
         hidden = self.model(**tokens).last_hidden_state
         if self.pooling == "cls":
             vectors = hidden[:, 0]
+        elif self.pooling == "last-token":
+            if self.tokenizer.padding_side == "left":
+                vectors = hidden[:, -1]
+            else:
+                last = tokens["attention_mask"].sum(1) - 1
+                vectors = hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
         else:
             mask = tokens["attention_mask"].unsqueeze(-1).to(hidden.dtype)
             vectors = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
@@ -217,6 +283,7 @@ class DenseEncoder:
                                        device, fp16)  # fmt: skip
         else:
             self.queries = self.documents
+        self.truncated = {"snippets": 0, "queries": 0}  # texts cut at the max length, by side
 
     @property
     def device(self) -> str:
@@ -237,14 +304,23 @@ class DenseEncoder:
         return dict(identity)
 
     def snippet_inputs(self, snippets: list[dict]) -> list:
+        prefix = self.spec.document_prefix
         if self.spec.pair_input:
-            return [(s["title"], s["content"]) for s in snippets]
-        return [s["contents"] for s in snippets]
+            return [(prefix + s["title"], s["content"]) for s in snippets]
+        return [prefix + s["contents"] for s in snippets]
 
     def encode_snippets(self, snippets: list[dict], batch_size: int = 32) -> np.ndarray:
         if self.documents is None:
             raise ValueError("this encoder was loaded with queries_only")
-        return self.documents.encode(self.snippet_inputs(snippets), batch_size)
+        return self._counted("snippets", self.documents, self.documents.encode, self.snippet_inputs(snippets),
+                             batch_size)  # fmt: skip
+
+    def _counted(self, side: str, encoder: TextEncoder, encode, texts: list, batch_size: int) -> np.ndarray:
+        before = encoder.truncated
+        try:
+            return encode(texts, batch_size)
+        finally:
+            self.truncated[side] += encoder.truncated - before
 
     def encode_queries(self, queries: list[str], batch_size: int = 64, independent: bool = True) -> np.ndarray:
         """Query vectors. `independent` (the default): each vector's bits depend on its query alone
@@ -257,7 +333,7 @@ class DenseEncoder:
         if encoder is self.documents and self.spec.query_max_length != self.spec.max_length:
             previous, encoder.max_length = encoder.max_length, self.spec.query_max_length
             try:
-                return encode(texts, batch_size)
+                return self._counted("queries", encoder, encode, texts, batch_size)
             finally:
                 encoder.max_length = previous
-        return encode(texts, batch_size)
+        return self._counted("queries", encoder, encode, texts, batch_size)

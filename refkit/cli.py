@@ -96,8 +96,8 @@ def main() -> None:
 @query_options
 @dedup_options
 @_friendly_errors
-def collect(queries_file, out, k, address, token_file, tls, ca_file, retrievers, corpora, rrf_k, query_format, limit,
-            dedup_threshold, shingle_words) -> None:  # fmt: skip
+def collect(queries_file, out, k, address, token_file, tls, ca_file, retrievers, corpora, fusion, rrf_k, query_format,
+            limit, dedup_threshold, shingle_words) -> None:  # fmt: skip
     """Candidate references per query, with provenance, deduplicated by content."""
     from medsnip.jsonl import write_jsonl
     from refkit.collect import DedupOptions, RetrievalOptions, collect
@@ -105,7 +105,7 @@ def collect(queries_file, out, k, address, token_file, tls, ca_file, retrievers,
     queries = read_query_file(queries_file, query_format, limit)
     client, lineage = _connect(address, token_file, tls, ca_file, queries)
     with client:
-        options = RetrievalOptions(k, tuple(corpora), tuple(retrievers), rrf_k)
+        options = RetrievalOptions(k, tuple(corpora), tuple(retrievers), rrf_k, fusion=fusion)
         dedup = DedupOptions(dedup_threshold, shingle_words)
         with _progress("collect", len(queries)) as advance:
             records = list(collect(client, address, lineage, queries, options, dedup, progress=advance))
@@ -252,7 +252,7 @@ def lexicon(out, address, corpus_dirs, corpora, token_file, tls, ca_file, mesh_p
 @_friendly_errors
 def noise(queries_file, lexicon_path, seed, out, judge_name, judge_threshold, per_query, top_m, candidates,
           attribute_swaps, entity_swaps, refs, aspects_path, address, token_file, tls, ca_file, retrievers, corpora,
-          rrf_k, query_format, limit, dedup_threshold, shingle_words) -> None:  # fmt: skip
+          fusion, rrf_k, query_format, limit, dedup_threshold, shingle_words) -> None:  # fmt: skip
     """Entity/attribute substitutions and the filtered hard-negative references they retrieve."""
     from medsnip.jsonl import read_jsonl, write_jsonl
     from refkit.collect import DedupOptions, RetrievalOptions
@@ -281,7 +281,7 @@ def noise(queries_file, lexicon_path, seed, out, judge_name, judge_threshold, pe
     with client:
         generator = NoiseGenerator(
             client, address, lineage, QueryRewriter(lexicon_data, aspects),
-            RetrievalOptions(candidates, tuple(corpora), tuple(retrievers), rrf_k),
+            RetrievalOptions(candidates, tuple(corpora), tuple(retrievers), rrf_k, fusion=fusion),
             NoiseOptions(seed, per_query, top_m, candidates, attribute_swaps, entity_swaps),
             DedupOptions(dedup_threshold, shingle_words),
             collected, provenance, judge,

@@ -27,10 +27,12 @@ class RetrievalOptions:
     retrievers: tuple[str, ...] = ()
     rrf_k: int = 0
     depth: int = 0
+    fusion: str = "rrf"  # searchd.fusion: "rrf" or "medrag"
 
     def as_dict(self) -> dict:
         return {"k": self.k, "corpora": list(self.corpora), "retrievers": list(self.retrievers),
-                "rrf_k": self.rrf_k or 60, "depth": self.depth or max(2 * self.k, 100)}  # fmt: skip
+                "rrf_k": self.rrf_k or 60, "depth": self.depth or max(2 * self.k, 100),
+                "fusion": self.fusion}  # fmt: skip
 
 
 @dataclass
@@ -82,7 +84,7 @@ def search_many(
         try:
             responses = client.batch_search(
                 chunk, k=options.k, corpora=options.corpora, retrievers=options.retrievers,
-                rrf_k=options.rrf_k, depth=options.depth, return_text=True,
+                rrf_k=options.rrf_k, depth=options.depth, fusion=options.fusion, return_text=True,
             )  # fmt: skip
         except grpc.RpcError as error:
             raise ServerError(describe_rpc_error(address, error)) from error

@@ -65,7 +65,7 @@ def describe_rpc_error(address: str, error: grpc.RpcError) -> str:
 
 
 def lineage_summary(info) -> dict:
-    """{"server_version", "encoder", "corpora": {name: {"corpus": ..., "bm25": ..., "dense": ...}}}: per
+    """{"server_version", "encoder", "corpora": {name: {"corpus": ..., "bm25": ..., "dense-minilm": ...}}}: per
     corpus, the lineage hash of the corpus its indexes were built from and each index's own (the hash
     of what the index is, as medsnip.buildrecord.lineage_hash defines it: rebuilding it to the same
     bytes keeps it, any change of parameters, model or corpus changes it)."""

@@ -291,7 +291,8 @@ class NoiseGenerator:
             }
 
     def _retrieval(self, k: int) -> RetrievalOptions:
-        return RetrievalOptions(k, self.retrieval.corpora, self.retrieval.retrievers, self.retrieval.rrf_k)
+        return RetrievalOptions(k, self.retrieval.corpora, self.retrieval.retrievers, self.retrieval.rrf_k,
+                                fusion=self.retrieval.fusion)  # fmt: skip
 
     def _footer(self) -> dict:
         return {"params": {**self.options.as_dict(), "retrieval": self.retrieval.as_dict(), **self.provenance},

@@ -142,8 +142,20 @@ def client_options(command):
         click.option("--token-file", type=click.Path(path_type=Path, exists=True, dir_okay=False)),
         click.option("--tls", is_flag=True, help="Connect with TLS."),
         click.option("--ca-file", type=click.Path(path_type=Path, exists=True, dir_okay=False)),
-        click.option("--retrievers", multiple=True, type=click.Choice(["bm25", "dense"])),
+        click.option(
+            "--retrievers",
+            multiple=True,
+            help="bm25, a dense index's name (dense-medcpt), or dense for all of them [default: all].",
+        ),
         click.option("--corpora", multiple=True),
+        click.option(
+            "--fusion",
+            default="rrf",
+            show_default=True,
+            type=click.Choice(["rrf", "medrag"]),
+            help="rrf: every (corpus, retriever) list by rank; medrag: corpora merged by score per "
+            "retriever, then RRF across retrievers (MedRAG's; use --rrf-k 100 as MedRAG does).",
+        ),
         click.option("--rrf-k", default=0, type=click.IntRange(0), help="RRF constant [default: the server's 60]."),
     ]
     for option in reversed(options):
@@ -162,13 +174,13 @@ def _client(address, token_file, tls, ca_file):
 @click.argument("text")
 @client_options
 @click.option("--k", default=10, show_default=True, type=click.IntRange(1))
-def query(text, address, token_file, tls, ca_file, retrievers, corpora, rrf_k, k) -> None:
+def query(text, address, token_file, tls, ca_file, retrievers, corpora, fusion, rrf_k, k) -> None:
     """One query; prints the fused hits with each retriever's rank."""
     import grpc
 
     with _client(address, token_file, tls, ca_file) as client:
         try:
-            response = client.search(text, k, retrievers=retrievers, corpora=corpora, rrf_k=rrf_k)
+            response = client.search(text, k, retrievers=retrievers, corpora=corpora, rrf_k=rrf_k, fusion=fusion)
         except grpc.RpcError as error:
             console.print(f"[red]{error.code().name}[/red]: {escape(error.details() or '')}")
             sys.exit(1)
@@ -194,7 +206,19 @@ def query(text, address, token_file, tls, ca_file, retrievers, corpora, rrf_k, k
 @click.option("--format", "query_format", default="auto", show_default=True, type=click.Choice(QUERY_FORMATS),
               help="Query file format (see README: query files).")  # fmt: skip
 def batch(
-    queries_file, out, address, token_file, tls, ca_file, retrievers, corpora, rrf_k, k, batch_size, query_format
+    queries_file,
+    out,
+    address,
+    token_file,
+    tls,
+    ca_file,
+    retrievers,
+    corpora,
+    fusion,
+    rrf_k,
+    k,
+    batch_size,
+    query_format,
 ) -> None:
     """Many queries through BatchSearch into a TREC run (for trec_eval or `indexer eval`)."""
     from rich.progress import Progress
@@ -211,7 +235,13 @@ def batch(
             for start in range(0, len(queries), batch_size):
                 chunk = queries[start : start + batch_size]
                 responses = client.batch_search(
-                    [t for _, t in chunk], k, retrievers=retrievers, corpora=corpora, rrf_k=rrf_k, return_text=False
+                    [t for _, t in chunk],
+                    k,
+                    retrievers=retrievers,
+                    corpora=corpora,
+                    rrf_k=rrf_k,
+                    fusion=fusion,
+                    return_text=False,
                 )
                 for (qid, _), response in zip(chunk, responses, strict=True):
                     for hit in response.hits:

@@ -24,6 +24,9 @@ DEFAULT_ADDRESS = "127.0.0.1:50051"
 CHANNEL_OPTIONS = [("grpc.max_receive_message_length", 256 << 20)]
 
 
+FUSION_METHODS = {"rrf": search_pb2.Fusion.RRF, "medrag": search_pb2.Fusion.MEDRAG}
+
+
 class SearchClient:
     def __init__(
         self,
@@ -82,14 +85,16 @@ class SearchClient:
         return_text: bool = True,
         bm25_k1: float | None = None,
         bm25_b: float | None = None,
+        fusion: str = "rrf",
     ) -> search_pb2.SearchRequest:
+        """`fusion`: "rrf" (every (corpus, retriever) list by rank) or "medrag" (searchd.fusion)."""
         request = search_pb2.SearchRequest(
             query=query,
             k=k,
             corpora=list(corpora),
             retrievers=list(retrievers),
             depth=depth,
-            fusion=search_pb2.Fusion(method=search_pb2.Fusion.RRF, rrf_k=rrf_k),
+            fusion=search_pb2.Fusion(method=FUSION_METHODS[fusion], rrf_k=rrf_k),
             return_text=return_text,
         )
         if bm25_k1 is not None:

@@ -1,8 +1,10 @@
 """Everything searchd holds in memory: the corpora under a root, their indexes, and hybrid search.
 
 Discovery follows DESIGN.md's corpus-root layout: every `ROOT/<name>/` with a corpusbuild
-build.json is a corpus; its `store/` is required, `bm25/` and the `dense-*/` index are used when
-present. Every index is opened through the indexer's classes, which check lineage and counts, so a
+build.json is a corpus; its `store/` is required, `bm25/` and every `dense-<name>/` index are used
+when present, each a retriever named after its folder (`bm25`, `dense-medcpt`, `dense-bge-base`). One
+query encoder is loaded per distinct encoder identity and shared by every index built with it, across
+corpora. Every index is opened through the indexer's classes, which check lineage and counts, so a
 mismatch stops the server at start-up with the indexer's message.
 
 Concurrency: BM25 requests of all corpora are micro-batched into pyserini batch_search calls over
@@ -26,9 +28,10 @@ from medsnip.buildrecord import BUILD_RECORD, read_build_record
 from medsnip.corpus import Corpus, LineageError
 from searchd.batching import MicroBatcher
 from searchd.calls import CallScope
-from searchd.fusion import DEFAULT_RRF_K, FusedHit, fuse_rrf
+from searchd.fusion import DEFAULT_RRF_K, FusedHit, fuse_medrag, fuse_rrf
 
-RETRIEVERS = ("bm25", "dense")
+BM25 = "bm25"
+ALL_DENSE = "dense"  # in a request: every dense retriever of each corpus searched
 
 
 class ServingError(Exception):
@@ -41,12 +44,20 @@ class LoadedCorpus:
     corpus: Corpus
     store: SnippetStore
     bm25: BM25Index | None = None
-    dense: DenseIndex | None = None
-    dense_batcher: MicroBatcher | None = None  # shared by the corpora whose index has the same encoder
+    dense: dict[str, DenseIndex] = field(default_factory=dict)  # retriever name (its folder) -> index
+    dense_batchers: dict[str, MicroBatcher] = field(default_factory=dict)  # one per encoder, shared
 
     @property
     def retrievers(self) -> list[str]:
-        return [name for name, index in (("bm25", self.bm25), ("dense", self.dense)) if index is not None]
+        return ([BM25] if self.bm25 is not None else []) + sorted(self.dense)
+
+    def indexes(self) -> list[tuple[str, BM25Index | DenseIndex]]:
+        """(retriever name, index), BM25 first."""
+        return ([(BM25, self.bm25)] if self.bm25 is not None else []) + sorted(self.dense.items())
+
+    def wanted(self, retrievers: list[str]) -> list[str]:
+        """This corpus's retrievers among those a request names ("dense": all of its dense ones)."""
+        return [r for r in self.retrievers if r in retrievers or (r != BM25 and ALL_DENSE in retrievers)]
 
 
 @dataclass
@@ -61,6 +72,7 @@ class Query:
     rrf_k: int = DEFAULT_RRF_K
     k1: float | None = None
     b: float | None = None
+    fusion: str = "rrf"  # searchd.fusion.FUSIONS
 
 
 @dataclass
@@ -69,6 +81,14 @@ class EngineStats:
     encoder_batches: int = 0
     queries: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def as_dict(self, encoders) -> dict:
+        """The counters, and the queries each dense encoder cut at its query max length."""
+        with self.lock:
+            values = {"queries": self.queries, "bm25_batches": self.bm25_batches,
+                      "encoder_batches": self.encoder_batches}  # fmt: skip
+        values["truncated_queries"] = {encoder.spec.name: encoder.truncated["queries"] for encoder in encoders}
+        return values
 
 
 def discover_corpora(root: Path, names: list[str] | None = None) -> list[Path]:
@@ -119,17 +139,17 @@ class SearchEngine:
                 loaded = LoadedCorpus(path.name, corpus, SnippetStore(path / "store", corpus))
                 if (path / "bm25" / BUILD_RECORD).is_file():
                     loaded.bm25 = BM25Index(path / "bm25", corpus)
-                dense_dirs = sorted(p for p in path.glob("dense-*") if (p / BUILD_RECORD).is_file())
-                if dense_dirs:
-                    loaded.dense = DenseIndex(dense_dirs[0], corpus, store=loaded.store)
-                    key = repr(sorted(loaded.dense.record["encoder"].items()))
-                    if key not in encoders:
-                        encoder = DenseEncoder(loaded.dense.spec, device=device, queries_only=True)
+                for dense_dir in sorted(p for p in path.glob("dense-*") if (p / BUILD_RECORD).is_file()):
+                    index = DenseIndex(dense_dir, corpus, store=loaded.store)
+                    key = repr(sorted(index.record["encoder"].items()))
+                    if key not in encoders:  # one encoder per identity, shared by every index built with it
+                        encoder = DenseEncoder(index.spec, device=device, queries_only=True)
                         batcher = MicroBatcher(self._dense_batch(encoder), max_batch, wait_ms, "dense")
                         encoders[key] = (encoder, batcher)
-                    loaded.dense.encoder = encoders[key][0]
-                    loaded.dense.check_encoder(encoders[key][0])
-                    loaded.dense_batcher = encoders[key][1]
+                    index.encoder = encoders[key][0]
+                    index.check_encoder(encoders[key][0])
+                    loaded.dense[dense_dir.name] = index
+                    loaded.dense_batchers[dense_dir.name] = encoders[key][1]
                 if not loaded.retrievers:
                     raise ServingError(f"{path}: no index to search (run `indexer bm25` and/or `indexer dense`)")
                 self.corpora[path.name] = loaded
@@ -156,19 +176,21 @@ class SearchEngine:
         return results
 
     def _dense_batch(self, encoder: DenseEncoder):
-        def run(items: list[tuple[str, int, tuple[str, ...]]]) -> list[dict[str, list[tuple[str, float]]]]:
-            """(text, depth, corpora) items -> {corpus: hits}: one encoder call, one FAISS search per corpus."""
+        def run(items: list[tuple[str, int, tuple[tuple[str, str], ...]]]) -> list[dict]:
+            """(text, depth, (corpus, retriever) targets) items -> {(corpus, retriever): hits}: one encoder
+            call for the batch, then one FAISS search per target index for all the vectors that want it."""
             with self.stats.lock:
                 self.stats.encoder_batches += 1
             vectors = encoder.encode_queries([text for text, _, _ in items], independent=self.independent_queries)
             results: list[dict] = [{} for _ in items]
-            for name in sorted({c for _, _, corpora in items for c in corpora}):
-                loaded = self.corpora[name]
-                rows = [i for i, (_, _, corpora) in enumerate(items) if name in corpora]
+            for target in sorted({t for _, _, targets in items for t in targets}):
+                corpus, retriever = target
+                loaded = self.corpora[corpus]
+                rows = [i for i, (_, _, targets) in enumerate(items) if target in targets]
                 depth = max(items[i][1] for i in rows)
-                found = loaded.dense.search_vectors(vectors[rows], depth)
+                found = loaded.dense[retriever].search_vectors(vectors[rows], depth)
                 for i, hits in zip(rows, found, strict=True):
-                    results[i][name] = [(loaded.store.id_at(s, r), score) for s, r, score in hits[: items[i][1]]]
+                    results[i][target] = [(loaded.store.id_at(s, r), score) for s, r, score in hits[: items[i][1]]]
             return results
 
         return run
@@ -177,35 +199,46 @@ class SearchEngine:
 
     @property
     def retrievers(self) -> list[str]:
-        return [r for r in RETRIEVERS if any(r in c.retrievers for c in self.corpora.values())]
+        """Every retriever some corpus has: "bm25" first, then the dense ones by name."""
+        names = {r for c in self.corpora.values() for r in c.retrievers}
+        return ([BM25] if BM25 in names else []) + sorted(names - {BM25})
 
     def search(self, query: Query, scope: CallScope) -> list[FusedHit]:
-        """Every (corpus, retriever) list for the query, fused by RRF; gives up (CallCancelled,
-        DeadlineExceeded) as soon as the call it serves is over, leaving its queued lists unserved."""
+        """Every (corpus, retriever) list for the query, fused (`query.fusion`); gives up
+        (CallCancelled, DeadlineExceeded) as soon as the call it serves is over, leaving its queued
+        lists unserved."""
         scope.check()
         with self.stats.lock:
             self.stats.queries += 1
         bm25 = {}
-        dense_corpora: dict[int, tuple[MicroBatcher, list[str]]] = {}
+        dense_targets: dict[int, tuple[MicroBatcher, list[tuple[str, str]]]] = {}
         for name in query.corpora:
             loaded = self.corpora[name]
-            if "bm25" in query.retrievers and loaded.bm25 is not None:
-                item = (name, query.text, query.depth, query.k1, query.b)
-                bm25[(name, "bm25")] = scope.track(self._bm25_batcher.submit(item))
-            if "dense" in query.retrievers and loaded.dense is not None:
-                dense_corpora.setdefault(id(loaded.dense_batcher), (loaded.dense_batcher, []))[1].append(name)
+            for retriever in loaded.wanted(query.retrievers):
+                if retriever == BM25:
+                    item = (name, query.text, query.depth, query.k1, query.b)
+                    bm25[(name, BM25)] = scope.track(self._bm25_batcher.submit(item))
+                else:
+                    batcher = loaded.dense_batchers[retriever]
+                    dense_targets.setdefault(id(batcher), (batcher, []))[1].append((name, retriever))
         dense = [
-            scope.track(batcher.submit((query.text, query.depth, tuple(names))))
-            for batcher, names in dense_corpora.values()
+            scope.track(batcher.submit((query.text, query.depth, tuple(targets))))
+            for batcher, targets in dense_targets.values()
         ]
         scope.wait_all([*dense, *bm25.values()])
         lists: dict[tuple[str, str], list[tuple[str, float]]] = {}
         for future in dense:
-            for name, hits in future.result(0).items():
-                lists[(name, "dense")] = hits
+            lists.update(future.result(0))
         for key, future in bm25.items():
             lists[key] = future.result(0)
+        if query.fusion == "medrag":
+            return fuse_medrag(lists, query.k, query.rrf_k, self.lower_is_better)
         return fuse_rrf(lists, query.k, query.rrf_k)
+
+    @property
+    def lower_is_better(self) -> set[str]:
+        """Dense retrievers whose scores are distances (an L2 index): merged by ascending score."""
+        return {name for c in self.corpora.values() for name, index in c.dense.items() if index.metric == "l2"}
 
     def snippets(self, ids: list[str], corpora: list[str] | None = None) -> dict[str, dict]:
         """Snippets by id; `corpora[i]` (when known, as for search hits) says which store holds ids[i]."""
@@ -225,7 +258,12 @@ class SearchEngine:
                     found[snippet_id] = snippet
         return found
 
+    def stats_dict(self) -> dict:
+        return self.stats.as_dict([encoder for encoder, _ in self._encoders.values()])
+
     def encoder_identity(self) -> dict | None:
+        """The first dense query encoder's identity (Info's `encoder_json`, from before one server held
+        several); each index's own is in its IndexInfo."""
         for encoder, _ in self._encoders.values():
             return encoder.identity()
         return None

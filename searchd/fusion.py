@@ -1,9 +1,13 @@
-"""Reciprocal rank fusion of ranked lists from different retrievers and corpora.
+"""Fusion of ranked lists from different retrievers and corpora, two ways.
 
-BM25 scores of different Lucene indexes (and inner products of different encoders) are not on one
-scale, so lists are never merged by score: every (corpus, retriever) list is fused by rank alone,
-score(d) = sum over the lists that contain d of 1 / (rrf_k + rank_in_list(d)), ranks from 1
-(Cormack et al., 2009; rrf_k 60 by default, MedRAG uses 100).
+- `rrf` (the default): BM25 scores of different Lucene indexes (and inner products of different
+  encoders) are not on one scale, so every (corpus, retriever) list is fused by rank alone,
+  score(d) = sum over the lists that contain d of 1 / (rrf_k + rank_in_list(d)), ranks from 1
+  (Cormack et al., 2009; rrf_k 60 by default).
+- `medrag`: MedRAG's retrieval (Xiong et al., 2024, RetrievalSystem.merge): for each retriever the
+  corpora's lists are merged into one by the retriever's own score (descending; ascending for a
+  distance such as SPECTER's L2), then those per-retriever lists are fused by RRF (MedRAG uses
+  rrf_k 100). With a single retriever the merged list itself is the answer, scores as they are.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import heapq
 from dataclasses import dataclass, field
 
 DEFAULT_RRF_K = 60
+FUSIONS = ("rrf", "medrag")
 
 
 @dataclass
@@ -52,3 +57,39 @@ def fuse_rrf(
             if hit is not None:
                 hit.contributions.append((corpus, retriever, rank, score))
     return list(fused.values())
+
+
+def merge_by_score(lists: dict[tuple[str, str], list[tuple[str, float]]], retriever: str,
+                   ascending: bool = False) -> list[tuple[str, str, float]]:  # fmt: skip
+    """One retriever's lists over every corpus as one list, best score first: (corpus, id, score).
+    Equal scores keep corpus order, then list order (MedRAG leaves their order to numpy's sort)."""
+    merged = [(corpus, snippet_id, score, position)
+              for (corpus, name), hits in sorted(lists.items()) if name == retriever
+              for position, (snippet_id, score) in enumerate(hits)]  # fmt: skip
+    merged.sort(key=lambda item: (item[2] if ascending else -item[2], item[0], item[3]))
+    return [(corpus, snippet_id, score) for corpus, snippet_id, score, _ in merged]
+
+
+def fuse_medrag(lists: dict[tuple[str, str], list[tuple[str, float]]], k: int, rrf_k: int = DEFAULT_RRF_K,
+                ascending: set[str] | frozenset = frozenset()) -> list[FusedHit]:  # fmt: skip
+    """MedRAG's fusion (module docstring): corpora merged per retriever by score, retrievers fused by
+    RRF over the merged lists' ranks. A hit's contributions carry its rank in each merged list.
+    `ascending`: retrievers whose scores are distances."""
+    retrievers = sorted({retriever for _, retriever in lists})
+    merged = {retriever: merge_by_score(lists, retriever, retriever in ascending) for retriever in retrievers}
+    if len(retrievers) == 1:
+        ((retriever, hits),) = merged.items()
+        fused = []
+        for rank, (corpus, snippet_id, score) in enumerate(hits[:k], 1):
+            fused.append(FusedHit(snippet_id, score, rank, [(corpus, retriever, rank, score)]))
+        return fused
+    # every retriever's merged list becomes one ranked list for RRF; its corpus goes in the key
+    ranked = {(retriever, ""): [(snippet_id, score) for _, snippet_id, score in hits]
+              for retriever, hits in merged.items()}  # fmt: skip
+    fused = fuse_rrf(ranked, k, rrf_k)
+    corpus_of = {(retriever, snippet_id): corpus for retriever, hits in merged.items()
+                 for corpus, snippet_id, _ in hits}  # fmt: skip
+    for hit in fused:
+        hit.contributions = [(corpus_of[(retriever, hit.id)], retriever, rank, score)
+                             for retriever, _, rank, score in hit.contributions]  # fmt: skip
+    return fused

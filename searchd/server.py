@@ -23,11 +23,16 @@ from medsnip import __version__
 from medsnip.v1 import search_pb2, search_pb2_grpc
 from searchd.batching import BatcherClosed
 from searchd.calls import CallCancelled, CallScope, DeadlineExceeded
-from searchd.engine import RETRIEVERS, Query, SearchEngine
+from searchd.engine import ALL_DENSE, Query, SearchEngine
 from searchd.fusion import DEFAULT_RRF_K
 
 SERVICE_NAME = search_pb2.DESCRIPTOR.services_by_name["SearchService"].full_name
 log = logging.getLogger("searchd")
+FUSION_METHODS = {  # the proto's enum -> searchd.fusion's names
+    search_pb2.Fusion.METHOD_UNSPECIFIED: "rrf",
+    search_pb2.Fusion.RRF: "rrf",
+    search_pb2.Fusion.MEDRAG: "medrag",
+}
 
 
 @dataclass(frozen=True)
@@ -117,21 +122,24 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
             raise InvalidRequest(f"k must be in 1..{self.limits.max_k}, got {request.k}")
         corpora = self._corpora(request.corpora)
         retrievers = list(request.retrievers) or self.engine.retrievers
-        bad = [r for r in retrievers if r not in RETRIEVERS or r not in self.engine.retrievers]
+        served = self.engine.retrievers
+        bad = [r for r in retrievers if r not in served and not (r == ALL_DENSE and len(served) > ("bm25" in served))]
         if bad:
             raise InvalidRequest(
-                f"unknown or unavailable retriever {', '.join(bad)}; available: {', '.join(self.engine.retrievers)}"
+                f"unknown or unavailable retriever {', '.join(bad)}; available: {', '.join(served)}"
+                f"{' (or dense: all of them)' if len(served) > ('bm25' in served) else ''}"
             )
         depth = request.depth or max(2 * request.k, 100)
         if depth > 2 * self.limits.max_k:  # the default, max(2k, 100), always fits
             raise InvalidRequest(f"depth must be at most {2 * self.limits.max_k} (twice max_k), got {depth}")
-        if request.fusion.method not in (search_pb2.Fusion.METHOD_UNSPECIFIED, search_pb2.Fusion.RRF):
-            raise InvalidRequest("fusion method must be RRF")
+        fusion = FUSION_METHODS.get(request.fusion.method)
+        if fusion is None:
+            raise InvalidRequest(f"unknown fusion method {request.fusion.method} (RRF or MEDRAG)")
         k1 = request.bm25_k1 if request.HasField("bm25_k1") else None
         b = request.bm25_b if request.HasField("bm25_b") else None
         if (k1 is not None and not 0 <= k1 <= 10) or (b is not None and not 0 <= b <= 1):
             raise InvalidRequest("bm25_k1 must be in [0, 10] and bm25_b in [0, 1]")
-        return Query(text, request.k, corpora, retrievers, depth, request.fusion.rrf_k or DEFAULT_RRF_K, k1, b)
+        return Query(text, request.k, corpora, retrievers, depth, request.fusion.rrf_k or DEFAULT_RRF_K, k1, b, fusion)
 
     def _response(self, request: search_pb2.SearchRequest, query: Query, scope: CallScope) -> search_pb2.SearchResponse:
         started = time.perf_counter()
@@ -255,16 +263,17 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
             corpora = []
             for name, loaded in self.engine.corpora.items():
                 indexes = []
-                for retriever, index in (("bm25", loaded.bm25), ("dense", loaded.dense)):
-                    if index is not None:
-                        indexes.append(
-                            search_pb2.IndexInfo(
-                                retriever=retriever,
-                                path=str(index.path),
-                                lineage_sha256=index.record["upstream"]["lineage_sha256"],
-                                build_json=json.dumps(index.record, sort_keys=True),
-                            )
+                for retriever, index in loaded.indexes():
+                    encoder = index.record.get("encoder") if retriever != "bm25" else None
+                    indexes.append(
+                        search_pb2.IndexInfo(
+                            retriever=retriever,
+                            path=str(index.path),
+                            lineage_sha256=index.record["upstream"]["lineage_sha256"],
+                            build_json=json.dumps(index.record, sort_keys=True),
+                            encoder_json=json.dumps(encoder, sort_keys=True) if encoder else "",
                         )
+                    )
                 corpora.append(
                     search_pb2.CorpusInfo(
                         name=name,
@@ -287,6 +296,7 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
                 max_call_seconds=self.limits.max_call_seconds,
                 max_reply_bytes=self.limits.max_reply_bytes,
                 max_page_size=self.limits.max_page_size,
+                stats_json=json.dumps(self.engine.stats_dict(), sort_keys=True),
             )
 
         return self._guarded(context, "Info", {}, work)

@@ -356,7 +356,7 @@ def test_collect_label_noise_assemble_score(server, lexicon_path, questions, tmp
         assert sorted(ranks) == list(range(1, 17))
         for reference in record["references"]:
             assert reference["lineage"]["corpus"] == lineage[reference["corpus"]]
-            assert {r["retriever"] for r in reference["retrievers"]} <= {"bm25", "dense"}
+            assert {r["retriever"] for r in reference["retrievers"]} <= {"bm25", "dense-minilm"}
             assert set(reference["lineage"]) >= {"corpus", *(r["retriever"] for r in reference["retrievers"])}
         for duplicate in record["duplicates"]:
             assert duplicate["duplicate_of"] in {r["snippet_id"] for r in record["references"]}

@@ -67,7 +67,7 @@ def test_hybrid_hits_are_the_rrf_of_the_indexer_lists(server, search_root, quest
             depth = 100  # max(2k, 100)
             lists = {
                 ("pubmedqa", "bm25"): bm25_pubmedqa.search([question], depth)[0],
-                ("pubmedqa", "dense"): dense.search([question], depth)[0],
+                ("pubmedqa", "dense-minilm"): dense.search([question], depth)[0],
                 ("textbooks", "bm25"): bm25_textbooks.search([question], depth)[0],
             }
             scores: dict[str, float] = {}
@@ -89,7 +89,7 @@ def test_info_reports_corpora_lineage_and_encoder(server, search_root):
     with SearchClient(server) as client:
         info = client.info()
     assert {c.name for c in info.corpora} == {"pubmedqa", "textbooks"}
-    assert list(info.retrievers) == ["bm25", "dense"]
+    assert list(info.retrievers) == ["bm25", "dense-minilm"]
     for corpus_info in info.corpora:
         corpus = Corpus.open(search_root / corpus_info.name)
         assert corpus_info.snippets == corpus.snippets and corpus_info.lineage_sha256 == corpus.record_hash

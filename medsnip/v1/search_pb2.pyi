@@ -35,8 +35,10 @@ class Fusion(_message.Message):
         __slots__ = ()
         METHOD_UNSPECIFIED: _ClassVar[Fusion.Method]
         RRF: _ClassVar[Fusion.Method]
+        MEDRAG: _ClassVar[Fusion.Method]
     METHOD_UNSPECIFIED: Fusion.Method
     RRF: Fusion.Method
+    MEDRAG: Fusion.Method
     METHOD_FIELD_NUMBER: _ClassVar[int]
     RRF_K_FIELD_NUMBER: _ClassVar[int]
     method: Fusion.Method
@@ -154,16 +156,18 @@ class InfoRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class IndexInfo(_message.Message):
-    __slots__ = ("retriever", "path", "lineage_sha256", "build_json")
+    __slots__ = ("retriever", "path", "lineage_sha256", "build_json", "encoder_json")
     RETRIEVER_FIELD_NUMBER: _ClassVar[int]
     PATH_FIELD_NUMBER: _ClassVar[int]
     LINEAGE_SHA256_FIELD_NUMBER: _ClassVar[int]
     BUILD_JSON_FIELD_NUMBER: _ClassVar[int]
+    ENCODER_JSON_FIELD_NUMBER: _ClassVar[int]
     retriever: str
     path: str
     lineage_sha256: str
     build_json: str
-    def __init__(self, retriever: _Optional[str] = ..., path: _Optional[str] = ..., lineage_sha256: _Optional[str] = ..., build_json: _Optional[str] = ...) -> None: ...
+    encoder_json: str
+    def __init__(self, retriever: _Optional[str] = ..., path: _Optional[str] = ..., lineage_sha256: _Optional[str] = ..., build_json: _Optional[str] = ..., encoder_json: _Optional[str] = ...) -> None: ...
 
 class CorpusInfo(_message.Message):
     __slots__ = ("name", "path", "snippets", "shards", "lineage_sha256", "indexes")
@@ -182,7 +186,7 @@ class CorpusInfo(_message.Message):
     def __init__(self, name: _Optional[str] = ..., path: _Optional[str] = ..., snippets: _Optional[int] = ..., shards: _Optional[int] = ..., lineage_sha256: _Optional[str] = ..., indexes: _Optional[_Iterable[_Union[IndexInfo, _Mapping]]] = ...) -> None: ...
 
 class InfoResponse(_message.Message):
-    __slots__ = ("server_version", "corpora", "retrievers", "encoder_json", "max_k", "max_query_chars", "max_batch", "max_call_seconds", "max_reply_bytes", "max_page_size")
+    __slots__ = ("server_version", "corpora", "retrievers", "encoder_json", "max_k", "max_query_chars", "max_batch", "max_call_seconds", "max_reply_bytes", "max_page_size", "stats_json")
     SERVER_VERSION_FIELD_NUMBER: _ClassVar[int]
     CORPORA_FIELD_NUMBER: _ClassVar[int]
     RETRIEVERS_FIELD_NUMBER: _ClassVar[int]
@@ -193,6 +197,7 @@ class InfoResponse(_message.Message):
     MAX_CALL_SECONDS_FIELD_NUMBER: _ClassVar[int]
     MAX_REPLY_BYTES_FIELD_NUMBER: _ClassVar[int]
     MAX_PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    STATS_JSON_FIELD_NUMBER: _ClassVar[int]
     server_version: str
     corpora: _containers.RepeatedCompositeFieldContainer[CorpusInfo]
     retrievers: _containers.RepeatedScalarFieldContainer[str]
@@ -203,4 +208,5 @@ class InfoResponse(_message.Message):
     max_call_seconds: float
     max_reply_bytes: int
     max_page_size: int
-    def __init__(self, server_version: _Optional[str] = ..., corpora: _Optional[_Iterable[_Union[CorpusInfo, _Mapping]]] = ..., retrievers: _Optional[_Iterable[str]] = ..., encoder_json: _Optional[str] = ..., max_k: _Optional[int] = ..., max_query_chars: _Optional[int] = ..., max_batch: _Optional[int] = ..., max_call_seconds: _Optional[float] = ..., max_reply_bytes: _Optional[int] = ..., max_page_size: _Optional[int] = ...) -> None: ...
+    stats_json: str
+    def __init__(self, server_version: _Optional[str] = ..., corpora: _Optional[_Iterable[_Union[CorpusInfo, _Mapping]]] = ..., retrievers: _Optional[_Iterable[str]] = ..., encoder_json: _Optional[str] = ..., max_k: _Optional[int] = ..., max_query_chars: _Optional[int] = ..., max_batch: _Optional[int] = ..., max_call_seconds: _Optional[float] = ..., max_reply_bytes: _Optional[int] = ..., max_page_size: _Optional[int] = ..., stats_json: _Optional[str] = ...) -> None: ...
