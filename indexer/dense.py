@@ -260,7 +260,7 @@ class DenseIndex:
             index = _read_index(self.path / entry["faiss"])
             if index.ntotal != shard.records or entry["rows"] != shard.records:
                 raise LineageError(f"{self.path / entry['faiss']}: {index.ntotal} rows, shard has {shard.records}")
-            if nprobe is not None:
+            if nprobe is not None and faiss.try_extract_index_ivf(index) is not None:  # others have no lists
                 faiss.ParameterSpace().set_index_parameter(index, "nprobe", nprobe)
             self._indexes.append(index)
         self.encoder = encoder
@@ -290,17 +290,29 @@ class DenseIndex:
             details = ", ".join(f"{k}: index {built.get(k)!r} vs encoder {actual.get(k)!r}" for k in keys)
             raise LineageError(f"{self.path} was built with another encoder ({details})")
 
-    def search_vectors(self, vectors: np.ndarray, k: int) -> list[list[tuple[int, int, float]]]:
-        """Top-k (shard, row, score) per query vector, best first, over all shards."""
+    @property
+    def is_ivf(self) -> bool:
+        """Whether the shards are IVF indexes (so `nprobe` means something)."""
+        import faiss
+
+        return bool(self._indexes) and faiss.try_extract_index_ivf(self._indexes[0]) is not None
+
+    def search_vectors(
+        self, vectors: np.ndarray, k: int, nprobe: int | None = None
+    ) -> list[list[tuple[int, int, float]]]:
+        """Top-k (shard, row, score) per query vector, best first, over all shards. `nprobe`: inverted
+        lists an IVF index visits for this call (thread-safe search parameters; the index's own setting
+        is untouched); ignored by other index types."""
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         if vectors.ndim != 2 or vectors.shape[1] != self.dimension:
             raise ValueError(f"query vectors must be (n, {self.dimension}), got {vectors.shape}")
+        params = _ivf_params(self._indexes[0], nprobe) if nprobe and self._indexes else None
         found_scores, found_rows, found_shards = [], [], []
         for shard, index in enumerate(self._indexes):
             take = min(k, index.ntotal)
             if take == 0:
                 continue
-            scores, rows = index.search(vectors, take)
+            scores, rows = index.search(vectors, take, params=params) if params else index.search(vectors, take)
             found_scores.append(scores)
             found_rows.append(rows)
             found_shards.append(np.full(rows.shape, shard, dtype=np.int64))
@@ -336,6 +348,22 @@ class DenseIndex:
         if self._store is None:
             self._store = SnippetStore(self.corpus.path / "store", self.corpus)
         return self._store
+
+
+def _ivf_params(index, nprobe: int):
+    """FAISS search parameters setting `nprobe` for an IVF index (behind an OPQ/PCA transform too), or
+    None for an index without inverted lists."""
+    import faiss
+
+    if faiss.try_extract_index_ivf(index) is None:
+        return None
+    ivf = faiss.SearchParametersIVF(nprobe=int(nprobe))
+    if isinstance(index, faiss.IndexPreTransform):
+        wrapped = faiss.SearchParametersPreTransform()
+        wrapped.index_params = ivf
+        wrapped.ivf = ivf  # keep the Python object (and the C++ one it owns) alive with the wrapper
+        return wrapped
+    return ivf
 
 
 def _read_index(path: Path):

@@ -65,6 +65,11 @@ def limit_options(command):
 )
 @click.option("--port-file", type=click.Path(path_type=Path), help="Write the bound port here once serving.")
 @click.option("--device", default="auto", show_default=True, type=click.Choice(["auto", "cpu", "cuda"]))
+@click.option(
+    "--nprobe",
+    type=click.IntRange(1),
+    help="Inverted lists IVF dense indexes visit [default: each index's own]; requests may override.",
+)
 @click.option("--padded-query-batches", is_flag=True,
               help="Pad micro-batched queries to the longest (faster encoder; dense scores then vary in the "
                    "6th-7th digit with the batch instead of reproducing exactly).")  # fmt: skip
@@ -87,6 +92,7 @@ def serve(
     token_file,
     port_file,
     device,
+    nprobe,
     padded_query_batches,
 ) -> None:
     """Load every index under ROOT once and serve Search, BatchSearch, GetSnippets and Info."""
@@ -108,7 +114,8 @@ def serve(
     if bool(tls_cert) != bool(tls_key):
         raise click.UsageError("--tls-cert and --tls-key go together")
     try:
-        engine = SearchEngine(root, list(corpora) or None, device=device, independent_queries=not padded_query_batches)
+        engine = SearchEngine(root, list(corpora) or None, device=device, independent_queries=not padded_query_batches,
+                              nprobe=nprobe)  # fmt: skip
     except ServingError as error:
         console.print(f"[red]refusing to start[/red]: {escape(str(error))}")
         sys.exit(1)

@@ -86,6 +86,7 @@ class SearchClient:
         bm25_k1: float | None = None,
         bm25_b: float | None = None,
         fusion: str = "rrf",
+        nprobe: int | None = None,
     ) -> search_pb2.SearchRequest:
         """`fusion`: "rrf" (every (corpus, retriever) list by rank) or "medrag" (searchd.fusion)."""
         request = search_pb2.SearchRequest(
@@ -101,6 +102,8 @@ class SearchClient:
             request.bm25_k1 = bm25_k1
         if bm25_b is not None:
             request.bm25_b = bm25_b
+        if nprobe is not None:
+            request.nprobe = nprobe
         return request
 
     def search(self, query: str, k: int = 10, timeout: float | None = None, **options) -> search_pb2.SearchResponse:

@@ -73,6 +73,7 @@ class Query:
     k1: float | None = None
     b: float | None = None
     fusion: str = "rrf"  # searchd.fusion.FUSIONS
+    nprobe: int | None = None  # IVF lists to visit; None: the server's default
 
 
 @dataclass
@@ -120,9 +121,11 @@ class SearchEngine:
         wait_ms: float = 2.0,
         device: str = "auto",
         independent_queries: bool = True,
+        nprobe: int | None = None,
     ):
         """`independent_queries`: encode each query's vector independently of its micro-batch (exactly
-        reproducible dense scores; see DenseEncoder.encode_queries) or pad batches (faster)."""
+        reproducible dense scores; see DenseEncoder.encode_queries) or pad batches (faster). `nprobe`: the
+        default for IVF indexes (a request may ask for another)."""
         self.root = Path(root)
         self.independent_queries = independent_queries
         self.corpora: dict[str, LoadedCorpus] = {}
@@ -140,7 +143,7 @@ class SearchEngine:
                 if (path / "bm25" / BUILD_RECORD).is_file():
                     loaded.bm25 = BM25Index(path / "bm25", corpus)
                 for dense_dir in sorted(p for p in path.glob("dense-*") if (p / BUILD_RECORD).is_file()):
-                    index = DenseIndex(dense_dir, corpus, store=loaded.store)
+                    index = DenseIndex(dense_dir, corpus, store=loaded.store, nprobe=nprobe)
                     key = repr(sorted(index.record["encoder"].items()))
                     if key not in encoders:  # one encoder per identity, shared by every index built with it
                         encoder = DenseEncoder(index.spec, device=device, queries_only=True)
@@ -176,19 +179,21 @@ class SearchEngine:
         return results
 
     def _dense_batch(self, encoder: DenseEncoder):
-        def run(items: list[tuple[str, int, tuple[tuple[str, str], ...]]]) -> list[dict]:
-            """(text, depth, (corpus, retriever) targets) items -> {(corpus, retriever): hits}: one encoder
-            call for the batch, then one FAISS search per target index for all the vectors that want it."""
+        def run(items: list[tuple[str, int, tuple[tuple[str, str], ...], int | None]]) -> list[dict]:
+            """(text, depth, (corpus, retriever) targets, nprobe) items -> {(corpus, retriever): hits}: one
+            encoder call for the batch, then one FAISS search per target index and nprobe for all the
+            vectors that want it."""
             with self.stats.lock:
                 self.stats.encoder_batches += 1
-            vectors = encoder.encode_queries([text for text, _, _ in items], independent=self.independent_queries)
+            vectors = encoder.encode_queries([item[0] for item in items], independent=self.independent_queries)
             results: list[dict] = [{} for _ in items]
-            for target in sorted({t for _, _, targets in items for t in targets}):
+            wanted = sorted({(t, item[3] or 0) for item in items for t in item[2]})
+            for target, nprobe in wanted:
                 corpus, retriever = target
                 loaded = self.corpora[corpus]
-                rows = [i for i, (_, _, targets) in enumerate(items) if target in targets]
+                rows = [i for i, item in enumerate(items) if target in item[2] and (item[3] or 0) == nprobe]
                 depth = max(items[i][1] for i in rows)
-                found = loaded.dense[retriever].search_vectors(vectors[rows], depth)
+                found = loaded.dense[retriever].search_vectors(vectors[rows], depth, nprobe or None)
                 for i, hits in zip(rows, found, strict=True):
                     results[i][target] = [(loaded.store.id_at(s, r), score) for s, r, score in hits[: items[i][1]]]
             return results
@@ -222,7 +227,7 @@ class SearchEngine:
                     batcher = loaded.dense_batchers[retriever]
                     dense_targets.setdefault(id(batcher), (batcher, []))[1].append((name, retriever))
         dense = [
-            scope.track(batcher.submit((query.text, query.depth, tuple(targets))))
+            scope.track(batcher.submit((query.text, query.depth, tuple(targets), query.nprobe)))
             for batcher, targets in dense_targets.values()
         ]
         scope.wait_all([*dense, *bm25.values()])

@@ -139,7 +139,11 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
         b = request.bm25_b if request.HasField("bm25_b") else None
         if (k1 is not None and not 0 <= k1 <= 10) or (b is not None and not 0 <= b <= 1):
             raise InvalidRequest("bm25_k1 must be in [0, 10] and bm25_b in [0, 1]")
-        return Query(text, request.k, corpora, retrievers, depth, request.fusion.rrf_k or DEFAULT_RRF_K, k1, b, fusion)
+        nprobe = request.nprobe if request.HasField("nprobe") else None
+        if nprobe is not None and not 1 <= nprobe <= 1_000_000:
+            raise InvalidRequest(f"nprobe must be in 1..1000000, got {nprobe}")
+        return Query(text, request.k, corpora, retrievers, depth, request.fusion.rrf_k or DEFAULT_RRF_K, k1, b, fusion,
+                     nprobe)  # fmt: skip
 
     def _response(self, request: search_pb2.SearchRequest, query: Query, scope: CallScope) -> search_pb2.SearchResponse:
         started = time.perf_counter()

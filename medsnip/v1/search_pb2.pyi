@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class SearchRequest(_message.Message):
-    __slots__ = ("query", "k", "corpora", "retrievers", "depth", "fusion", "return_text", "bm25_k1", "bm25_b")
+    __slots__ = ("query", "k", "corpora", "retrievers", "depth", "fusion", "return_text", "bm25_k1", "bm25_b", "nprobe")
     QUERY_FIELD_NUMBER: _ClassVar[int]
     K_FIELD_NUMBER: _ClassVar[int]
     CORPORA_FIELD_NUMBER: _ClassVar[int]
@@ -18,6 +18,7 @@ class SearchRequest(_message.Message):
     RETURN_TEXT_FIELD_NUMBER: _ClassVar[int]
     BM25_K1_FIELD_NUMBER: _ClassVar[int]
     BM25_B_FIELD_NUMBER: _ClassVar[int]
+    NPROBE_FIELD_NUMBER: _ClassVar[int]
     query: str
     k: int
     corpora: _containers.RepeatedScalarFieldContainer[str]
@@ -27,7 +28,8 @@ class SearchRequest(_message.Message):
     return_text: bool
     bm25_k1: float
     bm25_b: float
-    def __init__(self, query: _Optional[str] = ..., k: _Optional[int] = ..., corpora: _Optional[_Iterable[str]] = ..., retrievers: _Optional[_Iterable[str]] = ..., depth: _Optional[int] = ..., fusion: _Optional[_Union[Fusion, _Mapping]] = ..., return_text: _Optional[bool] = ..., bm25_k1: _Optional[float] = ..., bm25_b: _Optional[float] = ...) -> None: ...
+    nprobe: int
+    def __init__(self, query: _Optional[str] = ..., k: _Optional[int] = ..., corpora: _Optional[_Iterable[str]] = ..., retrievers: _Optional[_Iterable[str]] = ..., depth: _Optional[int] = ..., fusion: _Optional[_Union[Fusion, _Mapping]] = ..., return_text: _Optional[bool] = ..., bm25_k1: _Optional[float] = ..., bm25_b: _Optional[float] = ..., nprobe: _Optional[int] = ...) -> None: ...
 
 class Fusion(_message.Message):
     __slots__ = ("method", "rrf_k")
