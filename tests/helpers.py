@@ -66,3 +66,15 @@ def wait_gone(pids, pattern: str, seconds: float) -> set[int]:
     while (left := ray_processes(pattern) - pids) and time.monotonic() < deadline:
         time.sleep(0.5)
     return left
+
+
+def rrf_by_hand(lists, k: int, rrf_k: int) -> list[tuple[str, float]]:
+    """Reciprocal rank fusion written out, to check the server's: (id, score) best first, ties to the
+    better best rank, then the smaller id (the documented tie-break)."""
+    scores: dict[str, float] = {}
+    best: dict[str, int] = {}
+    for hits in lists:
+        for rank, (snippet_id, _) in enumerate(hits, 1):
+            scores[snippet_id] = scores.get(snippet_id, 0.0) + 1 / (rrf_k + rank)
+            best[snippet_id] = min(best.get(snippet_id, rank), rank)
+    return [(i, scores[i]) for i in sorted(scores, key=lambda i: (-scores[i], best[i], i))[:k]]

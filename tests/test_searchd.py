@@ -17,6 +17,7 @@ import pytest
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from conftest import REPO, SAMPLES
+from helpers import rrf_by_hand
 from medsnip.corpus import Corpus
 from medsnip.queries import query_texts
 from searchd.client import SearchClient
@@ -70,16 +71,9 @@ def test_hybrid_hits_are_the_rrf_of_the_indexer_lists(server, search_root, quest
                 ("pubmedqa", "dense-minilm"): dense.search([question], depth)[0],
                 ("textbooks", "bm25"): bm25_textbooks.search([question], depth)[0],
             }
-            scores: dict[str, float] = {}
-            best: dict[str, int] = {}
-            for hits in lists.values():
-                for rank, (snippet_id, _) in enumerate(hits, 1):
-                    scores[snippet_id] = scores.get(snippet_id, 0.0) + 1 / (100 + rank)
-                    best[snippet_id] = min(best.get(snippet_id, rank), rank)
-            # documented tie-break: the better best rank, then the smaller id
-            expected = sorted(scores, key=lambda i: (-scores[i], best[i], i))[:10]
-            assert [h.id for h in response.hits] == expected
-            assert [h.score for h in response.hits] == pytest.approx([scores[i] for i in expected], rel=1e-6)
+            expected = rrf_by_hand(lists.values(), 10, 100)
+            assert [h.id for h in response.hits] == [i for i, _ in expected]
+            assert [h.score for h in response.hits] == pytest.approx([score for _, score in expected], rel=1e-6)
             top = response.hits[0]
             assert top.title or top.content
             assert {(r.corpus, r.retriever) for r in top.retrievers} <= set(lists)

@@ -12,6 +12,7 @@ import grpc
 import pytest
 
 from conftest import SAMPLES, run_indexer
+from helpers import rrf_by_hand
 from medsnip.corpus import Corpus
 from medsnip.queries import query_texts
 from searchd.client import SearchClient
@@ -105,15 +106,10 @@ def test_rrf_fuses_every_corpus_and_retriever_list(server, questions, indexer_li
     with SearchClient(server) as client:
         for question in questions:
             response = client.search(question, k=10, rrf_k=60)
-            scores: dict[str, float] = {}
-            best: dict[str, int] = {}
-            for hits in indexer_lists(question, 100).values():  # six lists: 2 corpora x 3 retrievers
-                for rank, (snippet_id, _) in enumerate(hits, 1):
-                    scores[snippet_id] = scores.get(snippet_id, 0.0) + 1 / (60 + rank)
-                    best[snippet_id] = min(best.get(snippet_id, rank), rank)
-            expected = sorted(scores, key=lambda i: (-scores[i], best[i], i))[:10]
-            assert [hit.id for hit in response.hits] == expected
-            assert [hit.score for hit in response.hits] == pytest.approx([scores[i] for i in expected], rel=1e-6)
+            lists = indexer_lists(question, 100)  # six lists: 2 corpora x 3 retrievers
+            expected = rrf_by_hand(lists.values(), 10, 60)
+            assert [hit.id for hit in response.hits] == [i for i, _ in expected]
+            assert [hit.score for hit in response.hits] == pytest.approx([score for _, score in expected], rel=1e-6)
 
 
 def _medrag_by_hand(lists: dict, retrievers: list[str], k: int, rrf_k: int) -> list[tuple[str, float]]:
