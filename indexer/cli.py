@@ -144,7 +144,8 @@ def encoder_options(command):
         click.option(
             "--pooling",
             type=click.Choice(POOLINGS),
-            help="cls, mean, or last-token (decoder encoders: the state of an appended EOS).",
+            help="cls, mean, last-token (decoder encoders: the state of an appended EOS), or static (a model2vec "
+            "static embedding model: mean of token vectors, no transformer).",
         ),
         click.option("--max-length", type=click.IntRange(8), help="Snippet tokens (longer ones are cut and counted)."),
         click.option("--query-max-length", type=click.IntRange(4), help="Query tokens [default: --max-length]."),
@@ -222,6 +223,30 @@ def _device_list(devices: str | None, device: str, runner) -> list[str]:
         raise click.BadParameter(f"not a device: {', '.join(bad) or repr(devices)} (cpu, cuda or cuda:N)",
                                  param_hint="--devices")  # fmt: skip
     return found
+
+
+@main.command(name="distill-static")
+@click.argument("corpus_dir", type=click.Path(path_type=Path, exists=True, file_okay=False))
+@click.option("--out", required=True, type=click.Path(path_type=Path), help="Folder for the static model.")
+@click.option("--model", help="Transformer to distil: local folder or cached hub name [default: bundled MiniLM].")
+@click.option("--pooling", default="mean", show_default=True, type=click.Choice(["mean", "cls"]))
+@click.option("--remove-components", default=10, show_default=True, type=click.IntRange(0),
+              help="Top principal directions projected out of the token rows.")  # fmt: skip
+def distill_static(corpus_dir: Path, out: Path, model: str | None, pooling: str, remove_components: int) -> None:
+    """A static embedding model (`--pooling static`) distilled from a transformer, with token
+    frequencies from CORPUS_DIR's snippets: thousands of snippets/s on a CPU, rankings below the
+    transformer's (indexer/static_distill.py says what it keeps and loses)."""
+    from indexer.encoders import bundled_minilm_path
+    from indexer.static_distill import distill
+    from medsnip.snippet import iter_snippets
+
+    corpus = _open_corpus(corpus_dir)
+    texts = (snippet["contents"] for shard in corpus.shards for snippet in iter_snippets(shard.path))
+    try:
+        distill(model or bundled_minilm_path(), out, texts, pooling=pooling, remove_components=remove_components)
+    except EncoderUnavailable as error:
+        _fail(str(error))
+    _log(f"static model -> {out} (use: indexer dense CORPUS --model {out} --pooling static --normalize)")
 
 
 @main.command(name="eval")

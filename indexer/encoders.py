@@ -13,8 +13,10 @@ One code path (transformers' AutoModel + pooling) covers the encoders MedRAG-sty
 - `specter`, `contriever`: allenai/specter (CLS, (title, content) pairs) and facebook/contriever
   (mean), MedRAG's other two retrievers of RRF-4 (MedRAG searches SPECTER with L2: `--metric l2`).
 Max lengths are the model cards'. Any other model: `--model NAME_OR_PATH --pooling cls|mean|last-token
-[--query-model ...] [--query-prefix ...] [--document-prefix ...]`. Texts longer than the max length are
-cut, and counted (`truncated`), never silently.
+[--query-model ...] [--query-prefix ...] [--document-prefix ...]`. `--pooling static` loads a static
+embedding model (model2vec's format, e.g. minishlab/potion-base-8M, or `indexer distill-static`'s output):
+no transformer runs, a text's vector is the mean of its tokens' rows, thousands of snippets per second on
+one CPU core. Texts longer than the max length are cut, and counted (`truncated`), never silently.
 
 A model named by hub id must already be in the local Hugging Face cache (nothing is downloaded);
 a missing one is a clear error saying what to pass instead.
@@ -65,7 +67,7 @@ def bundled_minilm_path() -> str:
 BGE_QUERY_PREFIX = "Represent this sentence for searching relevant passages: "
 BGE_ZH_QUERY_PREFIX = "为这个句子生成表示以用于检索相关文章："
 E5_MISTRAL_QUERY_PREFIX = "Instruct: Given a question, retrieve relevant passages that answer the question\nQuery: "
-POOLINGS = ("cls", "mean", "last-token")
+POOLINGS = ("cls", "mean", "last-token", "static")
 
 PRESETS = {
     "minilm": lambda: EncoderSpec("minilm", bundled_minilm_path(), pooling="mean", max_length=256,
@@ -269,6 +271,64 @@ class TextEncoder:
         return vectors.cpu().numpy()
 
 
+class StaticTextEncoder:
+    """A static embedding model (model2vec's folder format): a text's vector is the mean of its tokens'
+    rows (times the model's token weights, when it has them), normalised if configured. The same
+    interface as TextEncoder. Vectors equal model2vec's `StaticModel.encode` (tested); the tokens are
+    counted here, so texts cut at `max_length` are counted as for the transformer encoders."""
+
+    def __init__(self, model: str, max_length: int, normalize: bool):
+        from model2vec import StaticModel
+
+        self.model_dir = resolve_model_dir(model)
+        self.model = StaticModel.from_pretrained(self.model_dir, max_length=None)  # normalised here, per the spec
+        self.device = "cpu"
+        self.max_length, self.normalize = max_length, normalize
+        self.truncated = 0
+
+    @property
+    def dimension(self) -> int:
+        return int(self.model.dim)
+
+    def encode(self, texts: list, batch_size: int = 1024) -> np.ndarray:
+        """float32 vectors, one per text (a sentence pair is read as its two texts joined by a space)."""
+        from scipy.sparse import csr_matrix
+
+        texts = [" ".join(t) if isinstance(t, tuple) else t for t in texts]
+        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        batch_size = max(batch_size, 1024)  # the tokenizer runs a batch in parallel: small ones waste cores
+        model = self.model
+        for start in range(0, len(texts), batch_size):
+            token_lists = model.tokenize(texts[start : start + batch_size])
+            self.truncated += sum(len(ids) > self.max_length for ids in token_lists)
+            kept = [ids[: self.max_length] for ids in token_lists]
+            counts = np.fromiter(map(len, kept), dtype=np.int64, count=len(kept))
+            ids = np.fromiter((token for ids in kept for token in ids), dtype=np.int64, count=int(counts.sum()))
+            rows = ids if model.token_mapping is None else model.token_mapping[ids]
+            # every text's mean in one sparse product: weight 1/length (times the token's weight) per token
+            weights = np.repeat(1.0 / np.maximum(counts, 1), counts).astype(np.float32)
+            if model.weights is not None:
+                weights *= model.weights[ids]
+            pointers = np.concatenate(([0], np.cumsum(counts)))
+            averaging = csr_matrix((weights, rows, pointers), shape=(len(kept), model.embedding.shape[0]))
+            out[start : start + len(kept)] = averaging @ model.embedding.astype(np.float32, copy=False)
+        if self.normalize:
+            out /= np.linalg.norm(out, axis=1, keepdims=True) + 1e-32
+        return out
+
+    def encode_independent(self, texts: list[str], batch_size: int = 1024) -> np.ndarray:
+        """Every vector depends on its text alone already (no padding, no attention)."""
+        return self.encode(texts, batch_size)
+
+
+def text_encoder(model: str, pooling: str, max_length: int, normalize: bool, device: str = "auto",
+                 fp16: bool = False) -> TextEncoder | StaticTextEncoder:  # fmt: skip
+    """The encoder for one side of a spec: a static model for `static` pooling, else a transformer."""
+    if pooling == "static":
+        return StaticTextEncoder(model, max_length, normalize)
+    return TextEncoder(model, pooling, max_length, normalize, device, fp16)
+
+
 class DenseEncoder:
     """The snippet and query sides of an EncoderSpec (`queries_only` loads just the query side: what a
     search server needs; a two-encoder model then never loads its snippet encoder)."""
@@ -277,10 +337,10 @@ class DenseEncoder:
         self.spec = spec
         self.documents: TextEncoder | None = None
         if not (queries_only and spec.query_model):
-            self.documents = TextEncoder(spec.model, spec.pooling, spec.max_length, spec.normalize, device, fp16)
+            self.documents = text_encoder(spec.model, spec.pooling, spec.max_length, spec.normalize, device, fp16)
         if spec.query_model:
-            self.queries = TextEncoder(spec.query_model, spec.pooling, spec.query_max_length, spec.normalize,
-                                       device, fp16)  # fmt: skip
+            self.queries = text_encoder(spec.query_model, spec.pooling, spec.query_max_length, spec.normalize,
+                                        device, fp16)  # fmt: skip
         else:
             self.queries = self.documents
         self.truncated = {"snippets": 0, "queries": 0}  # texts cut at the max length, by side
