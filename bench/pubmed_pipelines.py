@@ -33,7 +33,7 @@ def run_reference(source: str, out: str) -> int:
                     "id": f"{record['pmid']}_{index}",
                     "title": title,
                     "content": chunk,
-                    "contents": f"{title}. {chunk}",
+                    "contents": f"{title} {chunk}" if title.endswith((".", "?", "!")) else f"{title}. {chunk}",
                     "pmid": record["pmid"],
                 }
                 handle.write(json.dumps(snippet, ensure_ascii=False) + "\n")

@@ -213,9 +213,12 @@ def _neighbour_overlap(model: Path) -> float:
     """How far the static vectors are from MiniLM's: mean overlap of the 10 nearest neighbours of 200
     PubMedQA abstracts among the 500, by each encoder."""
     from indexer.encoders import DenseEncoder, EncoderSpec, preset
+    from medsnip.snippet import join_contents
 
     records = [json.loads(line) for line in (REPO / "samples/ir/pubmedqa-beir/corpus.jsonl").read_bytes().splitlines()]
-    snippets = [{"title": r["title"], "content": r["text"], "contents": f"{r['title']}. {r['text']}"} for r in records]
+    snippets = [
+        {"title": r["title"], "content": r["text"], "contents": join_contents(r["title"], r["text"])} for r in records
+    ]
     minilm = DenseEncoder(preset("minilm"), device="cpu").encode_snippets(snippets)
     static = DenseEncoder(EncoderSpec("static", str(model), pooling="static")).encode_snippets(snippets)
     overlap = []

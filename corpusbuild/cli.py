@@ -133,6 +133,8 @@ def check_source_name(name: str) -> None:
 
 @main.command()
 @build_options
+@click.option("--medrag", is_flag=True, help="MedRAG-compatible snippets: its ids, titles, chunk boundaries and "
+              "contents (corpusbuild/medrag.py says where they differ from the default).")  # fmt: skip
 @click.option("--keep-no-abstract", is_flag=True, help="Keep articles without an abstract as title-only snippets.")
 @click.option(
     "--max-record-chars",
@@ -141,7 +143,7 @@ def check_source_name(name: str) -> None:
     type=click.IntRange(1),
     help="A citation whose title and abstract are longer is reported and not used (bounds memory).",
 )
-def pubmed(inputs, chunk_size, chunk_overlap, no_chunk, keep_no_abstract, max_record_chars, **options) -> None:
+def pubmed(inputs, chunk_size, chunk_overlap, no_chunk, medrag, keep_no_abstract, max_record_chars, **options) -> None:
     """PubMed baseline/update XML (pubmedYYnNNNN.xml[.gz], legacy MedlineCitationSet) to snippets.
 
     INPUT is a file, a folder (searched for *.xml and *.xml.gz) or a glob. Numbered files are applied
@@ -150,7 +152,7 @@ def pubmed(inputs, chunk_size, chunk_overlap, no_chunk, keep_no_abstract, max_re
     """
     chunking = chunking_params(chunk_size, chunk_overlap, no_chunk)
     params = KINDS["pubmed"].params(
-        chunking, "pubmed", keep_no_abstract=keep_no_abstract, max_record_chars=max_record_chars
+        chunking, "pubmed", keep_no_abstract=keep_no_abstract, max_record_chars=max_record_chars, medrag=medrag
     )
     exit_on_problems(run_build(kind="pubmed", source="pubmed", inputs=inputs, params=params, options=options))
 
@@ -165,40 +167,47 @@ def pubmed(inputs, chunk_size, chunk_overlap, no_chunk, keep_no_abstract, max_re
     help="Split a dump of at least a quarter of this into ranges of about this many MB parsed in parallel "
     "(multistream .bz2, by its index or stream headers, or plain .xml); 0 never splits.",
 )
-def wikipedia(inputs, chunk_size, chunk_overlap, no_chunk, **options) -> None:
+@click.option("--medrag", is_flag=True, help="MedRAG-compatible snippets: its ids, titles, chunk boundaries and "
+              "contents (corpusbuild/medrag.py says where they differ from the default).")  # fmt: skip
+def wikipedia(inputs, chunk_size, chunk_overlap, no_chunk, medrag, **options) -> None:
     """Wikipedia pages-articles[-multistream].xml[.bz2] dumps to section-titled snippets.
 
     Main namespace only; redirects and disambiguation pages are skipped. Templates, references,
     tables, files, categories and interlanguage links are dropped; chunk titles are
     "Page -- Section". A page in several dumps: the last file given wins.
     """
-    params = KINDS["wikipedia"].params(chunking_params(chunk_size, chunk_overlap, no_chunk), "wikipedia")
+    params = KINDS["wikipedia"].params(chunking_params(chunk_size, chunk_overlap, no_chunk), "wikipedia", medrag=medrag)
     exit_on_problems(run_build(kind="wikipedia", source="wikipedia", inputs=inputs, params=params, options=options))
 
 
 @main.command()
 @build_options
-def textbooks(inputs, chunk_size, chunk_overlap, no_chunk, **options) -> None:
+@click.option("--medrag", is_flag=True, help="MedRAG-compatible snippets: its ids, titles, chunk boundaries and "
+              "contents (corpusbuild/medrag.py says where they differ from the default).")  # fmt: skip
+def textbooks(inputs, chunk_size, chunk_overlap, no_chunk, medrag, **options) -> None:
     """Plain-text textbooks (MedQA's Anatomy_Gray.txt, ...) to snippets, one document per book.
 
     INPUT is a .txt file, a folder of them or a glob. Whitespace is collapsed, the text chunked, and
     every chunk titled with the book name (the file name without .txt).
     """
-    params = KINDS["textbooks"].params(chunking_params(chunk_size, chunk_overlap, no_chunk), "textbooks")
+    params = KINDS["textbooks"].params(chunking_params(chunk_size, chunk_overlap, no_chunk), "textbooks", medrag=medrag)
     exit_on_problems(run_build(kind="textbooks", source="textbooks", inputs=inputs, params=params, options=options))
 
 
 @main.command()
 @build_options
 @click.option("--source", "source_name", default="statpearls", show_default=True, help="Source name in ids.")
-def statpearls(inputs, chunk_size, chunk_overlap, no_chunk, source_name, **options) -> None:
+@click.option("--medrag", is_flag=True, help="MedRAG-compatible snippets: its ids, titles, chunk boundaries and "
+              "contents (corpusbuild/medrag.py says where they differ from the default).")  # fmt: skip
+def statpearls(inputs, chunk_size, chunk_overlap, no_chunk, source_name, medrag, **options) -> None:
     """StatPearls (NCBI Bookshelf BITS) tarball or NXML files, and PMC JATS articles, to paragraphs.
 
     INPUT is the statpearls_NBK430685.tar.gz tarball (read without unpacking), a folder of .nxml
     files or single files. A snippet is a paragraph titled with its heading path.
     """
     check_source_name(source_name)
-    params = KINDS["statpearls"].params(chunking_params(chunk_size, chunk_overlap, no_chunk), source_name)
+    params = KINDS["statpearls"].params(chunking_params(chunk_size, chunk_overlap, no_chunk), source_name,
+                                        medrag=medrag)  # fmt: skip
     exit_on_problems(run_build(kind="statpearls", source=source_name, inputs=inputs, params=params, options=options))
 
 

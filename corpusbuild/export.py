@@ -38,7 +38,10 @@ class ExportError(Exception):
 
 
 def medrag_id(snippet: dict) -> str:
-    """MedRAG's id style: `<doc_id>_<chunk>` (e.g. `Anatomy_Gray_12`, `12345678_0`)."""
+    """MedRAG's id: the snippet's own id when it was built in MedRAG-compatible mode (`PMID:123`,
+    `Anatomy_Gray_12`), else MedRAG's style made from medsnip's: `<doc_id>_<chunk>`."""
+    if snippet["meta"].get("medrag"):
+        return snippet["id"]
     return f"{snippet['doc_id']}_{snippet['chunk']}"
 
 

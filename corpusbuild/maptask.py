@@ -26,7 +26,7 @@ from medsnip.snippet import shard_of
 
 TASK_MARKER = "task.json"
 
-ENGINE_FORMAT = 5  # bump when part files change shape or readers change what they emit, so old caches are not reused
+ENGINE_FORMAT = 6  # bump when part files change shape or readers change what they emit, so old caches are not reused
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from collections import Counter
 from collections.abc import Generator
 from dataclasses import dataclass
 
+from corpusbuild import medrag
 from corpusbuild.chunking import ChunkingParams
 from corpusbuild.cleaning import clean_text, collapse_whitespace
 from corpusbuild.errors import InputProblem
@@ -28,6 +29,7 @@ class PubmedParams(ChunkingParams):
 
     keep_no_abstract: bool = False
     max_record_chars: int = 1_000_000
+    medrag: bool = False  # MedRAG-compatible snippets (corpusbuild.medrag), read by read_pubmed
 
 
 def abstract_text(sections: list[tuple[str | None, str]]) -> str:
@@ -78,6 +80,8 @@ def article_block(article: RawArticle, params: PubmedParams) -> tuple[bytes, int
 def read_pubmed(source: ReaderInput) -> Generator[ReaderEvent, None, ReaderStats]:
     """Reader for one PubMed/MEDLINE XML file: a Record per citation with an abstract, a Skip per
     citation left out, a Delete per PMID of a DeleteCitation, a Problem per bad record."""
+    if source.params.get("medrag"):
+        return (yield from medrag.read_pubmed(source))
     params = PubmedParams.from_dict(source.params)
     stats = ReaderStats(Counter(articles=0, deletions=0), skipped=Counter())  # PubMed files carry updates
     counts, skipped = stats.counts, stats.skipped

@@ -51,13 +51,16 @@ KINDS: dict[str, SourceKind] = {
     for kind in (
         SourceKind(
             "pubmed", pubmed.read_pubmed, pubmed.SUFFIXES, "replace", "articles",
-            options=(("keep_no_abstract", False), ("max_record_chars", 1_000_000)), order=order_inputs,
+            options=(("keep_no_abstract", False), ("max_record_chars", 1_000_000), ("medrag", False)),
+            order=order_inputs,
         ),
-        SourceKind("statpearls", statpearls.read_nxml, statpearls.SUFFIXES, "error", "articles", named=True),
-        SourceKind("textbooks", textbooks.read_textbook, textbooks.SUFFIXES, "error", "books"),
+        SourceKind("statpearls", statpearls.read_nxml, statpearls.SUFFIXES, "error", "articles", named=True,
+                   options=(("medrag", False),)),
+        SourceKind("textbooks", textbooks.read_textbook, textbooks.SUFFIXES, "error", "books",
+                   options=(("medrag", False),)),
         SourceKind(
             "wikipedia", wikipedia.read_wikipedia, wikipedia.SUFFIXES, "replace", "pages",
-            split_function=plan_dump_split,
+            options=(("medrag", False),), split_function=plan_dump_split,
         ),
         SourceKind(
             "jsonl", jsonl.read_jsonl, jsonl.SUFFIXES, "error", "documents",

@@ -13,10 +13,12 @@ from __future__ import annotations
 import tarfile
 from collections import Counter
 from collections.abc import Generator
+from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from lxml import etree
 
+from corpusbuild import medrag
 from corpusbuild.chunking import ChunkingParams
 from corpusbuild.errors import InputError, InputProblem
 from corpusbuild.events import Problem, ReaderEvent, ReaderInput, ReaderStats, Record
@@ -29,6 +31,13 @@ from medsnip.snippet import document_key, dumps_snippet, make_snippet
 SUFFIXES = (".nxml", ".nxml.gz", ".tar.gz", ".tgz", ".tar", ".tar.bz2")
 TAR_SUFFIXES = (".tar.gz", ".tgz", ".tar", ".tar.bz2")
 MIN_PARAGRAPH = 200  # shorter paragraphs merge into the previous one
+
+
+@dataclass(frozen=True)
+class StatpearlsParams(ChunkingParams):
+    medrag: bool = False  # MedRAG's own paragraph walk (corpusbuild.medrag)
+
+
 _PARSER = etree.XMLParser(no_network=True, load_dtd=False, resolve_entities=False, huge_tree=True)
 
 
@@ -78,6 +87,11 @@ def _doc_ids(member: str, documents: list[NxmlDocument], label: str) -> list[str
 def _article_events(member: str, data: bytes, label: str, position: int, params: ChunkingParams, name: str,
                     counts: Counter) -> list[Record]:  # fmt: skip
     """The Records of one NXML file's articles; InputError (before any event) if it cannot be read."""
+    if params.medrag:
+        event = medrag.statpearls_record(member, data, label, name, position)
+        counts["documents_read"] += 1
+        counts["snippets"] += event.count if isinstance(event, Record) else 0
+        return [event]
     documents = _documents(data, label)
     records = []
     for doc_id, document in zip(_doc_ids(member, documents, label), documents, strict=True):
@@ -91,7 +105,7 @@ def _article_events(member: str, data: bytes, label: str, position: int, params:
 
 def read_nxml(source: ReaderInput) -> Generator[ReaderEvent, None, ReaderStats]:
     """Reader for one tarball or NXML file. In a tarball a bad member is reported and skipped."""
-    params = ChunkingParams.from_dict(source.params)
+    params = StatpearlsParams.from_dict(source.params)
     name = source.params["source"]
     stats = ReaderStats(Counter(documents_read=0, snippets=0, bad_records=0))
     counts = stats.counts

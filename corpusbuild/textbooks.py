@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Generator
 from pathlib import Path
 
+from corpusbuild import medrag
 from corpusbuild.chunking import ChunkingParams
 from corpusbuild.cleaning import clean_text, visible_or_empty
 from corpusbuild.errors import InputError, InputProblem
@@ -45,6 +46,8 @@ def decode_text(data: bytes, label: str) -> str:
 
 def read_textbook(source: ReaderInput) -> Generator[ReaderEvent, None, ReaderStats]:
     """Reader for one book file: the whole book is one document."""
+    if source.params.get("medrag"):
+        return (yield from medrag.read_textbook(source))
     params = ChunkingParams.from_dict(source.params)
     data = read_decompressed(source.stream, source.magic, source.path)
     text = visible_or_empty(clean_text(decode_text(data, source.path)))

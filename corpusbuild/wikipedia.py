@@ -29,11 +29,15 @@ SOURCE = "wikipedia"
 SUFFIXES = (".xml", ".xml.bz2", ".bz2", ".xml.gz")
 
 
-def page_snippets(page_id: str, title: str, wikitext: str, params: ChunkingParams) -> bytes:
+def page_snippets(page_id: str, title: str, wikitext: str, params: ChunkingParams, medrag: bool = False) -> bytes:
     lines = []
     index = 0
     from corpusbuild.wikitext import wiki_sections  # mwparserfromhell: loaded when a dump is read
 
+    if medrag:  # the whole article chunked as MedRAG chunks it (corpusbuild.medrag)
+        from corpusbuild.medrag import wikipedia_block
+
+        return wikipedia_block(page_id, title, wiki_sections(wikitext), params.chunk_size, params.chunk_overlap)
     for section in wiki_sections(wikitext):
         section_title = " -- ".join((title, *section.path))
         meta = {"page_id": int(page_id), "page_title": title, "section": list(section.path)}
@@ -135,7 +139,7 @@ def _page_event(source: ReaderInput, page, position: int, params: ChunkingParams
         return Skip(page_id, key, "redirect", position)
     if _is_disambiguation(title, wikitext):
         return Skip(page_id, key, "disambiguation", position)
-    block = page_snippets(page_id, title, wikitext, params)
+    block = page_snippets(page_id, title, wikitext, params, bool(source.params.get("medrag")))
     if not block:
         return Skip(page_id, key, "no_text", position)
     lines = block.count(b"\n")

@@ -22,11 +22,17 @@ def snippet_id(source: str, doc_id: str, chunk: int) -> str:
     return f"{source}:{doc_id}:{chunk}"
 
 
+SENTENCE_ENDS = (".", "?", "!")
+
+
 def join_contents(title: str, content: str) -> str:
-    """The text BM25 indexes: title + ". " + content, as MedRAG builds it (either alone if the other
-    is empty, e.g. a title-only snippet kept by `--keep-no-abstract`)."""
+    """The text BM25 and the encoders read, joined as MedRAG's `concat` joins it: the title, then ". "
+    (only a space when the title already ends in ".", "?" or "!", so a PubMed title ending in a full
+    stop does not give ".."), then the content; either alone if the other is empty (a title-only
+    snippet kept by `--keep-no-abstract`)."""
+    title, content = title.strip(), content.strip()
     if title and content:
-        return f"{title}. {content}"
+        return f"{title} {content}" if title.endswith(SENTENCE_ENDS) else f"{title}. {content}"
     return title or content
 
 

@@ -14,6 +14,7 @@ from conftest import SAMPLES, run_indexer
 from indexer.encoders import DenseEncoder, EncoderSpec, TextEncoder, bundled_minilm_path, preset
 from medsnip.buildrecord import read_build_record
 from medsnip.queries import query_texts
+from medsnip.snippet import join_contents
 
 BEIR = SAMPLES / "ir" / "pubmedqa-beir"
 
@@ -22,7 +23,9 @@ BEIR = SAMPLES / "ir" / "pubmedqa-beir"
 def abstracts() -> list[dict]:
     """Twelve real PubMedQA abstracts as snippets (title, content, contents)."""
     records = [json.loads(line) for line in (BEIR / "corpus.jsonl").read_bytes().splitlines()[:12]]
-    return [{"title": r["title"], "content": r["text"], "contents": f"{r['title']}. {r['text']}"} for r in records]
+    return [
+        {"title": r["title"], "content": r["text"], "contents": join_contents(r["title"], r["text"])} for r in records
+    ]
 
 
 @pytest.fixture(scope="module")

@@ -25,10 +25,13 @@ def test_sample_build_honours_the_snippet_contract(tmp_path, pubmed_samples, run
     assert record["counts"]["documents"] == 130
     assert record["counts"]["skipped"] == {"no_abstract": 66}
     assert len({s["id"] for s in snippets}) == len(snippets)
+    assert sum(s["title"].endswith(".") for s in snippets) > 200  # so the rule above is exercised
     for snippet in snippets:
         assert tuple(snippet) == SNIPPET_FIELDS
         assert snippet["id"] == f"pubmed:{snippet['doc_id']}:{snippet['chunk']}"
-        assert snippet["contents"] == f"{snippet['title']}. {snippet['content']}"
+        # MedRAG's concat: a title ending in ".", "?" or "!" is followed by a space only
+        joint = " " if snippet["title"].endswith((".", "?", "!")) else ". "
+        assert snippet["contents"] == snippet["title"] + joint + snippet["content"]
         assert 0 < len(snippet["content"]) <= 1000
         assert snippet["source"] == "pubmed"
     # every input is listed with its real sha256, every output with its own

@@ -1,6 +1,7 @@
 """Every bundled sample, built by today's engine with 1 and 3 workers, gives the shards (sha256 per
 shard), counts and per-input statistics that corpusbuild gave before its part format changed
-(tests/golden/sample_builds.json, made by commit dc1f041 with engine format 4): refactors of the engine
+(tests/golden/sample_builds.json, made by commit dc1f041 with engine format 4; re-hashed once, when
+`contents` took MedRAG's concat rule, after checking that nothing else changed): refactors of the engine
 and of the kept work may change how a build runs, never what it publishes. The kept work (compressed
 parts) stays well under the shards' size."""
 

@@ -14,6 +14,7 @@ from conftest import SAMPLES, run_indexer
 from indexer.encoders import DenseEncoder, EncoderSpec, bundled_minilm_path, resolve_model_dir
 from indexer.static_distill import distill, post_process, token_frequencies
 from medsnip.buildrecord import read_build_record
+from medsnip.snippet import join_contents
 
 BEIR = SAMPLES / "ir" / "pubmedqa-beir"
 
@@ -21,7 +22,9 @@ BEIR = SAMPLES / "ir" / "pubmedqa-beir"
 @pytest.fixture(scope="module")
 def abstracts() -> list[dict]:
     records = [json.loads(line) for line in (BEIR / "corpus.jsonl").read_bytes().splitlines()[:40]]
-    return [{"title": r["title"], "content": r["text"], "contents": f"{r['title']}. {r['text']}"} for r in records]
+    return [
+        {"title": r["title"], "content": r["text"], "contents": join_contents(r["title"], r["text"])} for r in records
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +83,7 @@ def test_indexer_dense_builds_and_searches_with_a_static_model(tmp_path, tiny_st
         corpus / "dense-tiny-static0", encoder=DenseEncoder(EncoderSpec.from_dict(record["encoder"]))
     )
     first = json.loads((BEIR / "corpus.jsonl").read_bytes().splitlines()[0])
-    hits = index.search([f"{first['title']}. {first['text']}"], k=3)[0]
+    hits = index.search([join_contents(first["title"], first["text"])], k=3)[0]
     assert hits[0][0] == f"pubmedqa:{first['_id']}:0" and hits[0][1] > 0.99  # itself (float16 rows)
 
 
