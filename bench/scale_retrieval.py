@@ -178,7 +178,7 @@ def _recall(corpus: Path, index_name: str, vectors: np.ndarray, exact: np.ndarra
     return found
 
 
-def _serve(root: Path, questions: list[str], nprobe: int, index_bytes: int) -> dict:
+def _serve(root: Path, questions: list[str], nprobe: int) -> dict:
     from searchd.launch import start_background_server
 
     started = time.perf_counter()
@@ -193,7 +193,6 @@ def _serve(root: Path, questions: list[str], nprobe: int, index_bytes: int) -> d
                 served[f"{mode}@{concurrency}"] = {"qps": done / wall, "p50": quantiles[49], "p99": quantiles[98],
                                                    "errors": errors}  # fmt: skip
         served["rss_after_mib"] = _memory(process.pid)
-        served["index_bytes"] = index_bytes
     finally:
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=120)
@@ -271,8 +270,7 @@ def measure(work: Path, sizes=SIZES) -> dict:
             result["variants"] = variants
             save()
         if "served" not in result:
-            index_bytes = sum(result["bytes"][key] for key in ("store", "bm25", "ivf_sq8"))
-            result["served"] = _serve(root, questions, result["nprobe"], index_bytes)
+            result["served"] = _serve(root, questions, result["nprobe"])
             save()
     return results
 
@@ -310,7 +308,8 @@ def _served_rows(rows: list[dict]) -> tuple[list[list[str]], list[list[str]]]:
     memory, latency = [], []
     for row in rows:
         served = row["served"]
-        start, after, files = served["rss_start_mib"], served["rss_after_mib"], served["index_bytes"]
+        start, after = served["rss_start_mib"], served["rss_after_mib"]
+        files = sum(row["bytes"][key] for key in SERVED_FILES)
         memory.append([f"{row['snippets']:,}", f"{served['start_s']:.1f}",
                        f"{start['RssAnon']:,.0f} / {start['RssFile']:,.0f} MiB",
                        f"{after['RssAnon']:,.0f} / {after['RssFile']:,.0f} MiB", _gib(files),
@@ -340,6 +339,7 @@ def _sizing_rows(largest: dict) -> list[list[str]]:
 
 
 MODES = ("bm25", "dense", "hybrid")
+SERVED_FILES = ("shards", "store", "bm25", "ivf_sq8")  # what searchd maps (the store serves text from the shards)
 INTRO = [
     "`run_benchmarks.py --only retrieval-scale` (bench/scale_retrieval.py). One PubMed corpus per size, {shards} "
     "shards, built by the real commands (`corpusbuild pubmed --workers 2`, `indexer store`, `indexer bm25 "

@@ -246,8 +246,11 @@ class DenseIndex:
         encoder: DenseEncoder | None = None,
         nprobe: int | None = None,
         store: SnippetStore | None = None,
+        device: str = "cpu",
     ):
-        """`store`: the corpus's snippet store when the caller already has it open (else opened on use)."""
+        """`store`: the corpus's snippet store when the caller already has it open (else opened on use).
+        `device`: where FAISS searches: "cpu" (memory-mapped files), "cuda" (every shard copied to the
+        GPUs, round-robin; an error without faiss-gpu and a GPU), or "auto" (the GPUs when FAISS sees any)."""
         import faiss
 
         self.path = Path(path)
@@ -263,6 +266,9 @@ class DenseIndex:
             if nprobe is not None and faiss.try_extract_index_ivf(index) is not None:  # others have no lists
                 faiss.ParameterSpace().set_index_parameter(index, "nprobe", nprobe)
             self._indexes.append(index)
+        self.device = resolve_faiss_device(device)
+        if self.device == "cuda":
+            self._gpu_resources, self._indexes = indexes_to_gpus(self._indexes)
         self.encoder = encoder
         if encoder is not None:
             self.check_encoder(encoder)
@@ -350,6 +356,41 @@ class DenseIndex:
         return self._store
 
 
+def faiss_gpus() -> int:
+    """GPUs FAISS can use (0 with faiss-cpu)."""
+    import faiss
+
+    return faiss.get_num_gpus() if hasattr(faiss, "get_num_gpus") else 0
+
+
+def resolve_faiss_device(device: str) -> str:
+    if device not in ("cpu", "cuda", "auto"):
+        raise ValueError(f"FAISS device must be cpu, cuda or auto, got {device!r}")
+    if device == "auto":
+        return "cuda" if faiss_gpus() else "cpu"
+    if device == "cuda" and not faiss_gpus():
+        raise ValueError("FAISS sees no GPU: install the gpu extra (faiss-gpu) on a CUDA machine, or search on the CPU "
+                         "(--device cpu)")  # fmt: skip
+    return device
+
+
+def indexes_to_gpus(indexes: list) -> tuple[list, list]:
+    """Each shard's index copied to a GPU (shard i on GPU i mod n), with one scratch-memory pool per GPU.
+    IVF-PQ shards use float16 lookup tables (half the GPU shared memory, the usual GPU setting); Flat
+    and SQ shards keep their own precision, so a GPU Flat search returns the CPU's hits."""
+    import faiss
+
+    count = faiss_gpus()
+    resources = [faiss.StandardGpuResources() for _ in range(count)]
+    moved = []
+    for shard, index in enumerate(indexes):
+        options = faiss.GpuClonerOptions()
+        ivf = faiss.try_extract_index_ivf(index)
+        options.useFloat16 = ivf is not None and isinstance(ivf, faiss.IndexIVFPQ)
+        moved.append(faiss.index_cpu_to_gpu(resources[shard % count], shard % count, index, options))
+    return resources, moved
+
+
 def _ivf_params(index, nprobe: int):
     """FAISS search parameters setting `nprobe` for an IVF index (behind an OPQ/PCA transform too), or
     None for an index without inverted lists."""
@@ -367,10 +408,19 @@ def _ivf_params(index, nprobe: int):
 
 
 def _read_index(path: Path):
-    """A FAISS index memory-mapped where the type allows it, else read into memory."""
+    """A FAISS index memory-mapped where the type allows it, else read into memory.
+
+    IO_FLAG_MMAP_IFC maps the codes in place and keeps FAISS's ordinary in-memory list type. The older
+    IO_FLAG_MMAP turns IVF lists into OnDiskInvertedLists, whose per-list bookkeeping made one query at
+    nprobe 32 cost 1.1 ms per shard instead of 0.05 ms (measured on a 7,400-vector IVF1024,SQ8 shard)."""
     import faiss
 
-    try:
-        return faiss.read_index(str(path), faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY)
-    except RuntimeError:
-        return faiss.read_index(str(path))
+    flags = [faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY]
+    if hasattr(faiss, "IO_FLAG_MMAP_IFC"):  # FAISS >= 1.10
+        flags.insert(0, faiss.IO_FLAG_MMAP_IFC | faiss.IO_FLAG_READ_ONLY)
+    for flag in flags:
+        try:
+            return faiss.read_index(str(path), flag)
+        except RuntimeError:
+            continue
+    return faiss.read_index(str(path))

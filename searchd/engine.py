@@ -143,7 +143,8 @@ class SearchEngine:
                 if (path / "bm25" / BUILD_RECORD).is_file():
                     loaded.bm25 = BM25Index(path / "bm25", corpus)
                 for dense_dir in sorted(p for p in path.glob("dense-*") if (p / BUILD_RECORD).is_file()):
-                    index = DenseIndex(dense_dir, corpus, store=loaded.store, nprobe=nprobe)
+                    # --device places FAISS too: auto searches on the GPUs when faiss-gpu sees any
+                    index = DenseIndex(dense_dir, corpus, store=loaded.store, nprobe=nprobe, device=device)
                     key = repr(sorted(index.record["encoder"].items()))
                     if key not in encoders:  # one encoder per identity, shared by every index built with it
                         encoder = DenseEncoder(index.spec, device=device, queries_only=True)
@@ -156,7 +157,7 @@ class SearchEngine:
                 if not loaded.retrievers:
                     raise ServingError(f"{path}: no index to search (run `indexer bm25` and/or `indexer dense`)")
                 self.corpora[path.name] = loaded
-        except LineageError as error:
+        except (LineageError, ValueError) as error:
             self.close()
             raise ServingError(str(error)) from error
 

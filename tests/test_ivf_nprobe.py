@@ -1,6 +1,8 @@
-"""IVF dense indexes searched with a per-call nprobe (DenseIndex.search_vectors, searchd's `nprobe`):
-visiting every inverted list gives exact search, fewer lists fewer of the exact hits, and the index's
-own setting is untouched. Built from the session's real PubMedQA embeddings (no re-embedding)."""
+"""IVF dense indexes: trained once on a seeded sample and shared by every shard, memory-mapped when
+opened, OPQ-rotated IVF-PQ too, searched with a per-call nprobe (DenseIndex.search_vectors, searchd's
+`nprobe`): visiting every inverted list gives exact search, fewer lists fewer of the exact hits, and the
+index's own setting is untouched; FAISS on a GPU is asked for by device. Built from the session's real
+PubMedQA embeddings (no re-embedding)."""
 
 from __future__ import annotations
 
@@ -18,6 +20,15 @@ from searchd.client import SearchClient
 LISTS = 8
 
 
+def with_embeddings(corpus_dir, out):
+    """A new index folder holding the corpus's MiniLM embeddings, so only the FAISS step runs there."""
+    out.mkdir()
+    for path in (corpus_dir / "dense-minilm").glob("emb-*"):
+        shutil.copy(path, out / path.name)
+    shutil.copy(corpus_dir / "dense-minilm" / "encoder.json", out / "encoder.json")
+    return out
+
+
 @pytest.fixture(scope="module")
 def indexes(search_root, tmp_path_factory):
     """(exact Flat index, IVF8,Flat index, query vectors) over the PubMedQA corpus."""
@@ -25,11 +36,7 @@ def indexes(search_root, tmp_path_factory):
     from indexer.encoders import DenseEncoder
 
     corpus_dir = search_root / "pubmedqa"
-    out = tmp_path_factory.mktemp("ivf") / "dense-ivf"
-    out.mkdir()
-    for path in (corpus_dir / "dense-minilm").glob("emb-*"):  # the embeddings: only the FAISS step reruns
-        shutil.copy(path, out / path.name)
-    shutil.copy(corpus_dir / "dense-minilm" / "encoder.json", out / "encoder.json")
+    out = with_embeddings(corpus_dir, tmp_path_factory.mktemp("ivf") / "dense-ivf")
     run_indexer("dense", corpus_dir, "--preset", "minilm", "--index-factory", f"IVF{LISTS},Flat", "--out", out)
     corpus = Corpus.open(corpus_dir)
     flat, ivf = DenseIndex(corpus_dir / "dense-minilm", corpus), DenseIndex(out, corpus)
@@ -71,3 +78,54 @@ def test_searchd_refuses_an_nprobe_out_of_range(search_root):
     finally:
         process.terminate()
         assert process.wait(timeout=60) == 0
+
+
+def test_training_is_seeded_and_shared_by_every_shard(indexes, search_root, tmp_path):
+    import faiss
+
+    _, ivf, _ = indexes
+    corpus_dir = search_root / "pubmedqa"
+    again = with_embeddings(corpus_dir, tmp_path / "dense-ivf-again")
+    run_indexer("dense", corpus_dir, "--preset", "minilm", "--index-factory", f"IVF{LISTS},Flat", "--out", again)
+    shards = sorted(ivf.path.glob("faiss-*.index"))
+    assert len(shards) > 1
+    assert [p.read_bytes() for p in shards] == [(again / p.name).read_bytes() for p in shards]  # same bytes
+    opened = [faiss.read_index(str(p)) for p in shards]  # kept alive: the quantizers below belong to them
+    centroids = [faiss.extract_index_ivf(index).quantizer.reconstruct_n(0, LISTS) for index in opened]
+    for other in centroids[1:]:
+        np.testing.assert_array_equal(other, centroids[0])  # one coarse quantizer for all shards
+
+
+def test_shard_indexes_are_memory_mapped_not_read(indexes):
+    _, ivf, _ = indexes
+    mapped = {line.split()[-1] for line in open("/proc/self/maps") if "faiss-" in line}
+    assert {str(p.resolve()) for p in ivf.path.glob("faiss-*.index")} <= mapped
+
+
+def test_opq_ivf_pq_takes_nprobe_through_its_rotation(search_root, tmp_path, indexes):
+    from indexer.dense import DenseIndex
+
+    flat, _, vectors = indexes
+    corpus_dir = search_root / "pubmedqa"
+    out = with_embeddings(corpus_dir, tmp_path / "dense-opq")
+    run_indexer("dense", corpus_dir, "--preset", "minilm", "--index-factory", f"OPQ16,IVF{LISTS},PQ16x4", "--out", out)
+    per_call = DenseIndex(out, flat.corpus).search_vectors(vectors, 10, nprobe=LISTS)
+    set_on_index = DenseIndex(out, flat.corpus, nprobe=LISTS).search_vectors(vectors, 10)
+    assert per_call == set_on_index
+    assert per_call != DenseIndex(out, flat.corpus).search_vectors(vectors, 10, nprobe=1)
+    exact = [{(s, r) for s, r, _ in hits} for hits in flat.search_vectors(vectors, 10)]
+    found = [{(s, r) for s, r, _ in hits} for hits in per_call]
+    assert np.mean([len(a & b) / 10 for a, b in zip(found, exact, strict=True)]) > 0.3  # compressed, not random
+
+
+def test_faiss_on_gpu_is_asked_for_by_device(indexes):
+    from indexer.dense import DenseIndex, faiss_gpus, resolve_faiss_device
+
+    flat, _, _ = indexes
+    assert resolve_faiss_device("cpu") == "cpu"
+    if faiss_gpus():
+        assert resolve_faiss_device("auto") == "cuda"
+        pytest.skip("a GPU is here: the CPU-only refusal cannot be checked")
+    assert resolve_faiss_device("auto") == "cpu"
+    with pytest.raises(ValueError, match="FAISS sees no GPU"):
+        DenseIndex(flat.path, flat.corpus, device="cuda")
