@@ -8,8 +8,12 @@ import sys
 import time
 from pathlib import Path
 
+import orjson
+
 from medsnip.buildrecord import read_build_record
-from medsnip.snippet import SHARD_GLOB, iter_snippets
+from medsnip.snippet import SHARD_GLOB, iter_snippets, join_contents
+
+PUBMEDQA_CORPUS = Path(__file__).resolve().parents[1] / "samples" / "ir" / "pubmedqa-beir" / "corpus.jsonl"
 
 
 def all_snippets(directory: Path) -> list[dict]:
@@ -78,3 +82,10 @@ def rrf_by_hand(lists, k: int, rrf_k: int) -> list[tuple[str, float]]:
             scores[snippet_id] = scores.get(snippet_id, 0.0) + 1 / (rrf_k + rank)
             best[snippet_id] = min(best.get(snippet_id, rank), rank)
     return [(i, scores[i]) for i in sorted(scores, key=lambda i: (-scores[i], best[i], i))[:k]]
+
+
+def pubmedqa_abstracts(count: int) -> list[dict]:
+    """The first `count` real PubMedQA abstracts as snippets (title, content, contents), for encoders."""
+    records = [orjson.loads(line) for line in PUBMEDQA_CORPUS.read_bytes().splitlines()[:count]]
+    return [{"title": r["title"], "content": r["text"], "contents": join_contents(r["title"], r["text"])}
+            for r in records]  # fmt: skip

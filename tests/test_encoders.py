@@ -11,21 +11,17 @@ import numpy as np
 import pytest
 
 from conftest import SAMPLES, run_indexer
+from helpers import pubmedqa_abstracts
 from indexer.encoders import DenseEncoder, EncoderSpec, TextEncoder, bundled_minilm_path, preset
 from medsnip.buildrecord import read_build_record
 from medsnip.queries import query_texts
-from medsnip.snippet import join_contents
 
 BEIR = SAMPLES / "ir" / "pubmedqa-beir"
 
 
 @pytest.fixture(scope="module")
 def abstracts() -> list[dict]:
-    """Twelve real PubMedQA abstracts as snippets (title, content, contents)."""
-    records = [json.loads(line) for line in (BEIR / "corpus.jsonl").read_bytes().splitlines()[:12]]
-    return [
-        {"title": r["title"], "content": r["text"], "contents": join_contents(r["title"], r["text"])} for r in records
-    ]
+    return pubmedqa_abstracts(12)
 
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from conftest import SAMPLES, run_indexer
+from helpers import pubmedqa_abstracts
 from indexer.encoders import DenseEncoder, EncoderSpec, bundled_minilm_path, resolve_model_dir
 from indexer.static_distill import distill, post_process, token_frequencies
 from medsnip.buildrecord import read_build_record
@@ -21,10 +22,7 @@ BEIR = SAMPLES / "ir" / "pubmedqa-beir"
 
 @pytest.fixture(scope="module")
 def abstracts() -> list[dict]:
-    records = [json.loads(line) for line in (BEIR / "corpus.jsonl").read_bytes().splitlines()[:40]]
-    return [
-        {"title": r["title"], "content": r["text"], "contents": join_contents(r["title"], r["text"])} for r in records
-    ]
+    return pubmedqa_abstracts(40)
 
 
 @pytest.fixture(scope="module")
