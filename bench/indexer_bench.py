@@ -1,17 +1,14 @@
 """The indexer's benchmarks (run by run_benchmarks.py --only indexer): BM25 indexing against Anserini's
-IndexCollection on the same files, BM25 batch search, CPU embedding, and FAISS index types compared
-on the same vectors. Each function returns markdown lines."""
+IndexCollection on the same files, BM25 batch search, CPU embedding. FAISS index types are compared at
+scale, on real-text vectors, in scale_retrieval.py. Each function returns markdown lines."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
-
-import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -95,8 +92,8 @@ def bm25_section(corpus_dir: Path, work: Path, repeats: int) -> list[str]:
     ]
 
 
-def embedding_section(corpus_dir: Path, count: int) -> tuple[list[str], np.ndarray, np.ndarray]:
-    """CPU embedding rate of real snippets; returns the lines, the snippet vectors and query vectors."""
+def embedding_section(corpus_dir: Path, count: int) -> list[str]:
+    """CPU embedding rate of real snippets."""
     import orjson
     import torch
 
@@ -112,10 +109,9 @@ def embedding_section(corpus_dir: Path, count: int) -> tuple[list[str], np.ndarr
     encoder = DenseEncoder(preset("minilm"), device="cpu")
     encoder.encode_snippets(snippets[:32])  # warm-up
     started = time.perf_counter()
-    vectors = encoder.encode_snippets(snippets, batch_size=64)
+    encoder.encode_snippets(snippets, batch_size=64)
     seconds = time.perf_counter() - started
     mean_chars = sum(len(s["contents"]) for s in snippets) / len(snippets)
-    queries = encoder.encode_queries(list(query_texts(QUERIES).values()))
     lines = [
         "## indexer dense: embedding",
         "",
@@ -132,100 +128,4 @@ def embedding_section(corpus_dir: Path, count: int) -> tuple[list[str], np.ndarr
         "is the path it will be measured on.",
         "",
     ]
-    return lines, vectors, queries
-
-
-def faiss_section(real: np.ndarray, queries: np.ndarray) -> list[str]:
-    """Flat vs HNSW32 vs IVF-PQ vs IVF-SQ8 on the same >= 100k vectors."""
-    import faiss
-
-    faiss.omp_set_num_threads(os.cpu_count() or 1)
-    rng = np.random.default_rng(FAISS_SEED)
-    copies = -(-FAISS_VECTORS // len(real))
-    base = np.concatenate([real] * copies)[:FAISS_VECTORS].astype(np.float32)
-    base += rng.normal(0, NOISE_SIGMA, base.shape).astype(np.float32)  # no exact duplicates (they flatter ANN)
-    base /= np.linalg.norm(base, axis=1, keepdims=True)
-    queries = np.ascontiguousarray(queries, dtype=np.float32)
-    dimension = base.shape[1]
-    k = 10
-    flat = faiss.IndexFlatIP(dimension)
-    flat.add(base)
-    _, truth = flat.search(queries, k)
-    rows = []
-    settings = {
-        "Flat": [None],
-        "HNSW32": [("efSearch", 64), ("efSearch", 256)],
-        "IVF1024,PQ48": [("nprobe", 16), ("nprobe", 64)],
-        "IVF1024,SQ8": [("nprobe", 16), ("nprobe", 64)],
-    }
-    for factory, parameters in settings.items():  # fmt: skip
-        started = time.perf_counter()
-        index = faiss.index_factory(dimension, factory, faiss.METRIC_INNER_PRODUCT)
-        if not index.is_trained:
-            index.train(base[rng.choice(len(base), size=min(len(base), 30_000), replace=False)])
-        index.add(base)
-        build = time.perf_counter() - started
-        path = Path("/tmp") / f"medsnip-faiss-{os.getpid()}.index"
-        faiss.write_index(index, str(path))
-        size = path.stat().st_size
-        path.unlink()
-        for params in parameters:
-            if params:
-                faiss.ParameterSpace().set_index_parameter(index, *params)
-            started = time.perf_counter()
-            for _ in range(3):
-                _, found = index.search(queries, k)
-            qps = 3 * len(queries) / (time.perf_counter() - started)
-            recall = np.mean([len(set(found[i]) & set(truth[i])) / k for i in range(len(queries))])
-            rows.append((factory, params, build, qps, recall, size / len(base)))
-    lines = [
-        "## indexer dense: FAISS index types on the same vectors",
-        "",
-        f"- {FAISS_VECTORS:,} vectors: {len(real):,} real PubMed snippet embeddings (all-MiniLM-L6-v2, "
-        f"{dimension} dims) repeated with seeded Gaussian noise (sigma {NOISE_SIGMA} per dimension, renormalised), "
-        "since CPU embedding "
-        "here is too slow for 100k real ones; queries: the 500 PubMedQA questions; recall@10 against exact Flat; "
-        f"{os.cpu_count()} threads",
-        "",
-        "| index_factory | search parameter | build s | queries/s | recall@10 | bytes/vector |",
-        "|---|---|---:|---:|---:|---:|",
-    ]
-    for factory, params, build, qps, recall, per_vector in rows:
-        parameter = f"{params[0]}={params[1]}" if params else "-"
-        lines.append(f"| {factory} | {parameter} | {build:.2f} | {qps:,.0f} | {recall:.3f} | {per_vector:,.0f} |")
-    lines += ["", *medcorp_sizing(rows, dimension), ""]
     return lines
-
-
-def medcorp_sizing(rows, measured_dimension: int) -> list[str]:
-    """What MedCorp (54M snippets x 768 dims) needs per index type, scaled from the measured bytes."""
-    snippets, dimension = 54_000_000, 768
-    gib = 2**30
-    recall = {factory: r for factory, _, _, _, r, _ in rows}  # the last (widest-search) setting of each
-    sizes = {
-        "Flat": snippets * dimension * 4,
-        "HNSW32": snippets * (dimension * 4 + 32 * 2 * 4),
-        "IVF65536,PQ64": snippets * (64 + 8),
-        "IVF65536,SQ8": snippets * (dimension + 8),
-    }
-    return [
-        "### Sizing MedCorp: 54M snippets x 768 dimensions (MedCPT or BGE-base)",
-        "",
-        "| index | size | one 80 GB GPU | 64 GB RAM | recall@10 measured above (384 dims, 100k) |",
-        "|---|---:|---|---|---:|",
-        f"| Flat (fp32) | {sizes['Flat'] / gib:,.0f} GiB | no | no | 1.000 |",
-        f"| HNSW32 | {sizes['HNSW32'] / gib:,.0f} GiB | no | no | {recall['HNSW32']:.3f} |",
-        f"| IVF65536,SQ8 | {sizes['IVF65536,SQ8'] / gib:,.0f} GiB | yes | yes (memory-mapped shards) | "
-        f"{recall['IVF1024,SQ8']:.3f} (IVF1024,SQ8) |",
-        f"| IVF65536,PQ64 | {sizes['IVF65536,PQ64'] / gib:,.1f} GiB | yes | yes | "
-        f"{recall['IVF1024,PQ48']:.3f} (IVF1024,PQ48) |",
-        "",
-        "Flat needs ~155 GiB (MedRAG's 256 GB RAM); IVF-SQ8 (1 byte per dimension) is the largest that fits one "
-        "80 GB GPU or 64 GB of RAM and keeps recall close to Flat; IVF-PQ64 (64 bytes per vector) fits either "
-        "many times over at lower recall. Sizes are computed from the per-vector bytes of each type (codes + "
-        "8-byte ids; HNSW adds 32 neighbours x 2 levels of 4-byte links); recall is the measurement above at "
-        f"{measured_dimension} dims and 100k vectors, which flatters IVF at 54M (more lists needed, same nprobe "
-        "fraction). Copies of one real vector form clusters of near neighbours whose order inside the cluster "
-        "is decided by the noise, which makes exact top-10 harder for ANN than on real data: read recall as a "
-        "lower bound.",
-    ]

@@ -259,9 +259,7 @@ def indexer_sections(args) -> list[str]:
     print("indexer: bm25", flush=True)
     lines = indexer_bench.bm25_section(corpus, args.work, args.repeats)
     print("indexer: embedding", flush=True)
-    embedding_lines, vectors, queries = indexer_bench.embedding_section(corpus, 2_000)
-    print("indexer: faiss", flush=True)
-    return lines + embedding_lines + indexer_bench.faiss_section(vectors, queries)
+    return lines + indexer_bench.embedding_section(corpus, 2_000)
 
 
 def demo_root() -> Path:
@@ -332,8 +330,16 @@ def scale_sections(args) -> list[str]:
     return scale_model.scale_section(files[0], corpus, args.work)
 
 
+def retrieval_scale_sections(args) -> list[str]:
+    """100k to 2M snippets built, indexed (BM25 + IVF on real-text vectors) and served: costs, recall,
+    latency, memory, and MedCorp's sizing from measured bytes."""
+    import scale_retrieval
+
+    return scale_retrieval.retrieval_scale_section(args.work / "retrieval-scale")
+
+
 SECTIONS = ("pubmed", "wikipedia", "chunker", "indexer", "searchd", "refkit", "flood", "noise", "executor",
-            "bm25-sharded", "scale")  # fmt: skip
+            "bm25-sharded", "scale", "retrieval-scale")  # fmt: skip
 
 
 def main() -> None:
@@ -381,6 +387,8 @@ def main() -> None:
         lines += bm25_sharded_sections(args)
     if "scale" in wanted:
         lines += scale_sections(args)
+    if "retrieval-scale" in wanted:
+        lines += retrieval_scale_sections(args)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(lines), encoding="utf-8")
     print("\n".join(lines))
