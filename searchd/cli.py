@@ -70,6 +70,8 @@ def limit_options(command):
     type=click.IntRange(1),
     help="Inverted lists IVF dense indexes visit [default: each index's own]; requests may override.",
 )
+@click.option("--batch-wait-ms", default=2.0, show_default=True, type=click.FloatRange(0, 1000),
+              help="How long a micro-batch waits for more queries once it has one.")  # fmt: skip
 @click.option("--padded-query-batches", is_flag=True,
               help="Pad micro-batched queries to the longest (faster encoder; dense scores then vary in the "
                    "6th-7th digit with the batch instead of reproducing exactly).")  # fmt: skip
@@ -93,6 +95,7 @@ def serve(
     port_file,
     device,
     nprobe,
+    batch_wait_ms,
     padded_query_batches,
 ) -> None:
     """Load every index under ROOT once and serve Search, BatchSearch, GetSnippets and Info."""
@@ -115,7 +118,7 @@ def serve(
         raise click.UsageError("--tls-cert and --tls-key go together")
     try:
         engine = SearchEngine(root, list(corpora) or None, device=device, independent_queries=not padded_query_batches,
-                              nprobe=nprobe)  # fmt: skip
+                              nprobe=nprobe, wait_ms=batch_wait_ms)  # fmt: skip
     except ServingError as error:
         console.print(f"[red]refusing to start[/red]: {escape(str(error))}")
         sys.exit(1)

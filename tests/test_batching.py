@@ -1,0 +1,42 @@
+"""searchd's micro-batcher (searchd/batching.py): a batch waits for as many queries as the previous one
+had, so waves of callers whose queries trickle in stay whole; a lone caller's batches stay at one."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from searchd.batching import MicroBatcher
+
+
+def test_a_wave_that_trickles_in_stays_one_batch_like_the_last():
+    sizes: list[int] = []
+    batcher = MicroBatcher(lambda items: (sizes.append(len(items)), items)[1], wait_ms=1, expect_ms=2000)
+    try:
+        first = [batcher.submit(i) for i in range(8)]  # a wave that arrives at once: one batch of 8
+        assert [f.result(5) for f in first] == list(range(8))
+        trickle = []
+        for i in range(8):  # the next wave, 20 ms apart: far beyond wait_ms, within expect_ms
+            trickle.append(batcher.submit(i))
+            time.sleep(0.02)
+        assert [f.result(5) for f in trickle] == list(range(8))
+        assert sizes == [8, 8]
+    finally:
+        batcher.close()
+
+
+def test_a_lone_caller_is_not_held_for_a_wave():
+    sizes: list[int] = []
+    batcher = MicroBatcher(lambda items: (sizes.append(len(items)), items)[1], wait_ms=1, expect_ms=2000)
+    try:
+        for i in range(5):
+            started = time.monotonic()
+            assert batcher(i, timeout=5) == i
+            assert time.monotonic() - started < 1.0  # never the 2 s a wave may wait
+        assert sizes == [1] * 5
+        done = threading.Event()
+        late = batcher.submit("late")
+        late.add_done_callback(lambda _: done.set())
+        assert done.wait(5) and late.result() == "late"
+    finally:
+        batcher.close()
