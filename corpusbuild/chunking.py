@@ -14,6 +14,13 @@ with its defaults (separators "\\n\\n", "\\n", " ", ""; separator kept at the st
 It does not import LangChain (whose import alone costs 0.4 s per process). tests/test_chunking.py
 proves it identical to LangChain's own class on all the real text in samples/ at several sizes and on
 thousands of seeded random texts.
+
+Chinese, Japanese and Korean text has no spaces between words, so LangChain's default separators would
+cut it mid-sentence at the chunk size. `CJK_SEPARATORS` splits at paragraph and line breaks, then at
+sentence ends (。．！？；), then clauses (，、), and keeps each separator at the end of the piece it ends
+(LangChain's `keep_separator="end"`), so a chunk ends with its sentence's full stop instead of starting
+with the previous one's. tests/test_multilingual.py proves it identical to
+`RecursiveCharacterTextSplitter(separators=CJK_SEPARATORS, keep_separator="end")` on real Chinese text.
 """
 
 from __future__ import annotations
@@ -23,23 +30,31 @@ import logging
 from bisect import bisect_left, bisect_right
 from functools import lru_cache
 from itertools import accumulate
-from operator import add
+from operator import add, sub
 
 logger = logging.getLogger(__name__)
 
 SEPARATORS = ("\n\n", "\n", " ", "")
+CJK_SEPARATORS = ("\n\n", "\n", "。", "．", "！", "？", "；", "，", "、", " ", "")
+SEPARATOR_SETS = {"default": (SEPARATORS, "start"), "cjk": (CJK_SEPARATORS, "end")}
 
 
 class RecursiveSplitter:
-    """LangChain's RecursiveCharacterTextSplitter (default settings), computed in linear time."""
+    """LangChain's RecursiveCharacterTextSplitter, computed in linear time: its defaults, or `separators`
+    with `keep` "start" (LangChain's keep_separator=True) or "end"."""
 
-    def __init__(self, chunk_size: int = 1000, chunk_overlap: int = 200):
+    def __init__(self, chunk_size: int = 1000, chunk_overlap: int = 200, separators: tuple[str, ...] = SEPARATORS,
+                 keep: str = "start"):  # fmt: skip
         validate_chunking(chunk_size, chunk_overlap)
+        if keep not in ("start", "end"):
+            raise ValueError(f"keep must be 'start' or 'end', got {keep!r}")
         self.chunk_size = chunk_size
         self.chunk_overlap = chunk_overlap
+        self.separators = tuple(separators)
+        self.keep_end = keep == "end"
 
     def split_text(self, text: str) -> list[str]:
-        return self._split(text, SEPARATORS)
+        return self._split(text, self.separators)
 
     def _split(self, text: str, separators: tuple[str, ...]) -> list[str]:
         """Split on the first separator the text contains; recurse with the finer ones on pieces that
@@ -59,7 +74,16 @@ class RecursiveSplitter:
                 break
         if not text:
             return []
-        if separator:
+        if separator and self.keep_end:
+            parts = text.split(separator)
+            step = len(separator)
+            # each part but the last ends with its separator; an empty last part (text ending with one) is dropped
+            ends = list(map(add, accumulate(map(len, parts)), range(step, step * len(parts) + 1, step)))
+            ends[-1] = len(text)
+            if not parts[-1]:
+                del ends[-1]
+            longest = max(map(sub, ends, [0, *ends[:-1]]))
+        elif separator:
             parts = text.split(separator)
             step = len(separator)
             # ends[k] = end offset of piece k: the parts' lengths plus one separator before each but the first.
@@ -127,8 +151,8 @@ def _append_stripped(chunks: list[str], text: str) -> None:
 
 
 @lru_cache(maxsize=8)
-def _splitter(chunk_size: int, chunk_overlap: int) -> RecursiveSplitter:
-    return RecursiveSplitter(chunk_size, chunk_overlap)
+def _splitter(chunk_size: int, chunk_overlap: int, separators: str = "default") -> RecursiveSplitter:
+    return RecursiveSplitter(chunk_size, chunk_overlap, *SEPARATOR_SETS[separators])
 
 
 def validate_chunking(chunk_size: int, chunk_overlap: int) -> None:
@@ -138,12 +162,13 @@ def validate_chunking(chunk_size: int, chunk_overlap: int) -> None:
         raise ValueError(f"chunk overlap must be in [0, chunk size), got {chunk_overlap} for {chunk_size}")
 
 
-def chunk_text(text: str, chunk_size: int = 1000, chunk_overlap: int = 200) -> list[str]:
-    """Split `text` into chunks of at most `chunk_size` characters with `chunk_overlap` overlap."""
+def chunk_text(text: str, chunk_size: int = 1000, chunk_overlap: int = 200, separators: str = "default") -> list[str]:
+    """Split `text` into chunks of at most `chunk_size` characters with `chunk_overlap` overlap, at the
+    separators of SEPARATOR_SETS[separators]."""
     if len(text) <= chunk_size:
         stripped = text.strip()
         return [stripped] if stripped else []
-    return _splitter(chunk_size, chunk_overlap).split_text(text)
+    return _splitter(chunk_size, chunk_overlap, separators).split_text(text)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,19 +178,43 @@ class ChunkingParams:
     chunk: bool = True
     chunk_size: int = 1000
     chunk_overlap: int = 200
+    # "auto": CJK_SEPARATORS for Chinese, Japanese and Korean text (as a reader that knows its language
+    # asks with for_language), LangChain's defaults otherwise; or "default" / "cjk" whatever the language.
+    separators: str = "auto"
+
+    def __post_init__(self):
+        if self.separators not in ("auto", *SEPARATOR_SETS):
+            raise ValueError(f"separators must be auto, {' or '.join(SEPARATOR_SETS)}, got {self.separators!r}")
+
+    def for_language(self, language: str | None) -> ChunkingParams:
+        """These parameters for text in `language`: "auto" separators resolved by it."""
+        if self.separators != "auto":
+            return self
+        from medsnip.languages import is_cjk
+
+        return dataclasses.replace(self, separators="cjk" if is_cjk(language) else "default")
+
+    def resolved_separators(self) -> str:
+        return "default" if self.separators == "auto" else self.separators
 
     def chunks(self, text: str) -> list[str]:
         """The snippets' contents for one document's text (one snippet with `chunk=False`)."""
         if not self.chunk:
             stripped = text.strip()
             return [stripped] if stripped else []
-        return chunk_text(text, self.chunk_size, self.chunk_overlap)
+        return chunk_text(text, self.chunk_size, self.chunk_overlap, self.resolved_separators())
 
     def to_dict(self) -> dict:
+        """Build-record form; "auto" separators are left out, so records of builds made before there was a
+        choice read the same."""
         values = dataclasses.asdict(self)
+        if self.separators == "auto":
+            del values["separators"]
         values["splitter"] = "RecursiveCharacterTextSplitter semantics (separators \\n\\n, \\n, space, '')"
+        if self.separators == "cjk":
+            values["splitter"] = "RecursiveCharacterTextSplitter semantics (CJK_SEPARATORS, keep_separator='end')"
         return values
 
     @classmethod
     def from_dict(cls, values: dict):
-        return cls(**{field.name: values[field.name] for field in dataclasses.fields(cls)})
+        return cls(**{field.name: values[field.name] for field in dataclasses.fields(cls) if field.name in values})

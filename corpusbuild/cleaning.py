@@ -96,11 +96,13 @@ def collapse_whitespace(text: str) -> str:
     return " ".join(text.split())
 
 
-def clean_text(text: str) -> str:
+def clean_text(text: str, keep_width: bool = False) -> str:
     """Whitespace collapsed, ftfy-fixed where needed, NFC (see `_clean_fully`).
 
-    Most text from XML is already clean: one scan proves that and returns it stripped.
-    """
+    Most text from XML is already clean: one scan proves that and returns it stripped. `keep_width`
+    (Chinese, Japanese, Korean text): ftfy keeps full-width forms and curly quotes, which it would
+    otherwise make ASCII ("是什么？（一）“好”" -> "是什么?(一)\"好\""): they are the text's own
+    punctuation, and where CJK chunks end (corpusbuild.chunking)."""
     if _ASCII_SLOW_PATH_IS_UNPRINTABLE and text.isascii():
         if "  " not in text and text.isprintable() and not _has_html_entity(text):
             return text.strip()
@@ -114,10 +116,13 @@ def clean_text(text: str) -> str:
             and not _OTHER_WHITESPACE_RE.search(text)
         ):
             return text.strip()
-    return _clean_fully(text)
+    return _clean_fully(text, keep_width)
 
 
-def _clean_fully(text: str) -> str:
+_KEEP_WIDTH = ftfy.TextFixerConfig(fix_character_width=False, uncurl_quotes=False)
+
+
+def _clean_fully(text: str, keep_width: bool = False) -> str:
     """ASCII whitespace collapsed, ftfy.fix_text (only where it can matter) + NFC, then all Unicode
     whitespace collapsed.
 
@@ -126,7 +131,7 @@ def _clean_fully(text: str) -> str:
     """
     text = _ASCII_WHITESPACE_RE.sub(" ", text).strip()
     if ftfy_would_change(text):
-        text = unicodedata.normalize("NFC", ftfy.fix_text(text))
+        text = unicodedata.normalize("NFC", ftfy.fix_text(text, _KEEP_WIDTH) if keep_width else ftfy.fix_text(text))
     elif text.isascii():
         return text  # ASCII whitespace is already collapsed
     return collapse_whitespace(text)

@@ -21,6 +21,7 @@ from corpusbuild.wikidump_ranges import RANGE_BYTES
 from medsnip import __version__
 from medsnip.buildrecord import write_build_record
 from medsnip.executor_options import executor_from_options, executor_options, with_options
+from medsnip.languages import UnknownLanguage, canonical_language
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -39,6 +40,14 @@ def build_options(command):
         click.option("--chunk-size", default=1000, show_default=True, type=int, help="Max characters a snippet."),
         click.option("--chunk-overlap", default=200, show_default=True, type=int, help="Characters chunks share."),
         click.option("--no-chunk", is_flag=True, help="One snippet per document."),
+        click.option(
+            "--separators",
+            type=click.Choice(["auto", "default", "cjk"]),
+            default="auto",
+            show_default=True,
+            help="Where chunks break: auto = at 。！？； in Chinese, Japanese and Korean text, LangChain's "
+            "defaults otherwise; default / cjk = that set whatever the language.",
+        ),
         click.option("--strict", is_flag=True, help="Stop at the first error; publish nothing."),
         click.option(
             "--keep-work/--no-keep-work",
@@ -51,12 +60,22 @@ def build_options(command):
     return with_options(options)(command)
 
 
-def chunking_params(chunk_size: int, chunk_overlap: int, no_chunk: bool) -> ChunkingParams:
+def chunking_params(chunk_size: int, chunk_overlap: int, no_chunk: bool, separators: str = "auto") -> ChunkingParams:
     try:
         validate_chunking(chunk_size, chunk_overlap)
     except ValueError as error:
         raise click.BadParameter(str(error)) from error
-    return ChunkingParams(chunk=not no_chunk, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
+    return ChunkingParams(chunk=not no_chunk, chunk_size=chunk_size, chunk_overlap=chunk_overlap,
+                          separators=separators)  # fmt: skip
+
+
+def _language_option(_context, _parameter, value: str | None) -> str | None:
+    if value is None:
+        return None
+    try:
+        return canonical_language(value)
+    except UnknownLanguage as error:
+        raise click.BadParameter(str(error)) from error
 
 
 def _split_function(source_kind, options: dict):
@@ -150,7 +169,7 @@ def pubmed(inputs, chunk_size, chunk_overlap, no_chunk, medrag, keep_no_abstract
     in sequence-number order, unnumbered ones after them in the order given: a later record for a PMID
     replaces an earlier one and a DeleteCitation removes it.
     """
-    chunking = chunking_params(chunk_size, chunk_overlap, no_chunk)
+    chunking = chunking_params(chunk_size, chunk_overlap, no_chunk, options.pop("separators"))
     params = KINDS["pubmed"].params(
         chunking, "pubmed", keep_no_abstract=keep_no_abstract, max_record_chars=max_record_chars, medrag=medrag
     )
@@ -169,14 +188,28 @@ def pubmed(inputs, chunk_size, chunk_overlap, no_chunk, medrag, keep_no_abstract
 )
 @click.option("--medrag", is_flag=True, help="MedRAG-compatible snippets: its ids, titles, chunk boundaries and "
               "contents (corpusbuild/medrag.py says where they differ from the default).")  # fmt: skip
-def wikipedia(inputs, chunk_size, chunk_overlap, no_chunk, medrag, **options) -> None:
-    """Wikipedia pages-articles[-multistream].xml[.bz2] dumps to section-titled snippets.
+@click.option(
+    "--language",
+    callback=_language_option,
+    help="The dump's language (zh, fr, de, ...), replacing what its siteinfo header says (recorded).",
+)
+@click.option(
+    "--convert-script",
+    type=click.Choice(["hans", "hant"]),
+    help="Chinese: convert every page to Simplified (hans) or Traditional (hant) with OpenCC.",
+)
+def wikipedia(inputs, chunk_size, chunk_overlap, no_chunk, medrag, language, convert_script, **options) -> None:
+    """Wikipedia pages-articles[-multistream].xml[.bz2] dumps, in any language, to section-titled snippets.
 
-    Main namespace only; redirects and disambiguation pages are skipped. Templates, references,
-    tables, files, categories and interlanguage links are dropped; chunk titles are
-    "Page -- Section". A page in several dumps: the last file given wins.
+    Main namespace only; redirects and disambiguation pages are skipped; of a page with several
+    revisions (history dumps) the newest is read. Templates, references, tables, files, categories and
+    interlanguage links are dropped; chunk titles are "Page -- Section". The language and namespace
+    names come from the dump's siteinfo (--language overrides). A page in several dumps: the last file
+    given wins.
     """
-    params = KINDS["wikipedia"].params(chunking_params(chunk_size, chunk_overlap, no_chunk), "wikipedia", medrag=medrag)
+    chunking = chunking_params(chunk_size, chunk_overlap, no_chunk, options.pop("separators"))
+    params = KINDS["wikipedia"].params(chunking, "wikipedia", medrag=medrag, language=language,
+                                       convert_script=convert_script)  # fmt: skip
     exit_on_problems(run_build(kind="wikipedia", source="wikipedia", inputs=inputs, params=params, options=options))
 
 
@@ -190,7 +223,8 @@ def textbooks(inputs, chunk_size, chunk_overlap, no_chunk, medrag, **options) ->
     INPUT is a .txt file, a folder of them or a glob. Whitespace is collapsed, the text chunked, and
     every chunk titled with the book name (the file name without .txt).
     """
-    params = KINDS["textbooks"].params(chunking_params(chunk_size, chunk_overlap, no_chunk), "textbooks", medrag=medrag)
+    chunking = chunking_params(chunk_size, chunk_overlap, no_chunk, options.pop("separators"))
+    params = KINDS["textbooks"].params(chunking, "textbooks", medrag=medrag)
     exit_on_problems(run_build(kind="textbooks", source="textbooks", inputs=inputs, params=params, options=options))
 
 
@@ -206,9 +240,31 @@ def statpearls(inputs, chunk_size, chunk_overlap, no_chunk, source_name, medrag,
     files or single files. A snippet is a paragraph titled with its heading path.
     """
     check_source_name(source_name)
-    params = KINDS["statpearls"].params(chunking_params(chunk_size, chunk_overlap, no_chunk), source_name,
-                                        medrag=medrag)  # fmt: skip
+    chunking = chunking_params(chunk_size, chunk_overlap, no_chunk, options.pop("separators"))
+    params = KINDS["statpearls"].params(chunking, source_name, medrag=medrag)
     exit_on_problems(run_build(kind="statpearls", source=source_name, inputs=inputs, params=params, options=options))
+
+
+@main.command()
+@build_options
+@click.option("--source", "source_name", required=True, help="Name of the collection (ids are SOURCE:id:chunk).")
+@click.option("--language", callback=_language_option, help="The text's language [default: from the file name].")
+@click.option(
+    "--english",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="The aligned English file [default: found beside the input by name: X.zh -> X.en].",
+)
+def parallel(inputs, chunk_size, chunk_overlap, no_chunk, source_name, language, english, **options) -> None:
+    """Sentence-aligned text (WMT biomedical Medline test sets) to snippets with their English in meta.
+
+    `docN<TAB>sentN<TAB>text` files give one document per docN (sentence 1 is its title); one sentence
+    per line gives one document per line. The English side is aligned by (doc, sentence) or by line.
+    """
+    check_source_name(source_name)
+    chunking = chunking_params(chunk_size, chunk_overlap, no_chunk, options.pop("separators"))
+    params = KINDS["parallel"].params(chunking, source_name, language=language,
+                                      english=str(english.resolve()) if english else None)  # fmt: skip
+    exit_on_problems(run_build(kind="parallel", source=source_name, inputs=inputs, params=params, options=options))
 
 
 @main.command()
@@ -225,7 +281,7 @@ def jsonl(inputs, chunk_size, chunk_overlap, no_chunk, source_name, id_field, ti
     relevance judgments keyed by document id still apply.
     """
     check_source_name(source_name)
-    chunking = chunking_params(chunk_size, chunk_overlap, no_chunk)
+    chunking = chunking_params(chunk_size, chunk_overlap, no_chunk, options.pop("separators"))
     params = KINDS["jsonl"].params(
         chunking, source_name, id_field=id_field, title_field=title_field, text_field=text_field
     )

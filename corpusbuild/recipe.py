@@ -9,10 +9,10 @@
     chunk_size = 1000
     chunk_overlap = 200
     [[sources]]
-    kind = "pubmed"             # pubmed | statpearls | textbooks | wikipedia | jsonl
+    kind = "pubmed"             # pubmed | statpearls | textbooks | wikipedia | parallel | jsonl
     name = "pubmed"             # folder under the root and source name in ids (default: kind)
     inputs = ["${samples}/pubmed"]
-    [sources.options]           # kind-specific: keep_no_abstract; id_field/title_field/text_field
+    [sources.options]           # kind-specific: keep_no_abstract; language; id_field/title_field/text_field
     [sources.checksums]         # input file name -> "sha256:<hex>", checked before building
     "pubmed20n1016.xml.gz" = "sha256:..."
 
@@ -34,8 +34,19 @@ from corpusbuild.sources import KINDS, SOURCE_NAME_RE
 from medsnip.buildrecord import RECORD_SCHEMA, record_hash, sha256_file, tool_identity
 
 _VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-_SOURCE_KEYS = {"kind", "name", "inputs", "shards", "chunk_size", "chunk_overlap", "no_chunk", "options", "checksums"}
-_DEFAULT_KEYS = {"shards", "chunk_size", "chunk_overlap", "no_chunk"}
+_SOURCE_KEYS = {
+    "kind",
+    "name",
+    "inputs",
+    "shards",
+    "chunk_size",
+    "chunk_overlap",
+    "no_chunk",
+    "separators",
+    "options",
+    "checksums",
+}
+_DEFAULT_KEYS = {"shards", "chunk_size", "chunk_overlap", "no_chunk", "separators"}
 
 
 class RecipeError(Exception):
@@ -117,7 +128,11 @@ def load_recipe(path: Path, overrides: dict[str, str] | None = None) -> Recipe:
             validate_chunking(chunk_size, chunk_overlap)
         except ValueError as error:
             raise RecipeError(f"{where}: {error}") from error
-        chunking = ChunkingParams(not settings["no_chunk"], chunk_size, chunk_overlap)
+        separators = settings["separators"] or "auto"
+        try:
+            chunking = ChunkingParams(not settings["no_chunk"], chunk_size, chunk_overlap, separators)
+        except ValueError as error:
+            raise RecipeError(f"{where}: {error}") from error
         source = RecipeSource(
             kind, name, resolved, int(settings["shards"] or 32), chunking,
             dict(entry.get("options", {})), dict(entry.get("checksums", {})),

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from corpusbuild import jsonl, pubmed, statpearls, textbooks, wikipedia
+from corpusbuild import jsonl, parallel, pubmed, statpearls, textbooks, wikipedia
 from corpusbuild.chunking import ChunkingParams
 from corpusbuild.events import Reader
 from corpusbuild.inputs import order_inputs
@@ -60,7 +60,11 @@ KINDS: dict[str, SourceKind] = {
                    options=(("medrag", False),)),
         SourceKind(
             "wikipedia", wikipedia.read_wikipedia, wikipedia.SUFFIXES, "replace", "pages",
-            options=(("medrag", False),), split_function=plan_dump_split,
+            options=(("medrag", False), ("language", None), ("convert_script", None)), split_function=plan_dump_split,
+        ),
+        SourceKind(
+            "parallel", parallel.read_parallel, parallel.SUFFIXES, "error", "documents",
+            options=(("language", None), ("english", None)), named=True, position_name="line",
         ),
         SourceKind(
             "jsonl", jsonl.read_jsonl, jsonl.SUFFIXES, "error", "documents",

@@ -22,26 +22,40 @@ from corpusbuild.events import Problem, ReaderEvent, ReaderInput, ReaderStats, R
 from corpusbuild.ids import BadId, numeric_id
 from corpusbuild.inputs import DECOMPRESSION_ERRORS, ChainedReader, decompressed
 from corpusbuild.wikidump_ranges import range_position
+from corpusbuild.wikilang import ENGLISH, WikiLanguage, siteinfo_language
 from corpusbuild.xmltools import first_child, local_name, release, syntax_error_message
+from corpusbuild.zhscript import ChineseScript
 from medsnip.snippet import dumps_snippet, make_snippet
 
 SOURCE = "wikipedia"
 SUFFIXES = (".xml", ".xml.bz2", ".bz2", ".xml.gz")
 
 
-def page_snippets(page_id: str, title: str, wikitext: str, params: ChunkingParams, medrag: bool = False) -> bytes:
+def page_snippets(page_id: str, title: str, wikitext: str, params: ChunkingParams, medrag: bool = False,
+                  language: WikiLanguage = ENGLISH, script: ChineseScript | None = None) -> bytes:  # fmt: skip
+    """The snippet lines of one article. `script` (Chinese): the conversion asked for, if any; each
+    snippet's meta records the script its text is written in."""
     lines = []
     index = 0
     from corpusbuild.wikitext import wiki_sections  # mwparserfromhell: loaded when a dump is read
 
+    variants = script.preferred_variants if script is not None else ()
+    sections = wiki_sections(wikitext, language=language, variants=variants)
     if medrag:  # the whole article chunked as MedRAG chunks it (corpusbuild.medrag)
         from corpusbuild.medrag import wikipedia_block
 
-        return wikipedia_block(page_id, title, wiki_sections(wikitext), params.chunk_size, params.chunk_overlap)
-    for section in wiki_sections(wikitext):
-        section_title = " -- ".join((title, *section.path))
+        return wikipedia_block(page_id, title, sections, params.chunk_size, params.chunk_overlap)
+    params = params.for_language(language.code)
+    if script is not None:
+        title = script.convert(title)
+    for section in sections:
+        section_title = " -- ".join((title, *(script.convert(p) if script else p for p in section.path)))
         meta = {"page_id": int(page_id), "page_title": title, "section": list(section.path)}
-        for content in params.chunks(section.text):
+        text = section.text
+        if script is not None:
+            text = script.convert(text)
+            meta["script"] = script.written_in(text)
+        for content in params.chunks(text):
             lines.append(dumps_snippet(make_snippet(SOURCE, page_id, index, section_title, content, meta)))
             index += 1
     return b"".join(lines)
@@ -74,14 +88,23 @@ def read_wikipedia(source: ReaderInput) -> Generator[ReaderEvent, None, ReaderSt
     stats = ReaderStats(Counter(documents_read=0, snippets=0, bad_records=0))
     pages = 0
     last_line = 0
+    language = None
+    script = None
     try:
         context = etree.iterparse(dump_stream(source), events=("end",), tag="{*}page", huge_tree=True, no_network=True)
         for position, (_event, page) in enumerate(context):
             pages += 1
             last_line = page.sourceline or last_line
             if pages == 1:
-                _require_mediawiki_root(page.getroottree().getroot(), source.path)
-            event = _page_event(source, page, position, params, stats.counts)
+                root = page.getroottree().getroot()
+                _require_mediawiki_root(root, source.path)
+                language = siteinfo_language(root, first_child(root, "siteinfo"), source.params.get("language"))
+                script = ChineseScript.for_build(language.code, source.params.get("convert_script"))
+                stats.facts.update({**language.facts(), "separators": params.for_language(language.code)
+                                    .resolved_separators()})  # fmt: skip
+                if script is not None:
+                    stats.facts["convert_script"] = script.target
+            event = _page_event(source, page, position, params, stats.counts, language, script)
             release(page)
             if event is not None:
                 yield event
@@ -98,10 +121,21 @@ def read_wikipedia(source: ReaderInput) -> Generator[ReaderEvent, None, ReaderSt
     return stats
 
 
-def _is_disambiguation(title: str, wikitext: str) -> bool:
+def _is_disambiguation(title: str, wikitext: str, language: WikiLanguage) -> bool:
     from corpusbuild.wikitext import is_disambiguation  # mwparserfromhell: loaded when a dump is read
 
-    return is_disambiguation(title, wikitext)
+    return is_disambiguation(title, wikitext, language)
+
+
+def latest_revision(page) -> tuple[object | None, int]:
+    """The page's newest <revision> and how many older ones it has: pages-articles dumps have one,
+    history dumps every revision (ISO timestamps order as text; among equal ones, or without
+    timestamps, the last in the file wins)."""
+    revisions = [child for child in page if isinstance(child.tag, str) and local_name(child.tag) == "revision"]
+    if len(revisions) <= 1:
+        return (revisions[0] if revisions else None), 0
+    newest = max(reversed(revisions), key=lambda r: _text_of(first_child(r, "timestamp")).strip())
+    return newest, len(revisions) - 1
 
 
 def _text_of(element) -> str:
@@ -116,7 +150,8 @@ def problem_at(source: ReaderInput, message: str, line: int | None, element: str
     return InputProblem(source.path, message, line=line, element=f"{element}, {where}" if element else where)
 
 
-def _page_event(source: ReaderInput, page, position: int, params: ChunkingParams, counts: Counter):
+def _page_event(source: ReaderInput, page, position: int, params: ChunkingParams, counts: Counter,
+                language: WikiLanguage, script: ChineseScript | None):  # fmt: skip
     """The event of one <page> (a Record, a Skip or a Problem), counting it."""
     title = _text_of(first_child(page, "title"))
     try:
@@ -133,13 +168,15 @@ def _page_event(source: ReaderInput, page, position: int, params: ChunkingParams
     counts["documents_read"] += 1
     if first_child(page, "redirect") is not None:
         return Skip(page_id, key, "redirect", position)
-    revision = first_child(page, "revision")
+    revision, older = latest_revision(page)
+    if older:
+        counts["older_revisions_skipped"] += older
     wikitext = _text_of(first_child(revision, "text") if revision is not None else None)
     if wikitext.lstrip()[:9].upper() == "#REDIRECT":
         return Skip(page_id, key, "redirect", position)
-    if _is_disambiguation(title, wikitext):
+    if _is_disambiguation(title, wikitext, language):
         return Skip(page_id, key, "disambiguation", position)
-    block = page_snippets(page_id, title, wikitext, params, bool(source.params.get("medrag")))
+    block = page_snippets(page_id, title, wikitext, params, bool(source.params.get("medrag")), language, script)
     if not block:
         return Skip(page_id, key, "no_text", position)
     lines = block.count(b"\n")
