@@ -21,7 +21,7 @@ from corpusbuild.wikidump_ranges import RANGE_BYTES
 from medsnip import __version__
 from medsnip.buildrecord import write_build_record
 from medsnip.executor_options import executor_from_options, executor_options, with_options
-from medsnip.languages import UnknownLanguage, canonical_language
+from medsnip.languages import language_callback
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -67,15 +67,6 @@ def chunking_params(chunk_size: int, chunk_overlap: int, no_chunk: bool, separat
         raise click.BadParameter(str(error)) from error
     return ChunkingParams(chunk=not no_chunk, chunk_size=chunk_size, chunk_overlap=chunk_overlap,
                           separators=separators)  # fmt: skip
-
-
-def _language_option(_context, _parameter, value: str | None) -> str | None:
-    if value is None:
-        return None
-    try:
-        return canonical_language(value)
-    except UnknownLanguage as error:
-        raise click.BadParameter(str(error)) from error
 
 
 def _split_function(source_kind, options: dict):
@@ -190,7 +181,7 @@ def pubmed(inputs, chunk_size, chunk_overlap, no_chunk, medrag, keep_no_abstract
               "contents (corpusbuild/medrag.py says where they differ from the default).")  # fmt: skip
 @click.option(
     "--language",
-    callback=_language_option,
+    callback=language_callback,
     help="The dump's language (zh, fr, de, ...), replacing what its siteinfo header says (recorded).",
 )
 @click.option(
@@ -198,7 +189,15 @@ def pubmed(inputs, chunk_size, chunk_overlap, no_chunk, medrag, keep_no_abstract
     type=click.Choice(["hans", "hant"]),
     help="Chinese: convert every page to Simplified (hans) or Traditional (hant) with OpenCC.",
 )
-def wikipedia(inputs, chunk_size, chunk_overlap, no_chunk, medrag, language, convert_script, **options) -> None:
+@click.option(
+    "--source",
+    "source_name",
+    default="wikipedia",
+    show_default=True,
+    help="Source name in ids (wikipedia-zh, ...: one per language, so page ids of two wikis never meet).",
+)
+def wikipedia(inputs, chunk_size, chunk_overlap, no_chunk, medrag, language, convert_script, source_name,
+              **options) -> None:  # fmt: skip
     """Wikipedia pages-articles[-multistream].xml[.bz2] dumps, in any language, to section-titled snippets.
 
     Main namespace only; redirects and disambiguation pages are skipped; of a page with several
@@ -208,9 +207,10 @@ def wikipedia(inputs, chunk_size, chunk_overlap, no_chunk, medrag, language, con
     given wins.
     """
     chunking = chunking_params(chunk_size, chunk_overlap, no_chunk, options.pop("separators"))
-    params = KINDS["wikipedia"].params(chunking, "wikipedia", medrag=medrag, language=language,
+    check_source_name(source_name)
+    params = KINDS["wikipedia"].params(chunking, source_name, medrag=medrag, language=language,
                                        convert_script=convert_script)  # fmt: skip
-    exit_on_problems(run_build(kind="wikipedia", source="wikipedia", inputs=inputs, params=params, options=options))
+    exit_on_problems(run_build(kind="wikipedia", source=source_name, inputs=inputs, params=params, options=options))
 
 
 @main.command()
@@ -248,7 +248,7 @@ def statpearls(inputs, chunk_size, chunk_overlap, no_chunk, source_name, medrag,
 @main.command()
 @build_options
 @click.option("--source", "source_name", required=True, help="Name of the collection (ids are SOURCE:id:chunk).")
-@click.option("--language", callback=_language_option, help="The text's language [default: from the file name].")
+@click.option("--language", callback=language_callback, help="The text's language [default: from the file name].")
 @click.option(
     "--english",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),

@@ -60,7 +60,8 @@ KINDS: dict[str, SourceKind] = {
                    options=(("medrag", False),)),
         SourceKind(
             "wikipedia", wikipedia.read_wikipedia, wikipedia.SUFFIXES, "replace", "pages",
-            options=(("medrag", False), ("language", None), ("convert_script", None)), split_function=plan_dump_split,
+            options=(("medrag", False), ("language", None), ("convert_script", None)), named=True,
+            split_function=plan_dump_split,
         ),
         SourceKind(
             "parallel", parallel.read_parallel, parallel.SUFFIXES, "error", "documents",

@@ -56,7 +56,7 @@ TABLES: dict[str, LanguageTable] = {
     ),
     "de": _table(
         "einzelnachweise|literatur|weblinks|siehe auch|anmerkungen|quellen|belege|fußnoten|referenzen|"
-        "quellenangaben|literatur und weblinks",
+        "quellenangaben|literatur und weblinks|sekundärliteratur|weiterführende literatur",
         "datei|bild|medium|kategorie|vorlage|hilfe|spezial|wikipedia|portal|modul",
         "begriffsklärung|bkl|begriffsklärung (abkürzung)",
     ),

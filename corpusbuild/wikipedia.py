@@ -32,9 +32,10 @@ SUFFIXES = (".xml", ".xml.bz2", ".bz2", ".xml.gz")
 
 
 def page_snippets(page_id: str, title: str, wikitext: str, params: ChunkingParams, medrag: bool = False,
-                  language: WikiLanguage = ENGLISH, script: ChineseScript | None = None) -> bytes:  # fmt: skip
-    """The snippet lines of one article. `script` (Chinese): the conversion asked for, if any; each
-    snippet's meta records the script its text is written in."""
+                  language: WikiLanguage = ENGLISH, script: ChineseScript | None = None,
+                  source: str = SOURCE) -> bytes:  # fmt: skip
+    """The snippet lines of one article, ids `<source>:<page id>:<j>`. `script` (Chinese): the conversion
+    asked for, if any; each snippet's meta records the script its text is written in."""
     lines = []
     index = 0
     from corpusbuild.wikitext import wiki_sections  # mwparserfromhell: loaded when a dump is read
@@ -56,7 +57,7 @@ def page_snippets(page_id: str, title: str, wikitext: str, params: ChunkingParam
             text = script.convert(text)
             meta["script"] = script.written_in(text)
         for content in params.chunks(text):
-            lines.append(dumps_snippet(make_snippet(SOURCE, page_id, index, section_title, content, meta)))
+            lines.append(dumps_snippet(make_snippet(source, page_id, index, section_title, content, meta)))
             index += 1
     return b"".join(lines)
 
@@ -176,7 +177,16 @@ def _page_event(source: ReaderInput, page, position: int, params: ChunkingParams
         return Skip(page_id, key, "redirect", position)
     if _is_disambiguation(title, wikitext, language):
         return Skip(page_id, key, "disambiguation", position)
-    block = page_snippets(page_id, title, wikitext, params, bool(source.params.get("medrag")), language, script)
+    block = page_snippets(
+        page_id,
+        title,
+        wikitext,
+        params,
+        bool(source.params.get("medrag")),
+        language,
+        script,
+        source.params.get("source", SOURCE),
+    )
     if not block:
         return Skip(page_id, key, "no_text", position)
     lines = block.count(b"\n")

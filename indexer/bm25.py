@@ -14,12 +14,13 @@ import shutil
 import time
 from pathlib import Path
 
-from indexer.anserini_index import INDEX_FLAGS, index_collection, java_version, link_shards
+from indexer.anserini_index import INDEX_FLAGS, index_collection, java_version, language_flags, link_shards
 from indexer.bm25_sharded import LAYOUTS, build_parts, merge_parts, shard_groups
 from indexer.jvm import anserini_version, java_class, start_jvm
 from medsnip.buildrecord import write_build_record
 from medsnip.corpus import Corpus, LineageError, index_record, open_index_record, replace_dir
 from medsnip.executor import LocalExecutor
+from medsnip.languages import canonical_language
 from medsnip.processes import remove_stale_temps
 
 STAGE = "indexer.bm25"
@@ -28,14 +29,17 @@ DEFAULT_B = 0.4
 
 
 def build_bm25(corpus: Corpus, out: Path, threads: int = 1, log=None, *, executor=None, groups: int = 1,
-               layout: str = "merged") -> dict:  # fmt: skip
-    """Index `corpus` into `out` (atomically: built in a temp folder, then swapped in).
+               layout: str = "merged", language: str | None = None) -> dict:  # fmt: skip
+    """Index `corpus` into `out` (atomically: built in a temp folder, then swapped in), analyzed as
+    `language` (Anserini's analyzer for it; default: the corpus's recorded language, else English).
 
     `groups` = 1: one IndexCollection run with `threads` threads (what pyserini users run). `groups` > 1:
     one IndexCollection per group of shards as `executor` tasks (indexer.bm25_sharded), then `layout`
     "merged" (one index, addIndexes) or "parts" (searched as one through a MultiReader)."""
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+    language = bm25_language(corpus, language)
+    language_flags(language)  # an unknown language fails before anything is built
     started = time.perf_counter()
     remove_stale_temps(out.parent)  # what a killed earlier run left
     temp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
@@ -48,14 +52,15 @@ def build_bm25(corpus: Corpus, out: Path, threads: int = 1, log=None, *, executo
             layout = "merged"  # one group is one index
             links = temp / "input"
             link_shards([shard.path for shard in corpus.shards], links)
-            documents = index_collection(links, temp / "index", threads)
+            documents = index_collection(links, temp / "index", threads, language)
             shutil.rmtree(links)
             index_dirs = [temp / "index"]
             part_seconds = None
         else:
             work = out.with_name(f".{out.name}.parts")
             part_started = time.perf_counter()
-            _, built_now = build_parts(corpus, work, shard_groups_used, executor or LocalExecutor(groups), log)
+            _, built_now = build_parts(corpus, work, shard_groups_used, executor or LocalExecutor(groups), log,
+                                       language)  # fmt: skip
             part_seconds = time.perf_counter() - part_started
             parts = [work / f"part-{part:03d}" for part in range(len(shard_groups_used))]
             if layout == "merged":
@@ -80,7 +85,8 @@ def build_bm25(corpus: Corpus, out: Path, threads: int = 1, log=None, *, executo
         STAGE, corpus,
         engine={"anserini": anserini_version(), "lucene": lucene_version_of(index_dirs[0]), "java": java_version()},
         params={"field": "contents", "flags": list(INDEX_FLAGS), "threads": threads, "k1": DEFAULT_K1, "b": DEFAULT_B,
-                "groups": [[shard.index for shard in group] for group in shard_groups_used], "layout": layout},
+                "groups": [[shard.index for shard in group] for group in shard_groups_used], "layout": layout,
+                **({"language": language} if language != "en" else {})},
         counts={"documents": documents, "parts_built_this_run": built_now},
         run={"seconds": seconds, "executor": getattr(executor, "name", "local")},
     )  # fmt: skip
@@ -89,8 +95,13 @@ def build_bm25(corpus: Corpus, out: Path, threads: int = 1, log=None, *, executo
     if len(shard_groups_used) > 1:
         shutil.rmtree(out.with_name(f".{out.name}.parts"), ignore_errors=True)
     if log:
-        log(f"BM25: {documents:,} documents in {seconds['total']:.1f} s -> {out}")
+        log(f"BM25: {documents:,} documents ({language} analyzer) in {seconds['total']:.1f} s -> {out}")
     return record
+
+
+def bm25_language(corpus: Corpus, language: str | None) -> str:
+    """The analyzer's language: the one asked for, else the corpus's recorded one, else English."""
+    return canonical_language(language or corpus.language or "en")
 
 
 def lucene_version_of(index_dir: Path) -> str:
@@ -148,6 +159,10 @@ class BM25Index:
             raise LineageError(f"{self.path}: {documents} documents, the corpus has {corpus.snippets} snippets")
         self.k1, self.b = k1, b
         self._searcher.set_bm25(k1, b)
+        # queries are analyzed as the index was: Anserini's analyzer of the language it was built with
+        self.language = self.record["params"].get("language", "en")
+        if self.language != "en":
+            self._searcher.set_language(self.language)
 
     @classmethod
     def open(cls, path: Path, corpus_path: Path | None = None, **params) -> BM25Index:

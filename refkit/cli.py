@@ -29,6 +29,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from medsnip import __version__
+from medsnip.languages import language_callback
 from medsnip.queries import FORMATS, QueryFileError, read_query_file
 from searchd.cli import client_options
 
@@ -140,9 +141,13 @@ def collect(queries_file, out, k, address, token_file, tls, ca_file, retrievers,
 @click.option("--related/--no-related", default=True, show_default=True,
               help="Rank each entity's nearest same-type names with the bundled MiniLM (the swap rule used when "
                    "neither trees nor co-occurrence choose; minutes for all of MeSH on 2 CPU cores).")  # fmt: skip
+@click.option("--translations", "translation_specs", multiple=True, metavar="LANG=PATH",
+              help="Names in another language keyed by MeSH descriptor UI, a JSON list of {term, id} (the French "
+              "MeSH dictionary's shape), joined to the entities of those UIs: fr=mesh_dict_fr_en.json.gz "
+              "(repeatable).")  # fmt: skip
 @_friendly_errors
 def lexicon(out, address, corpus_dirs, corpora, token_file, tls, ca_file, mesh_path, supplementary, names_path,
-            qualifiers_path, related) -> None:  # fmt: skip
+            qualifiers_path, related, translation_specs) -> None:  # fmt: skip
     """An entity lexicon: MeSH (--mesh, --mesh-names) merged with what the indexed PubMed records' headings and
     chemicals say (--server or --corpus: frequencies, qualifier profiles, co-occurrence); either alone works."""
     from refkit.lexicon import LexiconMiner
@@ -217,6 +222,16 @@ def lexicon(out, address, corpus_dirs, corpora, token_file, tls, ca_file, mesh_p
         if not len(vocabulary):
             raise ValueError(f"{mesh_path or names_path}: no MeSH descriptors")
         built = merge(vocabulary, built)
+    for spec in translation_specs:
+        from refkit.lexicon import add_translations, read_names_by_ui
+
+        language, sep, path = spec.partition("=")
+        if not sep or not Path(path).is_file():
+            raise click.BadParameter(
+                f"expected LANG=PATH of an existing file, got {spec!r}", param_hint="--translations"
+            )
+        joined = add_translations(built, read_names_by_ui(Path(path)), language_callback(None, None, language))
+        console.print(f"{path}: {language} names joined to {joined:,} entities by MeSH UI")
     if related:
         from refkit.related import add_related
 
@@ -245,30 +260,35 @@ def lexicon(out, address, corpus_dirs, corpora, token_file, tls, ca_file, mesh_p
 @click.option("--attribute-swaps", default=2, show_default=True, type=click.IntRange(0), help="Aspect rewrites.")
 @click.option("--entity-swaps", default=2, show_default=True, type=click.IntRange(0), help="Entity rewrites.")
 @click.option("--refs", type=PathIn, help="refs.jsonl from collect: noise must not duplicate these.")
-@click.option("--aspects", "aspects_path", type=PathIn, help="Your aspect lexicon [default: refkit/aspects.tsv].")
+@click.option("--aspects", "aspects_path", type=PathIn,
+              help="Your aspect lexicon [default: refkit's table for --language].")  # fmt: skip
+@click.option("--language", default="en", show_default=True, callback=language_callback,
+              help="The queries' language: entities matched and written by their names in it (lexicon "
+              "translations), refkit's aspect table for it (en, fr, de, zh), English grammar only for en.")  # fmt: skip
 @client_options
 @query_options
 @dedup_options
 @_friendly_errors
 def noise(queries_file, lexicon_path, seed, out, judge_name, judge_threshold, per_query, top_m, candidates,
-          attribute_swaps, entity_swaps, refs, aspects_path, address, token_file, tls, ca_file, retrievers, corpora,
-          fusion, rrf_k, query_format, limit, dedup_threshold, shingle_words) -> None:  # fmt: skip
+          attribute_swaps, entity_swaps, refs, aspects_path, language, address, token_file, tls, ca_file, retrievers,
+          corpora, fusion, rrf_k, query_format, limit, dedup_threshold, shingle_words) -> None:  # fmt: skip
     """Entity/attribute substitutions and the filtered hard-negative references they retrieve."""
     from medsnip.jsonl import read_jsonl, write_jsonl
     from refkit.collect import DedupOptions, RetrievalOptions
     from refkit.lexicon import read_lexicon
-    from refkit.matcher import read_aspects
+    from refkit.matcher import aspects_table, read_aspects
     from refkit.noise import NoiseGenerator, NoiseOptions, QueryRewriter
 
     queries = read_query_file(queries_file, query_format, limit)
     lexicon_data = read_lexicon(lexicon_path)
-    aspects = read_aspects(aspects_path)
+    aspects = read_aspects(aspects_path, language)
     collected = {}
     if refs:
         collected = {str(r["id"]): r["references"] for _, r in read_jsonl(refs, ("id", "references"))}
     provenance = {
         "lexicon_sha256": hashlib.sha256(lexicon_path.read_bytes()).hexdigest(),
-        "aspects": str(aspects_path) if aspects_path else "refkit/aspects.tsv",
+        "aspects": str(aspects_path) if aspects_path else f"refkit/{aspects_table(language)}",
+        "language": language,
         "dedup": {"threshold": dedup_threshold, "shingle_words": shingle_words},
     }
     judge = None
@@ -280,7 +300,7 @@ def noise(queries_file, lexicon_path, seed, out, judge_name, judge_threshold, pe
     client, lineage = _connect(address, token_file, tls, ca_file, queries)
     with client:
         generator = NoiseGenerator(
-            client, address, lineage, QueryRewriter(lexicon_data, aspects),
+            client, address, lineage, QueryRewriter(lexicon_data, aspects, language),
             RetrievalOptions(candidates, tuple(corpora), tuple(retrievers), rrf_k, fusion=fusion),
             NoiseOptions(seed, per_query, top_m, candidates, attribute_swaps, entity_swaps),
             DedupOptions(dedup_threshold, shingle_words),

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 from datasketch import MinHash, MinHashLSH
 
+from medsnip.languages import CJK_CHARACTERS
+
 _NON_WORD = re.compile(r"[\W_]+", re.UNICODE)
 
 
@@ -32,9 +34,20 @@ def content_hash(text: str) -> str:
     return hashlib.sha256(normalise(text).encode("utf-8")).hexdigest()
 
 
+# A Han, kana or Hangul character, or a run of anything else but spaces: Chinese and Japanese have no
+# spaces between words, so each of their characters counts as a word (3-word shingles: 3 characters).
+_TOKEN = re.compile(f"[{CJK_CHARACTERS}]|[^\\s{CJK_CHARACTERS}]+")
+
+
+def words_of(text: str) -> list[str]:
+    normalised = normalise(text)
+    return normalised.split() if normalised.isascii() else _TOKEN.findall(normalised)
+
+
 def shingles(text: str, size: int) -> set[str]:
-    """Word `size`-grams of the normalised text (the whole text as one shingle when it is shorter)."""
-    words = normalise(text).split()
+    """Word `size`-grams of the normalised text (the whole text as one shingle when it is shorter); in CJK
+    text every character is a word."""
+    words = words_of(text)
     if len(words) <= size:
         return {" ".join(words)} if words else set()
     return {" ".join(words[i : i + size]) for i in range(len(words) - size + 1)}

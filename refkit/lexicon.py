@@ -18,6 +18,7 @@ Columns of lexicon.tsv (a user-supplied lexicon needs `name` and `type`; the oth
 | cooccurrence  | the drug/disease entities it shares documents with most: `name=count|...` |
 | trees         | MeSH tree numbers, `|`-separated (from `--mesh`): what sibling swaps use |
 | related       | the nearest same-type names by MiniLM similarity: `name=similarity x 1000|...` (refkit.related) |
+| translations  | names in other languages: `fr:Téméfos|zh:奥司他韦|...` (`--translations`: French MeSH by UI) |
 
 Type inference, since PubMed records carry no tree numbers: an entity is a `drug` when it appears in
 a chemical list or its qualifier profile leans to drug-only qualifiers (pharmacology, therapeutic use,
@@ -40,7 +41,18 @@ from pathlib import Path
 from medsnip.buildrecord import atomic_write_bytes
 
 TYPES = ("drug", "disease", "gene", "organism", "procedure", "anatomy", "process", "other")
-COLUMNS = ("name", "ui", "type", "frequency", "entry_terms", "qualifiers", "cooccurrence", "trees", "related")
+COLUMNS = (
+    "name",
+    "ui",
+    "type",
+    "frequency",
+    "entry_terms",
+    "qualifiers",
+    "cooccurrence",
+    "trees",
+    "related",
+    "translations",
+)
 # Every type but `other` is rewritten by refkit noise (aspects for some, entity swaps for all).
 REWRITTEN_TYPES = ("drug", "disease", "gene", "organism", "procedure", "anatomy", "process")
 # Qualifiers MeSH allows (almost) only on drugs/chemicals, and only on diseases. Qualifiers shared with
@@ -73,15 +85,17 @@ class Entity:
     cooccurrence: Counter = field(default_factory=Counter)
     trees: list[str] = field(default_factory=list)
     related: Counter = field(default_factory=Counter)
+    translations: dict[str, list[str]] = field(default_factory=dict)  # language -> names, preferred first
 
     @property
     def key(self) -> str:
         return self.name.casefold()
 
-    def surface_forms(self) -> list[str]:
-        """The names a text may use for it (preferred name first)."""
-        forms = [self.name]
-        for term in self.entry_terms:
+    def surface_forms(self, language: str = "en") -> list[str]:
+        """The names a text in `language` may use for it, preferred first: its names in that language,
+        then the English ones (drug and gene names are often written in English in any language)."""
+        forms: list[str] = []
+        for term in [*self.translations.get(language, []), self.name, *self.entry_terms]:
             if term.casefold() not in {f.casefold() for f in forms}:
                 forms.append(term)
         return forms
@@ -107,12 +121,62 @@ class Lexicon:
             writer.writerow([
                 entity.name, entity.ui, entity.type, entity.frequency, "|".join(entity.entry_terms),
                 _pairs(entity.qualifiers), _pairs(entity.cooccurrence, COOCCURRENCE_KEPT), "|".join(entity.trees),
-                _pairs(entity.related),
+                _pairs(entity.related), _translations(entity.translations),
             ])  # fmt: skip
         return out.getvalue().encode("utf-8")
 
     def write(self, path: Path) -> None:
         atomic_write_bytes(Path(path), self.to_tsv())
+
+
+def _translations(translations: dict[str, list[str]]) -> str:
+    return "|".join(f"{language}:{name}" for language in sorted(translations) for name in translations[language])
+
+
+def _parse_translations(text: str, where: str) -> dict[str, list[str]]:
+    translations: dict[str, list[str]] = {}
+    for item in filter(None, (part.strip() for part in text.split("|"))):
+        language, sep, name = item.partition(":")
+        if not sep or not language.strip() or not name.strip():
+            raise LexiconError(f"{where}: column 'translations' has {item!r}, expected 'language:name'")
+        translations.setdefault(language.strip(), []).append(name.strip())
+    return translations
+
+
+def add_translations(lexicon: Lexicon, names_by_ui: dict[str, list[str]], language: str) -> int:
+    """Join names in `language` (keyed by MeSH UI) to the lexicon's entities of those UIs; names that
+    are already among an entity's English names are left out. Returns the entities that gained one."""
+    joined = 0
+    for entity in lexicon.entities.values():
+        english = {form.casefold() for form in entity.surface_forms()}
+        new = [name for name in names_by_ui.get(entity.ui, []) if name.casefold() not in english]
+        if new:
+            known = entity.translations.setdefault(language, [])
+            known += [name for name in new if name not in known]
+            joined += 1
+    return joined
+
+
+def read_names_by_ui(path: Path) -> dict[str, list[str]]:
+    """Names keyed by descriptor UI from a JSON list of `{"term": ..., "id": "D000001"}` (the French MeSH
+    dictionary's shape; .json or .json.gz), in file order."""
+    import gzip
+    import json
+
+    path = Path(path)
+    try:
+        with (gzip.open if path.suffix == ".gz" else open)(path, "rt", encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise LexiconError(f"{path}: not a JSON list of {{term, id}} ({error})") from error
+    if not isinstance(data, list):
+        raise LexiconError(f"{path}: expected a JSON list of {{term, id}}, found a {type(data).__name__}")
+    names: dict[str, list[str]] = {}
+    for position, item in enumerate(data):
+        if not isinstance(item, dict) or not isinstance(item.get("term"), str) or not isinstance(item.get("id"), str):
+            raise LexiconError(f"{path}: [{position}]: expected an object with string 'term' and 'id'")
+        names.setdefault(item["id"].strip(), []).append(" ".join(item["term"].split()))
+    return names
 
 
 def _pairs(counter: Counter, limit: int | None = None) -> str:
@@ -175,6 +239,7 @@ def read_lexicon(path: Path) -> Lexicon:
                 cooccurrence=_parse_pairs(cells.get("cooccurrence", ""), where, "cooccurrence"),
                 trees=[t.strip() for t in cells.get("trees", "").split("|") if t.strip()],
                 related=_parse_pairs(cells.get("related", ""), where, "related"),
+                translations=_parse_translations(cells.get("translations", ""), where),
             )
         )
     if not entities:
@@ -284,8 +349,11 @@ def uninverted(name: str) -> list[str]:
     return [f"{tail} {head}"]
 
 
-def natural_name(entity: Entity) -> str:
-    """How a query would write the entity: the uninverted form of an inverted MeSH heading."""
+def natural_name(entity: Entity, language: str = "en") -> str:
+    """How a query in `language` would write the entity: its first name in that language, else the
+    uninverted form of an inverted MeSH heading."""
+    if entity.translations.get(language):
+        return entity.translations[language][0]
     forms = uninverted(entity.name)
     return forms[0] if forms else entity.name
 

@@ -1,6 +1,10 @@
 """Dictionary matching of entities and aspects in a query: Aho-Corasick (pyahocorasick) over lower-cased
 phrases, kept only on whole-word boundaries, then leftmost-longest without overlaps ("non-small cell
-lung carcinoma" wins over "carcinoma"; "dose" inside "dosed" never matches)."""
+lung carcinoma" wins over "carcinoma"; "dose" inside "dosed" never matches).
+
+Chinese and Japanese are written without spaces, so a phrase edge that is a Han, kana or Hangul
+character needs no boundary ("奥司他韦" in "奥司他韦的作用机制是什么？"), and a Latin phrase next to CJK text
+is a whole token there ("HbA1c" in "HbA1c升高"); Latin phrases inside Latin words still never match."""
 
 from __future__ import annotations
 
@@ -11,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import ahocorasick
+
+from medsnip.languages import is_cjk_char
 
 
 @dataclass(frozen=True)
@@ -42,7 +48,7 @@ class PhraseMatcher:
         found = []
         for end_index, (length, payload) in self._automaton.iter(lowered):
             start, end = end_index - length + 1, end_index + 1
-            if _boundary(lowered, start - 1) and _boundary(lowered, end):
+            if _edge(lowered, start, start - 1) and _edge(lowered, end - 1, end):
                 found.append((start, -(end - start), end, payload))
         chosen: list[Match] = []
         covered_until = -1
@@ -53,17 +59,19 @@ class PhraseMatcher:
         return chosen
 
 
-def with_variants(phrases: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+def with_variants(phrases: list[tuple[str, Any]], english: bool = True) -> list[tuple[str, Any]]:
     """The phrases, then the variants a text may write that a vocabulary does not list: the other number
-    of the last word ("Salmonella Infections" / "salmonella infection") and hyphens as spaces or
-    dropped ("anti-bacterial" / "anti bacterial" / "antibacterial"). Variants come after every listed
-    phrase, so a listed name of another entity wins over a variant (PhraseMatcher keeps the first)."""
+    of the last word ("Salmonella Infections" / "salmonella infection"; English only: `english`) and
+    hyphens as spaces or dropped ("anti-bacterial" / "anti bacterial" / "antibacterial"). Variants come
+    after every listed phrase, so a listed name of another entity wins over a variant (PhraseMatcher
+    keeps the first)."""
     variants = []
     for phrase, payload in phrases:
         forms = {phrase}
         if "-" in phrase:
             forms |= {phrase.replace("-", " "), phrase.replace("-", "")}
-        forms |= {number for form in forms if (number := other_number(form))}
+        if english:
+            forms |= {number for form in forms if (number := other_number(form))}
         variants += [(form, payload) for form in sorted(forms - {phrase})]
     return [*phrases, *variants]
 
@@ -123,7 +131,12 @@ def agree_number(replaced: str, replacement: str) -> str:
 
 
 def _boundary(text: str, index: int) -> bool:
-    return index < 0 or index >= len(text) or not text[index].isalnum()
+    return index < 0 or index >= len(text) or not text[index].isalnum() or is_cjk_char(text[index])
+
+
+def _edge(text: str, inside: int, outside: int) -> bool:
+    """May a match whose edge character is text[inside] end there, next to text[outside]?"""
+    return is_cjk_char(text[inside]) or _boundary(text, outside)
 
 
 ASPECT_TYPES = ("drug", "disease", "gene", "organism", "procedure")  # entity types that have aspects
@@ -137,11 +150,23 @@ class Aspect:
     qualifiers: tuple[str, ...]
 
 
-def read_aspects(path: Path | None = None) -> list[Aspect]:
-    """The aspect lexicon (refkit/aspects.tsv unless a path is given): type, aspect, synonyms, qualifiers."""
+ASPECT_LANGUAGES = ("en", "fr", "de", "zh")  # the aspect tables refkit ships
+
+
+def aspects_table(language: str) -> str:
+    return "aspects.tsv" if language == "en" else f"aspects-{language}.tsv"
+
+
+def read_aspects(path: Path | None = None, language: str = "en") -> list[Aspect]:
+    """The aspect lexicon (refkit/aspects.tsv for English, aspects-<language>.tsv for French, German and
+    Chinese, unless a path is given): type, aspect, synonyms, qualifiers."""
     if path is None:
-        text = resources.files("refkit").joinpath("aspects.tsv").read_text(encoding="utf-8")
-        where = "refkit/aspects.tsv"
+        if language not in ASPECT_LANGUAGES:
+            raise ValueError(f"refkit has aspect tables for {', '.join(ASPECT_LANGUAGES)}, not {language!r}: "
+                             "give your own with --aspects")  # fmt: skip
+        name = aspects_table(language)
+        text = resources.files("refkit").joinpath(name).read_text(encoding="utf-8")
+        where = f"refkit/{name}"
     else:
         text, where = Path(path).read_text(encoding="utf-8"), str(path)
     aspects = []

@@ -22,6 +22,7 @@ same queries, lexicon, seed and index lineage give byte-identical output.
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import re
@@ -88,11 +89,16 @@ class Rewrite:
 class QueryRewriter:
     """Analysis and rewrites of queries against one lexicon and one aspect list."""
 
-    def __init__(self, lexicon: Lexicon, aspects: list[Aspect]):
+    def __init__(self, lexicon: Lexicon, aspects: list[Aspect], language: str = "en"):
+        """`language`: the queries' language. Entities are matched by their names in it (lexicon
+        translations) and in English, swaps write the replacement's name in it; English grammar (plural
+        agreement, a/an) is applied to English queries only."""
         self.lexicon = lexicon
         self.aspects = aspects
+        self.language = language
         typed = [e for e in lexicon.entities.values() if e.type in REWRITTEN_TYPES]
-        self.entity_matcher = PhraseMatcher(with_variants([(form, e) for e in typed for form in e.surface_forms()]))
+        phrases = [(form, e) for e in typed for form in e.surface_forms(language)]
+        self.entity_matcher = PhraseMatcher(with_variants(phrases, english=language == "en"))
         by_phrase: dict[str, list[Aspect]] = {}  # one phrase may name aspects of several types ("indications")
         for aspect in aspects:
             for synonym in aspect.synonyms:
@@ -161,10 +167,11 @@ class QueryRewriter:
         present = {m.payload.key for m in analysis.entities}
         pool = self.entity_candidates(entity, present)[:ENTITY_POOL]
         entity_targets = rng.sample(pool, min(options.entity_swaps, len(pool)))
-        rewrites = [self._swap(query.query, analysis, aspect=target) for target in attribute_targets]
-        rewrites += [self._swap(query.query, analysis, entity=target) for target in entity_targets]
+        swap = functools.partial(self._swap, query.query, analysis, self.language)
+        rewrites = [swap(aspect=target) for target in attribute_targets]
+        rewrites += [swap(entity=target) for target in entity_targets]
         if attribute_targets and entity_targets:
-            rewrites.append(self._swap(query.query, analysis, entity=entity_targets[0], aspect=attribute_targets[0]))
+            rewrites.append(swap(entity=entity_targets[0], aspect=attribute_targets[0]))
         unique, seen = [], {query.query.casefold()}
         for rewrite in rewrites:
             if rewrite.query.casefold() not in seen:
@@ -173,12 +180,14 @@ class QueryRewriter:
         return unique
 
     @staticmethod
-    def _swap(text: str, analysis: Analysis, entity: tuple[Entity, str] | None = None,
+    def _swap(text: str, analysis: Analysis, language: str, entity: tuple[Entity, str] | None = None,
               aspect: Aspect | None = None) -> Rewrite:  # fmt: skip
         edits = []  # (start, end, replacement, record)
+        english = language == "en"
         if entity is not None:
             match, (target, rule) = analysis.entity, entity
-            words = _match_case(match.text, agree_number(match.text, natural_name(target)))
+            name = natural_name(target, language)
+            words = _match_case(match.text, agree_number(match.text, name) if english else name)
             edits.append((match.start, match.end, words, {
                 "what": "entity", "type": target.type, "from": match.payload.name, "from_ui": match.payload.ui,
                 "to": target.name, "to_ui": target.ui, "rule": rule, "text": match.text, "written": words,
@@ -190,7 +199,7 @@ class QueryRewriter:
                 "what": "aspect", "type": aspect.type, "from": match.payload.name, "to": aspect.name,
                 "text": match.text, "written": words, "span": [match.start, match.end]}))  # fmt: skip
         for start, end, words, _ in sorted(edits, key=lambda e: -e[0]):
-            text = agree_article(text[:start], words) + words + text[end:]
+            text = (agree_article(text[:start], words) if english else text[:start]) + words + text[end:]
         kind = "both" if len(edits) == 2 else edits[0][3]["what"].replace("aspect", "attribute")
         return Rewrite(kind, text, [record for *_, record in sorted(edits, key=lambda e: e[0])])
 
@@ -301,7 +310,7 @@ class NoiseGenerator:
     def _filter(self, query: QueryItem, analysis: Analysis, original_hits: list, hits_per_rewrite: list[list]):
         entity: Entity = analysis.entity.payload
         aspect: Aspect | None = None if analysis.aspect is None else analysis.aspect.payload
-        pairing = PairingTest(entity, aspect)
+        pairing = PairingTest(entity, aspect, self.rewriter.language)
         original_rank = {hit.id: hit.rank for hit in original_hits}
         deduplicator = self.dedup.new()
         for reference in self.collected.get(query.id, []):
@@ -383,9 +392,10 @@ def _round_robin(hits_per_rewrite: list[list]) -> list[tuple[int, object]]:
 class PairingTest:
     """Does a text name the original entity together with the original aspect?"""
 
-    def __init__(self, entity: Entity, aspect: Aspect | None):
+    def __init__(self, entity: Entity, aspect: Aspect | None, language: str = "en"):
         self.entity, self.aspect = entity, aspect
-        self._entity = PhraseMatcher(with_variants([(form, entity) for form in entity.surface_forms()]))
+        forms = [(form, entity) for form in entity.surface_forms(language)]
+        self._entity = PhraseMatcher(with_variants(forms, english=language == "en"))
         self._aspect = PhraseMatcher([(s, aspect) for s in aspect.synonyms]) if aspect else None
 
     def check(self, text: str) -> str | None:

@@ -81,12 +81,15 @@ def parse_citations(text: str, valid: Collection[int] | None = None) -> Citation
     return Citations(cited, invalid)
 
 
-# Chinese and Japanese answers cite with full-width brackets and digits: 【1】, ［1，２］, 〖3〗.
-_WIDE_BRACKETS = str.maketrans({"\u3010": "[", "\u3011": "]", "\u3016": "[", "\u3017": "]"})
+# Chinese and Japanese answers cite with full-width brackets and digits: 【1】, ［1，２］, 〖3〗, 「1」, 〔2〕
+# (corner brackets are also quotation marks, but a quotation holds more than numbers: _CITATION_LIKE
+# keeps 「高血压」 prose).
+_WIDE_BRACKETS = str.maketrans({"\u3010": "[", "\u3011": "]", "\u3016": "[", "\u3017": "]", "\u300c": "[",
+                                "\u300d": "]", "\u3014": "[", "\u3015": "]"})  # fmt: skip
 
 
 def _ascii_brackets(text: str) -> str:
-    """Full-width brackets, digits, commas and dashes as their ASCII forms (NFKC, plus 【】〖〗)."""
+    """Full-width brackets, digits, commas and dashes as their ASCII forms (NFKC, plus 【】〖〗「」〔〕)."""
     if text.isascii():
         return text
     return unicodedata.normalize("NFKC", text).translate(_WIDE_BRACKETS)
