@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.medsnip-installed
 DEMO_OUT ?= build/demo
 
-.PHONY: setup demo test bench lint clean proto java
+.PHONY: setup demo demo-multilingual test bench lint clean proto java
 
 setup: $(STAMP)
 
@@ -21,6 +21,10 @@ $(STAMP): pyproject.toml Makefile
 
 demo: setup
 	$(PY) -m demo.run --out $(DEMO_OUT)
+
+# Chinese, French and German: build, index (per-language BM25, multilingual dense), serve, ask, refkit.
+demo-multilingual: setup
+	$(PY) -m demo.multilingual --out build/demo-multilingual
 
 test: setup
 	$(PY) -m pytest -q tests

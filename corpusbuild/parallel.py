@@ -19,6 +19,7 @@ and is chunked at 。！？；(corpusbuild.chunking).
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections import Counter
 from collections.abc import Generator
@@ -98,6 +99,7 @@ def read_parallel(source: ReaderInput) -> Generator[ReaderEvent, None, ReaderSta
     if english_path:
         with open(english_path, "rb") as handle:
             english_lines = _read_lines(handle, str(english_path))
+        stats.facts["english_sha256"] = hashlib.sha256(english_path.read_bytes()).hexdigest()
         while english_lines and not english_lines[-1][1].strip():
             english_lines.pop()
     by_document = _DOCUMENT_LINE_RE.match(lines[0][1]) is not None

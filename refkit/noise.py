@@ -134,12 +134,15 @@ class QueryRewriter:
         3. `related`: its nearest same-type names (refkit.related; vocabularies without trees);
         4. `same-type`: any other entity of its type, ranked by qualifier-profile similarity and frequency.
         Never one of its own names, an ancestor or a descendant (by trees, and by names nested word for
-        word: "Asthma" and "Asthma, Exercise-Induced"). Siblings and co-occurring entities are ranked by
+        word: "Asthma" and "Asthma, Exercise-Induced"). For a query not in English, only entities with a
+        name in its language, when there are any. Siblings and co-occurring entities are ranked by
         co-occurrence, then qualifier-profile similarity, then frequency."""
-        names = {form.casefold() for form in original.surface_forms()}
+        names = {form.casefold() for form in original.surface_forms(self.language)}
         candidates = [e for e in self._by_type.get(original.type, [])
                       if e.key != original.key and e.key not in exclude and e.key not in names
                       and not _nested(original.trees, e.trees) and not nested_names(original.name, e.name)]  # fmt: skip
+        if self.language != "en":  # a swap is written in the query's language: entities named in it, if any are
+            candidates = [e for e in candidates if e.translations.get(self.language)] or candidates
         candidates.sort(key=lambda e: (-original.cooccurrence.get(e.name, 0), -profile_similarity(original, e),
                                        -e.frequency, e.key))  # fmt: skip
         siblings = [e for e in candidates if _siblings(original.trees, e.trees)]
