@@ -100,7 +100,10 @@ def read_wikipedia(source: ReaderInput) -> Generator[ReaderEvent, None, ReaderSt
                 root = page.getroottree().getroot()
                 _require_mediawiki_root(root, source.path)
                 language = siteinfo_language(root, first_child(root, "siteinfo"), source.params.get("language"))
-                script = ChineseScript.for_build(language.code, source.params.get("convert_script"))
+                try:
+                    script = ChineseScript.for_build(language.code, source.params.get("convert_script"))
+                except ValueError as error:
+                    raise InputError(problem_at(source, str(error), 1, "siteinfo")) from error
                 stats.facts.update({**language.facts(), "separators": params.for_language(language.code)
                                     .resolved_separators()})  # fmt: skip
                 if script is not None:
