@@ -35,8 +35,11 @@ ENCODER = "use-multilingual"
 # (language, the question, where it comes from)
 QUESTIONS = (
     ("zh", "宫颈息肉会引起胎儿脑瘫吗", "Multi-CPR medical dev query 99"),
-    ("fr", "Parmi les propositions suivantes concernant la toxoplasmose, laquelle (lesquelles) est (sont) exacte(s) ?",
-     "FrenchMedMCQA test 1b421d83..."),
+    (
+        "fr",
+        "Parmi les propositions suivantes concernant la toxoplasmose, laquelle (lesquelles) est (sont) exacte(s) ?",
+        "FrenchMedMCQA test 1b421d83...",
+    ),
     ("de", "Wie wird das Sehscreening bei Kindern durchgeführt?", "written for this demo"),
 )
 REFKIT_QUESTION = ("489", "硫酸镁治疗先兆流产是肌注还是打点滴")  # Multi-CPR medical dev query 489
