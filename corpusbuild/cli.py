@@ -273,7 +273,13 @@ def parallel(inputs, chunk_size, chunk_overlap, no_chunk, source_name, language,
 @click.option("--id-field", default="_id", show_default=True)
 @click.option("--title-field", default="title", show_default=True)
 @click.option("--text-field", default="text", show_default=True)
-def jsonl(inputs, chunk_size, chunk_overlap, no_chunk, source_name, id_field, title_field, text_field, **options):
+@click.option(
+    "--language",
+    callback=language_callback,
+    help="The texts' language, recorded; zh, ja, ko keep full-width punctuation and chunk at 。！？；.",
+)
+def jsonl(inputs, chunk_size, chunk_overlap, no_chunk, source_name, id_field, title_field, text_field, language,
+          **options):  # fmt: skip
     """Any JSONL / JSONL.gz collection (BEIR's corpus.jsonl) to snippets.
 
     Each line is a JSON object with an id, an optional title and a text; other fields go to meta.
@@ -283,7 +289,7 @@ def jsonl(inputs, chunk_size, chunk_overlap, no_chunk, source_name, id_field, ti
     check_source_name(source_name)
     chunking = chunking_params(chunk_size, chunk_overlap, no_chunk, options.pop("separators"))
     params = KINDS["jsonl"].params(
-        chunking, source_name, id_field=id_field, title_field=title_field, text_field=text_field
+        chunking, source_name, id_field=id_field, title_field=title_field, text_field=text_field, language=language
     )
     exit_on_problems(run_build(kind="jsonl", source=source_name, inputs=inputs, params=params, options=options))
 

@@ -22,6 +22,7 @@ from corpusbuild.events import Problem, ReaderEvent, ReaderInput, ReaderStats, R
 from corpusbuild.ids import BadId, text_id
 from corpusbuild.inputs import DECOMPRESSION_ERRORS, decompressed
 from medsnip.jsonl import loads_object
+from medsnip.languages import is_cjk
 from medsnip.snippet import document_key, snippet_lines
 
 SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.bz2")
@@ -29,11 +30,15 @@ SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.bz2")
 
 def read_jsonl(source: ReaderInput) -> Generator[ReaderEvent, None, ReaderStats]:
     """Reader for one JSONL file; a bad line is reported with its line number and skipped."""
-    params = ChunkingParams.from_dict(source.params)
+    language = source.params.get("language")  # Chinese, Japanese, Korean: full-width punctuation, CJK chunks
+    params = ChunkingParams.from_dict(source.params).for_language(language)
+    keep_width = is_cjk(language)
     name = source.params["source"]
     id_field, title_field, text_field = (source.params[field] for field in ("id_field", "title_field", "text_field"))
     own_fields = {id_field, title_field, text_field}
     stats = ReaderStats(Counter(documents_read=0, snippets=0, bad_records=0))
+    if language:
+        stats.facts.update({"language": language, "separators": params.resolved_separators()})
     counts = stats.counts
 
     def bad(line_number: int, message: str) -> Problem:
@@ -59,7 +64,8 @@ def read_jsonl(source: ReaderInput) -> Generator[ReaderEvent, None, ReaderStats]
                 yield bad(line_number, f"missing text field {text_field!r}")
                 continue
             counts["documents_read"] += 1
-            title, text = visible_or_empty(clean_text(title or "")), visible_or_empty(clean_text(text))
+            title = visible_or_empty(clean_text(title or "", keep_width))
+            text = visible_or_empty(clean_text(text, keep_width))
             if not title and not text:
                 yield bad(line_number, f"empty text field {text_field!r} and no title: nothing to index")
                 continue

@@ -69,7 +69,7 @@ KINDS: dict[str, SourceKind] = {
         ),
         SourceKind(
             "jsonl", jsonl.read_jsonl, jsonl.SUFFIXES, "error", "documents",
-            options=(("id_field", "_id"), ("title_field", "title"), ("text_field", "text")),
+            options=(("id_field", "_id"), ("title_field", "title"), ("text_field", "text"), ("language", None)),
             named=True, position_name="line",
         ),
     )

@@ -316,3 +316,31 @@ def test_every_multilingual_sample_is_pinned_by_the_recipe():
         for name, checksum in source["checksums"].items():
             path = next(MULTILINGUAL.rglob(name))
             assert checksum == f"sha256:{sha256_file(path)[0]}"
+
+
+def test_multilingual_presets_say_what_they_need_and_refuse_missing_weights():
+    from indexer.encoders import DenseEncoder, EncoderUnavailable, preset
+
+    e5 = preset("multilingual-e5-base")
+    assert (e5.query_prefix, e5.document_prefix, e5.pooling) == ("query: ", "passage: ", "mean")
+    m3 = preset("bge-m3")
+    assert (m3.pooling, m3.max_length, m3.normalize) == ("cls", 8192, True)
+    assert preset("bge-base-zh").query_prefix.startswith("为这个句子")
+    with pytest.raises(EncoderUnavailable, match="not a local folder and not in the Hugging Face cache"):
+        DenseEncoder(preset("bge-m3", model="BAAI/bge-m3-not-cached"))
+
+
+def test_a_chinese_jsonl_collection_keeps_its_punctuation(tmp_path, run_corpusbuild):
+    cases = json.loads((QUERIES / "cmb-clin-test-qa.json").read_text(encoding="utf-8"))
+    lines = [json.dumps({"_id": case["id"], "title": case["title"], "text": case["description"]}, ensure_ascii=False)
+             for case in cases]  # fmt: skip
+    (tmp_path / "cmb.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    snippets = build(run_corpusbuild, "jsonl", [tmp_path / "cmb.jsonl"], tmp_path / "out", "--source", "cmb",
+                     "--language", "zh", "--chunk-size", 200, "--chunk-overlap", 0)  # fmt: skip
+    stats = input_stats(tmp_path / "out")
+    assert (stats["language"], stats["separators"]) == ("zh", "cjk")
+    written = {str(case["id"]): " ".join(case["description"].split()) for case in cases}
+    assert all(s["content"] in written[s["doc_id"]] for s in snippets)  # （1）， ％ ／ kept as written
+    assert sum("（" in s["content"] for s in snippets) > 20
+    cut = [s for s in snippets if s["chunk"] > 0 or len(s["content"]) > 150]
+    assert sum(s["content"][-1] in "。！？；，、" for s in cut) / len(cut) > 0.8
