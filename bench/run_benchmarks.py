@@ -339,7 +339,7 @@ def retrieval_scale_sections(args) -> list[str]:
 
 
 SECTIONS = ("pubmed", "wikipedia", "chunker", "indexer", "searchd", "refkit", "flood", "noise", "executor",
-            "bm25-sharded", "scale", "retrieval-scale")  # fmt: skip
+            "bm25-sharded", "scale", "retrieval-scale", "multilingual")  # fmt: skip
 
 
 def main() -> None:
@@ -389,6 +389,10 @@ def main() -> None:
         lines += scale_sections(args)
     if "retrieval-scale" in wanted:
         lines += retrieval_scale_sections(args)
+    if "multilingual" in wanted:
+        import multilingual_bench
+
+        lines += multilingual_bench.multilingual_section(args.work)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(lines), encoding="utf-8")
     print("\n".join(lines))

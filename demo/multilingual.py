@@ -26,7 +26,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from corpusbuild.cli import main as corpusbuild_main
-from demo.run import _usable
+from demo.run import ensure_indexes
 from medsnip.corpus import Corpus
 
 REPO = Path(__file__).resolve().parents[1]
@@ -67,31 +67,17 @@ def build_corpora(console: Console, root: Path) -> list[str]:
 
 def build_indexes(console: Console, root: Path, sources: list[str]) -> None:
     """Store, BM25 in the corpus's language and dense (USE multilingual); reused when they still match."""
-    from indexer.bm25 import BM25Index, build_bm25
-    from indexer.dense import DenseIndex, build_dense
-    from indexer.encoders import DenseEncoder, preset
-    from indexer.store import SnippetStore, build_store
+    from indexer.bm25 import BM25Index
 
     console.rule(f"indexer: store, BM25 with each language's analyzer, dense ({ENCODER}, ships offline)")
-    encoder = None
+    encoders: dict = {}
     table = Table("source", "BM25 analyzer", "built now")
     for source in sources:
         corpus = Corpus.open(root / source)
-        built = []
-        if not _usable(lambda corpus=corpus: SnippetStore(corpus.path / "store", corpus).close()):
-            build_store(corpus, corpus.path / "store")
-            built.append("store")
-        if not _usable(lambda corpus=corpus: BM25Index(corpus.path / "bm25", corpus).close()):
-            build_bm25(corpus, corpus.path / "bm25", threads=2)
-            built.append("bm25")
-        dense = corpus.path / f"dense-{ENCODER}"
-        if not _usable(lambda corpus=corpus, dense=dense: DenseIndex(dense, corpus)):
-            encoder = encoder or DenseEncoder(preset(ENCODER))
-            build_dense(corpus, dense, encoder, batch_size=64)
-            built.append("dense")
-        language = BM25Index(corpus.path / "bm25", corpus)
-        table.add_row(source, language.language, ", ".join(built) or "reused")
-        language.close()
+        built = ensure_indexes(corpus, ENCODER, encoders)
+        bm25 = BM25Index(corpus.path / "bm25", corpus)
+        table.add_row(source, bm25.language, ", ".join(built) or "reused")
+        bm25.close()
     console.print(table)
 
 
