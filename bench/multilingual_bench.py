@@ -133,7 +133,7 @@ def bm25_rows(root: Path, work: Path) -> list[str]:
         "A verbatim prefix finds its own snippet with either analyzer (and slightly more often without "
         "stemming, which merges near-duplicate sentences' terms), so the share is a sanity check, not a quality "
         "measure; what the language's analyzer adds is matching inflected and unspaced forms: \"anticorps "
-        "monoclonal biosimilaire\" finds \"anticorps monoclonaux biosimilaires\" only through the French "
+        'monoclonal biosimilaire" finds "anticorps monoclonaux biosimilaires" only through the French '
         "stemmer, and Chinese is indexed as overlapping bigrams rather than single characters "
         "(tests/test_multilingual.py). The bigram index is 1.7x the unigram one's size here.",
         "",
