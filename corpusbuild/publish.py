@@ -8,6 +8,7 @@ import shutil
 from collections import Counter
 from pathlib import Path
 
+from corpusbuild.changes import CHANGES, compute_changes
 from corpusbuild.errors import writing
 from corpusbuild.wikidump_ranges import SplitPlan
 from medsnip.buildrecord import BUILD_RECORD, RECORD_SCHEMA, dumps_record, tool_identity
@@ -124,10 +125,14 @@ def publish(out_dir: Path, reduce_dir: Path, names: list[str], record: dict) -> 
     finishes the swap (load_finished_shard_task finds each shard where it is). Shards are moved, not
     linked: a published shard shares no bytes with the work folder, so editing one cannot edit the cache.
     Each shard's mtime goes into the record (`run.shard_mtime_ns`), so later stages can tell a shard
-    changed since its build without hashing it (medsnip.corpus).
+    changed since its build without hashing it (medsnip.corpus). Over an earlier complete build, the
+    change set against it (corpusbuild.changes) is computed first and moved in with the shards.
     """
     sources = {name: reduce_dir / name if (reduce_dir / name).is_file() else out_dir / name for name in names}
     record["run"]["shard_mtime_ns"] = {name: path.stat().st_mtime_ns for name, path in sources.items()}
+    changes = compute_changes(out_dir, reduce_dir, sources, record)
+    if changes is not None:
+        record["changes"] = changes
     record_path = out_dir / BUILD_RECORD
     temp_record = out_dir / f".{BUILD_RECORD}.publish-{os.getpid()}"
     try:
@@ -144,6 +149,10 @@ def publish(out_dir: Path, reduce_dir: Path, names: list[str], record: dict) -> 
             for stale in out_dir.glob(SHARD_GLOB):
                 if stale.name not in wanted:
                     stale.unlink()
+            if changes is None:
+                (out_dir / CHANGES).unlink(missing_ok=True)  # an older build's set describes another build
+            elif (reduce_dir / CHANGES).is_file():
+                os.replace(reduce_dir / CHANGES, out_dir / CHANGES)
             os.replace(temp_record, record_path)
     finally:
         temp_record.unlink(missing_ok=True)

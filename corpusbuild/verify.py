@@ -50,6 +50,13 @@ def verify_build(directory: Path, check_inputs: bool = False) -> tuple[list[str]
             differences.append(f"{name}: bytes expected {output['bytes']}, found {size}")
         if sha != output["sha256"]:
             differences.append(f"{name}: sha256 expected {output['sha256']}, found {sha}")
+    changes = record.get("changes")
+    if changes:
+        path = directory / changes["file"]
+        if not path.is_file():
+            differences.append(f"{changes['file']}: missing (build.json lists a change set)")
+        elif sha256_file(path)[0] != changes["sha256"]:
+            differences.append(f"{changes['file']}: sha256 expected {changes['sha256']}, found {sha256_file(path)[0]}")
     for extra in sorted(directory.glob(SHARD_GLOB)):
         if extra.name not in expected_names:
             differences.append(f"{extra.name}: shard not listed in build.json")
