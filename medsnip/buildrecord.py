@@ -100,8 +100,13 @@ def write_json(path: Path, record: dict[str, Any]) -> None:
 
 
 def read_json(path: Path) -> dict[str, Any]:
+    """A JSON file's object; a file that is not JSON is a ValueError naming it."""
     with open(path, "rb") as handle:
-        return orjson.loads(handle.read())
+        data = handle.read()
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as error:
+        raise ValueError(f"{path}: not JSON ({error})") from error
 
 
 def write_build_record(directory: Path, record: dict[str, Any]) -> Path:

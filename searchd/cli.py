@@ -106,6 +106,7 @@ def serve(
     from searchd.auth import read_token
     from searchd.daemon import BindError, ConnectionLimits, build_server, serve_forever
     from searchd.engine import SearchEngine, ServingError
+    from searchd.generations import EngineHolder
     from searchd.server import Limits
 
     request_log = logging.getLogger("searchd")  # one JSON line per request, on stderr
@@ -116,9 +117,13 @@ def serve(
     request_log.propagate = False  # some imported libraries configure the root logger too
     if bool(tls_cert) != bool(tls_key):
         raise click.UsageError("--tls-cert and --tls-key go together")
+
+    def load() -> SearchEngine:
+        return SearchEngine(root, list(corpora) or None, device=device, independent_queries=not padded_query_batches,
+                            nprobe=nprobe, wait_ms=batch_wait_ms)  # fmt: skip
+
     try:
-        engine = SearchEngine(root, list(corpora) or None, device=device, independent_queries=not padded_query_batches,
-                              nprobe=nprobe, wait_ms=batch_wait_ms)  # fmt: skip
+        engine = load()
     except ServingError as error:
         console.print(f"[red]refusing to start[/red]: {escape(str(error))}")
         sys.exit(1)
@@ -127,8 +132,9 @@ def serve(
     limits = Limits(max_k, max_query_chars, max_batch, max_in_flight, max_call_seconds, int(max_reply_mb * 2**20))
     try:
         running = build_server(
-            engine, host, port, limits, token, tls, connections=ConnectionLimits(max_connections, idle_timeout)
-        )
+            EngineHolder(engine, load), host, port, limits, token, tls,
+            connections=ConnectionLimits(max_connections, idle_timeout),
+        )  # fmt: skip
     except BindError as error:
         engine.close()
         console.print(f"[red]refusing to start[/red]: {escape(str(error))}")
@@ -143,7 +149,7 @@ def serve(
         f"searchd {__version__} serving {served} on {host}:{bound}"
         f"{' with TLS' if tls else ''}{' (token required)' if token else ''}"
     )
-    serve_forever(running, engine, grace=grace)
+    serve_forever(running, grace=grace)
 
 
 def client_options(command):

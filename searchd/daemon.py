@@ -11,6 +11,9 @@ seconds to finish; then gRPC cancels them, and every wait of their work returns 
 (searchd.calls). The engine (stores, batchers) is closed only when no call or job is left running,
 so nothing reads an unmapped store; if work is still stuck `bound` seconds after the grace period
 (a search inside the JVM cannot be interrupted), the process exits anyway. It always exits 0.
+
+Reload (SIGHUP): the root is loaded again beside the serving engine and swapped in when complete
+(searchd.generations); calls are never refused for it.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from medsnip.v1 import search_pb2, search_pb2_grpc
 from searchd.auth import TokenInterceptor
 from searchd.decoding import DecodingInterceptor
 from searchd.engine import SearchEngine
+from searchd.generations import EngineHolder
 from searchd.server import Limits, SearchServicer, log_request
 
 SERVICE_NAME = search_pb2.DESCRIPTOR.services_by_name["SearchService"].full_name
@@ -83,7 +87,7 @@ def raise_descriptor_limit(connections: int) -> int:
 
 
 def build_server(
-    engine: SearchEngine,
+    engine: EngineHolder | SearchEngine | None,
     host: str,
     port: int,
     limits: Limits,
@@ -141,25 +145,31 @@ def build_server(
     return RunningServer(server, bound, health_servicer, servicer)
 
 
-def serve_forever(running: RunningServer, engine: SearchEngine, grace: float = 10.0, bound: float = 10.0) -> None:
+def serve_forever(running: RunningServer, grace: float = 10.0, bound: float = 10.0) -> None:
     """Block until SIGTERM/SIGINT, then stop as the module docstring says; returns only after a clean
-    stop (engine closed), else ends the process with status 0 itself."""
+    stop (engines closed), else ends the process with status 0 itself. SIGHUP reloads the root in a
+    background thread and swaps generations (searchd.generations) while calls go on."""
     stop = threading.Event()
+    reload_asked = threading.Event()
 
     def on_signal(signum, frame):
         stop.set()
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGHUP, lambda signum, frame: reload_asked.set())
+    engines = running.servicer.engines
     # Wake every half second: a signal delivered to another thread (gRPC's, the JVM's) only runs
     # Python's handler once the main thread runs bytecode again.
     while not stop.wait(0.5):
-        pass
+        if reload_asked.is_set():
+            reload_asked.clear()
+            threading.Thread(target=engines.reload, name="searchd-reload", daemon=True).start()
     running.health.enter_graceful_shutdown()
     stopped = running.server.stop(grace)
     if running.servicer.wait_idle(grace + bound):
         stopped.wait(bound)
-        engine.close()
+        engines.close()
         return
     log.error(
         '{"shutdown": "%d calls or jobs still running %.0f s after the grace period; exiting without closing '

@@ -25,6 +25,7 @@ from searchd.batching import BatcherClosed
 from searchd.calls import CallCancelled, CallScope, DeadlineExceeded
 from searchd.engine import ALL_DENSE, Query, SearchEngine
 from searchd.fusion import DEFAULT_RRF_K
+from searchd.generations import EngineHolder
 
 SERVICE_NAME = search_pb2.DESCRIPTOR.services_by_name["SearchService"].full_name
 log = logging.getLogger("searchd")
@@ -55,8 +56,9 @@ class ReplyTooLarge(Exception):
 
 
 class SearchServicer(search_pb2_grpc.SearchServiceServicer):
-    def __init__(self, engine: SearchEngine, limits: Limits):
-        self.engine = engine
+    def __init__(self, engines: EngineHolder | SearchEngine | None, limits: Limits):
+        """`engines`: the EngineHolder that hot-swaps generations (a bare engine is held without reload)."""
+        self.engines = engines if isinstance(engines, EngineHolder) else EngineHolder(engines)
         self.limits = limits
         self._slots = threading.BoundedSemaphore(limits.max_in_flight)
         self._running = 0
@@ -82,13 +84,21 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
             if self._running == 0:
                 self._idle.notify_all()
 
-    def _job(self, request: search_pb2.SearchRequest, query: Query, scope: CallScope) -> search_pb2.SearchResponse:
-        """One query of a BatchSearch, run in the batch pool (counted as running work)."""
+    @property
+    def engine(self) -> SearchEngine:
+        """The engine new calls get now."""
+        return self.engines.current
+
+    def _job(self, request: search_pb2.SearchRequest, query: Query, scope: CallScope,
+             engine: SearchEngine) -> search_pb2.SearchResponse:  # fmt: skip
+        """One query of a BatchSearch, run in the batch pool (counted as running work; it holds its
+        engine, retained for it when submitted, even past its call's end)."""
         self._count(+1)
         try:
             scope.check()  # queued behind other work past its call's end: give up at once
-            return self._response(request, query, scope)
+            return self._response(request, query, scope, engine)
         finally:
+            self.engines.release(engine)
             self._count(-1)
 
     def wait_idle(self, timeout: float) -> bool:
@@ -102,15 +112,16 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
 
     # -- validation --
 
-    def _corpora(self, asked) -> list[str]:
+    @staticmethod
+    def _corpora(asked, engine: SearchEngine) -> list[str]:
         """The asked corpora (all served ones when none are named); InvalidRequest for an unknown one."""
-        corpora = list(asked) or list(self.engine.corpora)
-        unknown = [c for c in corpora if c not in self.engine.corpora]
+        corpora = list(asked) or list(engine.corpora)
+        unknown = [c for c in corpora if c not in engine.corpora]
         if unknown:
-            raise InvalidRequest(f"unknown corpus {', '.join(unknown)}; served: {', '.join(self.engine.corpora)}")
+            raise InvalidRequest(f"unknown corpus {', '.join(unknown)}; served: {', '.join(engine.corpora)}")
         return corpora
 
-    def _query(self, request: search_pb2.SearchRequest) -> Query:
+    def _query(self, request: search_pb2.SearchRequest, engine: SearchEngine) -> Query:
         text = request.query.strip()
         if not text:
             raise InvalidRequest("query is empty")
@@ -120,9 +131,9 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
             )
         if not 1 <= request.k <= self.limits.max_k:
             raise InvalidRequest(f"k must be in 1..{self.limits.max_k}, got {request.k}")
-        corpora = self._corpora(request.corpora)
-        retrievers = list(request.retrievers) or self.engine.retrievers
-        served = self.engine.retrievers
+        corpora = self._corpora(request.corpora, engine)
+        retrievers = list(request.retrievers) or engine.retrievers
+        served = engine.retrievers
         bad = [r for r in retrievers if r not in served and not (r == ALL_DENSE and len(served) > ("bm25" in served))]
         if bad:
             raise InvalidRequest(
@@ -145,11 +156,12 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
         return Query(text, request.k, corpora, retrievers, depth, request.fusion.rrf_k or DEFAULT_RRF_K, k1, b, fusion,
                      nprobe)  # fmt: skip
 
-    def _response(self, request: search_pb2.SearchRequest, query: Query, scope: CallScope) -> search_pb2.SearchResponse:
+    def _response(self, request: search_pb2.SearchRequest, query: Query, scope: CallScope,
+                  engine: SearchEngine) -> search_pb2.SearchResponse:  # fmt: skip
         started = time.perf_counter()
-        fused = self.engine.search(query, scope)
+        fused = engine.search(query, scope)
         # source and doc_id always come back; each hit's store is the corpus that retrieved it
-        texts = self.engine.snippets([hit.id for hit in fused], [hit.contributions[0][0] for hit in fused])
+        texts = engine.snippets([hit.id for hit in fused], [hit.contributions[0][0] for hit in fused])
         hits = []
         for hit in fused:
             snippet = texts.get(hit.id, {})
@@ -180,16 +192,17 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
     # -- calls --
 
     def _guarded(self, context, method: str, detail: dict, work):
-        """Admission control, the call's scope (deadline, cancellation), error mapping and the request's
-        log line around `work(scope)`."""
+        """Admission control, the call's scope (deadline, cancellation), its engine (one generation from
+        start to end), error mapping and the request's log line around `work(scope, engine)`."""
         started = time.perf_counter()
         status = "OK"
         if not self._enter():
             log_request(method, detail, started, "RESOURCE_EXHAUSTED")
             context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "server busy: too many calls in flight, retry later")
         scope = CallScope.for_context(context, self.limits.max_call_seconds)
+        engine = self.engines.acquire()
         try:
-            return work(scope)
+            return work(scope, engine)
         except InvalidRequest as error:
             status = "INVALID_ARGUMENT"
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
@@ -208,6 +221,7 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
             context.abort(grpc.StatusCode.INTERNAL, f"internal error: {type(error).__name__}: {error}"[:500])
         finally:
             scope.cancel()  # whatever this call queued and did not wait for is dropped
+            self.engines.release(engine)
             self._leave()
             if status == "OK" and not context.is_active():
                 status = "CANCELLED"
@@ -216,8 +230,8 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
     def Search(self, request, context):
         detail = {"corpora": list(request.corpora), "k": request.k}
 
-        def work(scope: CallScope):
-            response = self._response(request, self._query(request), scope)
+        def work(scope: CallScope, engine: SearchEngine):
+            response = self._response(request, self._query(request, engine), scope, engine)
             self._bounded(response.ByteSize())
             return response
 
@@ -226,17 +240,20 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
     def BatchSearch(self, request, context):
         detail = {"queries": len(request.requests)}
 
-        def work(scope: CallScope):
+        def work(scope: CallScope, engine: SearchEngine):
             if not request.requests:
                 raise InvalidRequest("no requests in the batch")
             if len(request.requests) > self.limits.max_batch:
                 raise InvalidRequest(f"{len(request.requests)} requests, the batch limit is {self.limits.max_batch}")
-            queries = [self._query(r) for r in request.requests]
+            queries = [self._query(r, engine) for r in request.requests]
             pool = _batch_pool()
             # every job shares the call's scope: one deadline for the whole call, however long a job queued
-            jobs = [
-                scope.track(pool.submit(self._job, r, q, scope)) for r, q in zip(request.requests, queries, strict=True)
-            ]
+            jobs = []
+            for r, q in zip(request.requests, queries, strict=True):
+                self.engines.retain(engine)  # the job gives it back, even after its call has ended
+                job = pool.submit(self._job, r, q, scope, engine)
+                job.add_done_callback(lambda done, e=engine: self.engines.release(e) if done.cancelled() else None)
+                jobs.append(scope.track(job))
             responses, size = [], 0
             for job in jobs:  # in request order; the reply grows only up to max_reply_bytes
                 response = scope.wait(job)
@@ -250,10 +267,10 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
     def GetSnippets(self, request, context):
         detail = {"ids": len(request.ids)}
 
-        def work(scope: CallScope):
+        def work(scope: CallScope, engine: SearchEngine):
             if len(request.ids) > self.limits.max_k:
                 raise InvalidRequest(f"{len(request.ids)} ids, the limit is {self.limits.max_k}")
-            found = self.engine.snippets(list(request.ids))
+            found = engine.snippets(list(request.ids))
             snippets = [_snippet_message(found[i]) for i in request.ids if i in found]
             missing = [i for i in request.ids if i not in found]
             response = search_pb2.GetSnippetsResponse(snippets=snippets, missing=missing)
@@ -263,9 +280,9 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
         return self._guarded(context, "GetSnippets", detail, work)
 
     def Info(self, request, context):
-        def work(scope: CallScope):
+        def work(scope: CallScope, engine: SearchEngine):
             corpora = []
-            for name, loaded in self.engine.corpora.items():
+            for name, loaded in engine.corpora.items():
                 indexes = []
                 for retriever, index in loaded.indexes():
                     encoder = index.record.get("encoder") if retriever != "bm25" else None
@@ -288,11 +305,11 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
                         indexes=indexes,
                     )
                 )
-            identity = self.engine.encoder_identity()
+            identity = engine.encoder_identity()
             return search_pb2.InfoResponse(
                 server_version=__version__,
                 corpora=corpora,
-                retrievers=self.engine.retrievers,
+                retrievers=engine.retrievers,
                 encoder_json=json.dumps(identity, sort_keys=True) if identity else "",
                 max_k=self.limits.max_k,
                 max_query_chars=self.limits.max_query_chars,
@@ -300,7 +317,7 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
                 max_call_seconds=self.limits.max_call_seconds,
                 max_reply_bytes=self.limits.max_reply_bytes,
                 max_page_size=self.limits.max_page_size,
-                stats_json=json.dumps(self.engine.stats_dict(), sort_keys=True),
+                stats_json=json.dumps({**engine.stats_dict(), "generation": self.engines.status()}, sort_keys=True),
             )
 
         return self._guarded(context, "Info", {}, work)
@@ -311,7 +328,7 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
         started = time.perf_counter()
         detail = {"corpora": list(request.corpora), "first_chunk_only": request.first_chunk_only}
         try:
-            corpora = self._corpora(request.corpora)
+            corpora = self._corpora(request.corpora, self.engine)
             if request.page_size > self.limits.max_page_size:
                 raise InvalidRequest(f"page_size must be at most {self.limits.max_page_size}, got {request.page_size}")
         except InvalidRequest as error:
@@ -321,11 +338,14 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
             log_request("ScanSnippets", detail, started, "RESOURCE_EXHAUSTED")
             context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "server busy: too many calls in flight, retry later")
         status, sent = "CANCELLED", 0
+        engine = self.engines.acquire()
         try:
             size = request.page_size or 1000
             for name in corpora:
+                if name not in engine.corpora:  # a reload between the check above and here dropped it
+                    continue
                 page = []
-                for snippet in self.engine.corpora[name].store.scan():
+                for snippet in engine.corpora[name].store.scan():
                     if request.first_chunk_only and snippet["chunk"] != 0:
                         continue
                     page.append(_snippet_message(snippet, request.return_text))
@@ -340,6 +360,7 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
                     sent += len(page)
             status = "OK"
         finally:
+            self.engines.release(engine)
             self._leave()
             log_request("ScanSnippets", {**detail, "snippets": sent}, started, status)
 
