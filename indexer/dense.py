@@ -77,8 +77,10 @@ def embed_shard(encoder: DenseEncoder, task: dict) -> dict:
     vectors = encoder.encode_snippets(snippets, task["batch_size"]).astype(np.float16)
     truncated = encoder.truncated["snippets"] - before
     out = Path(task["out"])
-    # the shard's truncation count goes first, so a shard with embeddings always has its count
-    _write_atomic(_truncated_path(out), orjson.dumps({"rows": len(snippets), "truncated": truncated}))
+    # the shard's truncation count (and which shard bytes these are) goes first, so a shard with
+    # embeddings always has both
+    _write_atomic(_truncated_path(out), orjson.dumps({"rows": len(snippets), "truncated": truncated,
+                                                      "shard_sha256": task.get("sha256")}))  # fmt: skip
     _save_atomic_npy(out, vectors)
     return {"rows": len(snippets), "truncated": truncated, "seconds": time.perf_counter() - started,
             "device": encoder.device}  # fmt: skip
@@ -104,9 +106,20 @@ def truncated_snippets(out: Path, corpus: Corpus) -> int:
     return total
 
 
+def _embedded(path: Path, shard) -> bool:
+    """Whether `path` holds the embeddings of exactly this shard's bytes: a rebuilt corpus may keep a
+    shard's snippet count while its text changed (a daily update revises citations), so the count alone
+    would reuse stale vectors; embeddings made before the shard's sha256 was recorded are made again."""
+    sidecar = _truncated_path(path)
+    if not (path.is_file() and sidecar.is_file()):
+        return False
+    made_from = orjson.loads(sidecar.read_bytes()).get("shard_sha256")
+    return made_from == shard.sha256 and np.load(path, mmap_mode="r").shape[0] == shard.records
+
+
 def embed_corpus(corpus: Corpus, out: Path, encoder: DenseEncoder, batch_size: int, log=None, *,
                  executor=None, devices: list[str] | None = None, fp16: bool = False) -> list[int]:  # fmt: skip
-    """Embed every shard that has no embeddings file yet; returns the shards embedded now.
+    """Embed every shard that has no embeddings of its current bytes yet; returns the shards embedded now.
 
     With one device on the local executor the shards are embedded here with `encoder`; otherwise each
     device gets a worker (a process, or a Ray actor with `num_gpus=1`) that loads the encoder once and
@@ -114,10 +127,10 @@ def embed_corpus(corpus: Corpus, out: Path, encoder: DenseEncoder, batch_size: i
     tasks = []
     for shard in corpus.shards:
         path = out / _emb_name(shard.index)
-        if path.is_file() and np.load(path, mmap_mode="r").shape[0] == shard.records:
+        if _embedded(path, shard):
             continue
         tasks.append({"index": shard.index, "name": shard.path.name, "shard": str(shard.path), "out": str(path),
-                      "batch_size": batch_size})  # fmt: skip
+                      "batch_size": batch_size, "sha256": shard.sha256})  # fmt: skip
     done = []
 
     def on_result(task: dict, result: dict) -> bool:

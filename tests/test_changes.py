@@ -5,6 +5,7 @@ here by hand, names its parent build, is checked by verify, and is empty for a r
 
 from __future__ import annotations
 
+import numpy as np
 import orjson
 
 from corpusbuild.changes import read_changes
@@ -64,3 +65,28 @@ def test_each_build_over_an_earlier_one_records_its_changes(tmp_path, update_cha
     summary, ids = read_changes(out)
     assert summary["parent"] == parent and not any(ids.values())
     assert lineage_hash(read_build_record(out)) == parent  # same bytes, same lineage: indexes stay valid
+
+
+def test_a_dense_rebuild_never_reuses_vectors_of_text_that_changed(tmp_path, run_corpusbuild):
+    """Two real abstracts swap texts: every shard keeps its snippet count, its bytes change. Rebuilding
+    the dense index in place must embed the new text (as a fresh build does), not keep the old vectors
+    because the counts still match."""
+    from conftest import SAMPLES, run_indexer
+
+    lines = [
+        orjson.loads(line) for line in (SAMPLES / "ir" / "pubmedqa-beir" / "corpus.jsonl").read_bytes().splitlines()
+    ]
+    first, second = lines[:20], [dict(line) for line in lines[:20]]
+    second[3]["text"], second[11]["text"] = first[11]["text"], first[3]["text"]
+    for name, records in (("v1", first), ("v2", second)):
+        (tmp_path / f"{name}.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    corpus, fresh = tmp_path / "corpus", tmp_path / "fresh"
+    for version, target in (("v1", corpus), ("v2", corpus), ("v2", fresh)):
+        result = run_corpusbuild("jsonl", tmp_path / f"{version}.jsonl", "--source", "q", "--no-chunk", "--out", target,
+                                 "--shards", 2, "--workers", 1, "--quiet")  # fmt: skip
+        assert result.exit_code == 0, result.output
+        run_indexer("dense", target, "--preset", "minilm", "--batch-size", 64)
+    reused = [np.load(corpus / "dense-minilm" / f"emb-{shard:05d}.npy") for shard in range(2)]
+    expected = [np.load(fresh / "dense-minilm" / f"emb-{shard:05d}.npy") for shard in range(2)]
+    assert all(np.array_equal(a, b) for a, b in zip(reused, expected, strict=True))
+    assert read_build_record(corpus / "dense-minilm")["counts"]["embedded_this_run"] == 2
