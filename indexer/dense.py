@@ -14,6 +14,7 @@ so a sharded Flat index returns exactly what one Flat index over all vectors ret
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import time
 from pathlib import Path
@@ -23,7 +24,7 @@ import orjson
 
 from indexer.encoders import DenseEncoder, EncoderSpec
 from indexer.store import SnippetStore
-from medsnip.buildrecord import write_build_record
+from medsnip.buildrecord import sha256_file, write_build_record
 from medsnip.corpus import Corpus, LineageError, index_record, open_index_record
 from medsnip.processes import remove_stale_temps
 
@@ -69,21 +70,70 @@ def load_encoder(spec: dict, fp16: bool, torch_threads: int | None, device: str)
 
 
 def embed_shard(encoder: DenseEncoder, task: dict) -> dict:
-    """One embedding task: a shard's snippets in row order -> float16 `emb-NNNNN.npy`, written
-    atomically (the file is the task's completion marker)."""
+    """One embedding task: a shard's snippets in row order -> float16 `emb-NNNNN.npy`.
+
+    Vectors are keyed by the digest of the text the encoder reads (`emb-NNNNN.keys`, with which rows
+    were cut at the max length in `emb-NNNNN.cut`): when the shard held other bytes before (a corpus
+    rebuilt with a day's update), rows whose text is unchanged are copied from the earlier embeddings and
+    only added or changed text is embedded. The sidecar `emb-NNNNN.truncated.json` is written last and is
+    the task's completion marker: it names the shard's sha256 and the keys file's, so embeddings are
+    reused only for the bytes they were made from, and never from files a killed run left half replaced."""
     started = time.perf_counter()
     snippets = [orjson.loads(line) for line in Path(task["shard"]).read_bytes().splitlines()]
-    before = encoder.truncated["snippets"]
-    vectors = encoder.encode_snippets(snippets, task["batch_size"]).astype(np.float16)
-    truncated = encoder.truncated["snippets"] - before
     out = Path(task["out"])
-    # the shard's truncation count (and which shard bytes these are) goes first, so a shard with
-    # embeddings always has both
-    _write_atomic(_truncated_path(out), orjson.dumps({"rows": len(snippets), "truncated": truncated,
-                                                      "shard_sha256": task.get("sha256")}))  # fmt: skip
+    digests = b"".join(text_digest(text) for text in encoder.snippet_inputs(snippets))
+    keys = np.frombuffer(digests, dtype=np.uint8).reshape(-1, 16)
+    previous = _previous_rows(out)
+    old_rows = [previous[0].get(key.tobytes(), -1) for key in keys] if previous else [-1] * len(snippets)
+    todo = [row for row, old in enumerate(old_rows) if old < 0]
+    vectors = np.zeros((len(snippets), encoder.queries.dimension), dtype=np.float16)
+    cut = np.zeros(len(snippets), dtype=bool)
+    if previous:
+        reused = np.array([row for row, old in enumerate(old_rows) if old >= 0], dtype=np.int64)
+        sources = np.array([old for old in old_rows if old >= 0], dtype=np.int64)
+        vectors[reused], cut[reused] = previous[1][sources], previous[2][sources]
+    if todo:
+        vectors[todo] = encoder.encode_snippets([snippets[row] for row in todo], task["batch_size"]).astype(np.float16)
+        cut[todo] = encoder.documents.last_cut
+    keys_path, cut_path = _keys_path(out), _cut_path(out)
+    _save_atomic_npy(keys_path, keys)
+    _save_atomic_npy(cut_path, cut)
     _save_atomic_npy(out, vectors)
-    return {"rows": len(snippets), "truncated": truncated, "seconds": time.perf_counter() - started,
-            "device": encoder.device}  # fmt: skip
+    truncated = int(cut.sum())
+    _write_atomic(_truncated_path(out), orjson.dumps({
+        "rows": len(snippets), "truncated": truncated, "shard_sha256": task.get("sha256"),
+        "keys_sha256": sha256_file(keys_path)[0], "embedded": len(todo), "reused": len(snippets) - len(todo),
+    }))  # fmt: skip
+    return {"rows": len(snippets), "truncated": truncated, "embedded": len(todo),
+            "seconds": time.perf_counter() - started, "device": encoder.device}  # fmt: skip
+
+
+def text_digest(text) -> bytes:
+    """16 bytes that identify what the encoder reads for a snippet (a text, or a (title, content) pair)."""
+    return hashlib.blake2b(orjson.dumps(text), digest_size=16).digest()
+
+
+def _keys_path(embeddings: Path) -> Path:
+    return embeddings.with_suffix(".keys")
+
+
+def _cut_path(embeddings: Path) -> Path:
+    return embeddings.with_suffix(".cut")
+
+
+def _previous_rows(out: Path) -> tuple[dict[bytes, int], np.ndarray, np.ndarray] | None:
+    """(text digest -> row, vectors, cut flags) of the shard's earlier complete embeddings, or None when
+    there are none, or they are not a consistent set (a run killed while replacing them)."""
+    sidecar = _truncated_path(out)
+    if not (sidecar.is_file() and out.is_file() and _keys_path(out).is_file() and _cut_path(out).is_file()):
+        return None
+    made = orjson.loads(sidecar.read_bytes())
+    if made.get("keys_sha256") != sha256_file(_keys_path(out))[0]:
+        return None
+    keys, vectors, cut = np.load(_keys_path(out)), np.load(out), np.load(_cut_path(out))
+    if not len(keys) == len(vectors) == len(cut) == made["rows"]:
+        return None
+    return {key.tobytes(): row for row, key in enumerate(keys)}, vectors, cut
 
 
 def _truncated_path(embeddings: Path) -> Path:
@@ -119,7 +169,8 @@ def _embedded(path: Path, shard) -> bool:
 
 def embed_corpus(corpus: Corpus, out: Path, encoder: DenseEncoder, batch_size: int, log=None, *,
                  executor=None, devices: list[str] | None = None, fp16: bool = False) -> list[int]:  # fmt: skip
-    """Embed every shard that has no embeddings of its current bytes yet; returns the shards embedded now.
+    """Embed every shard that has no embeddings of its current bytes yet; returns (the shards embedded
+    now, the snippets they had to embed: text unchanged since the shard's earlier embeddings is reused).
 
     With one device on the local executor the shards are embedded here with `encoder`; otherwise each
     device gets a worker (a process, or a Ray actor with `num_gpus=1`) that loads the encoder once and
@@ -132,12 +183,18 @@ def embed_corpus(corpus: Corpus, out: Path, encoder: DenseEncoder, batch_size: i
         tasks.append({"index": shard.index, "name": shard.path.name, "shard": str(shard.path), "out": str(path),
                       "batch_size": batch_size, "sha256": shard.sha256})  # fmt: skip
     done = []
+    embedded = [0]
 
     def on_result(task: dict, result: dict) -> bool:
         done.append(task["index"])
+        embedded[0] += result["embedded"]
         if log:
-            rate = result["rows"] / max(result["seconds"], 1e-9)
-            log(f"embedded {task['name']} on {result['device']}: {result['rows']:,} snippets, {rate:,.0f}/s")
+            rate = result["embedded"] / max(result["seconds"], 1e-9)
+            reused = result["rows"] - result["embedded"]
+            log(
+                f"embedded {task['name']} on {result['device']}: {result['embedded']:,} snippets, {rate:,.0f}/s"
+                + (f" ({reused:,} unchanged, reused)" if reused else "")
+            )
         return True
 
     devices = devices or [encoder.device]
@@ -149,7 +206,7 @@ def embed_corpus(corpus: Corpus, out: Path, encoder: DenseEncoder, batch_size: i
         threads = max(1, (os.cpu_count() or 1) // cpu_workers) if cpu_workers else None
         setup = functools.partial(load_encoder, encoder.spec.to_dict(), fp16, threads)
         executor.run_on_devices(tasks, setup, embed_shard, devices, on_result)
-    return sorted(done)
+    return sorted(done), embedded[0]
 
 
 def _training_sample(out: Path, corpus: Corpus, dimension: int) -> np.ndarray:
@@ -188,7 +245,8 @@ def build_dense(corpus: Corpus, out: Path, encoder: DenseEncoder, *, index_facto
     (out / "build.json").unlink(missing_ok=True)  # the output is incomplete until build.json is rewritten
     embed_started = time.perf_counter()
     devices = devices or [encoder.device]
-    embedded_now = embed_corpus(corpus, out, encoder, batch_size, log, executor=executor, devices=devices, fp16=fp16)
+    embedded_now, snippets_embedded = embed_corpus(corpus, out, encoder, batch_size, log, executor=executor,
+                                                   devices=devices, fp16=fp16)  # fmt: skip
     embed_seconds = time.perf_counter() - embed_started
 
     dimension = identity["dimension"]
@@ -218,6 +276,7 @@ def build_dense(corpus: Corpus, out: Path, encoder: DenseEncoder, *, index_facto
         shards=shard_entries,
         counts={"vectors": sum(entry["rows"] for entry in shard_entries),
                 "embedded_this_run": len(embedded_now),
+                "snippets_embedded_this_run": snippets_embedded,
                 "truncated_snippets": truncated_snippets(out, corpus)},
         run={"executor": getattr(executor, "name", "local"),
              "seconds": {"embed": round(embed_seconds, 3), "index": round(index_seconds, 3),

@@ -196,6 +196,7 @@ class TextEncoder:
             self.model = self.model.half()
         self.pooling, self.max_length, self.normalize = pooling, max_length, normalize
         self.truncated = 0
+        self.last_cut: list[bool] = []  # which texts of the last encode call were cut at max_length
         self._torch = torch
 
     @property
@@ -206,8 +207,10 @@ class TextEncoder:
         """float32 vectors, one per text (a text may be a (first, second) sentence pair)."""
         torch = self._torch
         if not texts:
+            self.last_cut = []
             return np.zeros((0, self.dimension), dtype=np.float32)
-        self.truncated += sum(length > self.max_length for length in self._token_counts(texts))
+        self.last_cut = [length > self.max_length for length in self._token_counts(texts)]
+        self.truncated += sum(self.last_cut)
         lengths = [len(t[0]) + len(t[1]) if isinstance(t, tuple) else len(t) for t in texts]
         order = np.argsort(-np.asarray(lengths), kind="stable")
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
@@ -310,6 +313,7 @@ class StaticTextEncoder:
         self.device = "cpu"
         self.max_length, self.normalize = max_length, normalize
         self.truncated = 0
+        self.last_cut: list[bool] = []
 
     @property
     def dimension(self) -> int:
@@ -323,9 +327,12 @@ class StaticTextEncoder:
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         batch_size = max(batch_size, 1024)  # the tokenizer runs a batch in parallel: small ones waste cores
         model = self.model
+        self.last_cut = []
         for start in range(0, len(texts), batch_size):
             token_lists = model.tokenize(texts[start : start + batch_size])
-            self.truncated += sum(len(ids) > self.max_length for ids in token_lists)
+            cut = [len(ids) > self.max_length for ids in token_lists]
+            self.truncated += sum(cut)
+            self.last_cut += cut
             kept = [ids[: self.max_length] for ids in token_lists]
             counts = np.fromiter(map(len, kept), dtype=np.int64, count=len(kept))
             ids = np.fromiter((token for ids in kept for token in ids), dtype=np.int64, count=int(counts.sum()))

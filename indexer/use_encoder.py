@@ -50,6 +50,7 @@ class UseTextEncoder:
         self.device = "cpu"
         self.max_length = 0  # no limit: the model averages over every token of a text
         self.truncated = 0
+        self.last_cut: list[bool] = []
 
     @property
     def dimension(self) -> int:
@@ -58,6 +59,7 @@ class UseTextEncoder:
     def encode(self, texts: list, batch_size: int = 256) -> np.ndarray:
         """float32 vectors, one per text (a sentence pair is read as its two texts joined by a space)."""
         texts = [" ".join(t) if isinstance(t, tuple) else t for t in texts]
+        self.last_cut = [False] * len(texts)
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         out = np.concatenate([np.asarray(self._backend.encode(texts[start : start + batch_size]), dtype=np.float32)

@@ -67,10 +67,10 @@ def test_each_build_over_an_earlier_one_records_its_changes(tmp_path, update_cha
     assert lineage_hash(read_build_record(out)) == parent  # same bytes, same lineage: indexes stay valid
 
 
-def test_a_dense_rebuild_never_reuses_vectors_of_text_that_changed(tmp_path, run_corpusbuild):
+def test_a_dense_rebuild_embeds_only_changed_text_and_never_keeps_stale_vectors(tmp_path, run_corpusbuild):
     """Two real abstracts swap texts: every shard keeps its snippet count, its bytes change. Rebuilding
-    the dense index in place must embed the new text (as a fresh build does), not keep the old vectors
-    because the counts still match."""
+    the dense index in place embeds exactly the two changed texts (vectors are keyed by the text the
+    encoder reads) and reuses the rest, never the old vectors of a changed text."""
     from conftest import SAMPLES, run_indexer
 
     lines = [
@@ -86,7 +86,11 @@ def test_a_dense_rebuild_never_reuses_vectors_of_text_that_changed(tmp_path, run
                                  "--shards", 2, "--workers", 1, "--quiet")  # fmt: skip
         assert result.exit_code == 0, result.output
         run_indexer("dense", target, "--preset", "minilm", "--batch-size", 64)
-    reused = [np.load(corpus / "dense-minilm" / f"emb-{shard:05d}.npy") for shard in range(2)]
-    expected = [np.load(fresh / "dense-minilm" / f"emb-{shard:05d}.npy") for shard in range(2)]
-    assert all(np.array_equal(a, b) for a, b in zip(reused, expected, strict=True))
-    assert read_build_record(corpus / "dense-minilm")["counts"]["embedded_this_run"] == 2
+    # the two changed texts are embedded again, the 18 others reused; a text embedded in a batch of 2
+    # rather than 20 is padded differently, which moves its float16 vector in the last digits only
+    # (a stale vector would be another text's: cosine ~0.3 here)
+    rebuilt = np.concatenate([np.load(corpus / "dense-minilm" / f"emb-{shard:05d}.npy") for shard in range(2)])
+    expected = np.concatenate([np.load(fresh / "dense-minilm" / f"emb-{shard:05d}.npy") for shard in range(2)])
+    assert np.allclose(rebuilt.astype(np.float32), expected.astype(np.float32), atol=2e-3)
+    counts = read_build_record(corpus / "dense-minilm")["counts"]
+    assert counts["embedded_this_run"] == 2 and counts["snippets_embedded_this_run"] == 2
