@@ -1,0 +1,1 @@
+"""Jobs that run several stages in order (the daily update); each stage stays in its own package."""

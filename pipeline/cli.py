@@ -1,0 +1,46 @@
+"""`medsnip`: jobs over several stages. `medsnip update CORPUS --pubmed-updates DIR [--reload-pid PID]`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from medsnip import __version__
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="medsnip")
+def main() -> None:
+    """Jobs that run corpusbuild, indexer and searchd in order."""
+
+
+@main.command()
+@click.argument("corpus_dir", type=click.Path(path_type=Path, exists=True, file_okay=False))
+@click.option(
+    "--pubmed-updates",
+    "folders",
+    multiple=True,
+    required=True,
+    type=click.Path(path_type=Path, exists=True),
+    help="A folder (or file) of NLM update files (repeatable).",
+)
+@click.option("--workers", default=2, show_default=True, type=click.IntRange(1), help="corpusbuild workers.")
+@click.option("--reload-pid", type=int, help="searchd's process id: sent SIGHUP once the indexes are rebuilt.")
+def update(corpus_dir: Path, folders: tuple[Path, ...], workers: int, reload_pid: int | None) -> None:
+    """Apply new PubMed update files to a built corpus, rebuild its indexes, reload searchd.
+
+    Files the corpus already read are skipped; the corpus records its change set; dense indexes embed
+    only added or changed snippets. Run it again after a failure: every stage resumes."""
+    from pipeline.update import UpdateError
+    from pipeline.update import update as run_update
+
+    try:
+        summary = run_update(corpus_dir, list(folders), workers=workers, reload_pid=reload_pid,
+                             log=lambda line: click.echo(line, err=True))  # fmt: skip
+    except (UpdateError, ProcessLookupError) as error:
+        click.echo(f"error: {error}", err=True)
+        sys.exit(1)
+    click.echo(json.dumps(summary))  # the last line of the output: what the job did, as JSON

@@ -1,0 +1,113 @@
+"""`medsnip update`: the daily job. New PubMed update files go into a built corpus, its indexes follow,
+and a running searchd is told to swap generations.
+
+1. corpusbuild: the corpus is rebuilt with its recorded inputs plus the new update files, with the
+   parameters its build.json records. Parsed files are reused from the kept work, so only the new
+   files are parsed; the build records its change set (corpusbuild.changes).
+2. indexes: every index the corpus folder holds (store, bm25, dense-*) is rebuilt with the parameters
+   its own build.json records; dense embeds only snippets whose text was added or changed (vectors are
+   keyed by text digest, indexer.dense) and BM25 and the store are rebuilt whole (not yet incremental).
+3. searchd: SIGHUP to `--reload-pid`, which loads the new indexes beside the serving ones and switches
+   with no failed call (searchd.generations).
+
+Every stage resumes as it does on its own, so a killed update is finished by running it again.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+from medsnip.buildrecord import read_build_record, read_corpus_record
+
+
+class UpdateError(ValueError):
+    """An update that cannot be applied as asked (the message says why)."""
+
+
+def new_update_files(record: dict, folders: list[Path]) -> list[Path]:
+    """The PubMed files in `folders` that the corpus's build has not read yet, in NLM's order."""
+    from corpusbuild.inputs import expand_inputs, order_inputs
+    from corpusbuild.pubmed import SUFFIXES
+
+    known = {str(Path(entry["path"]).resolve()) for entry in record["inputs"]}
+    files, problems = expand_inputs([str(folder) for folder in folders], SUFFIXES)
+    if problems:
+        raise UpdateError("; ".join(problem.message for problem in problems))
+    return order_inputs([path for path in files if str(Path(path).resolve()) not in known])
+
+
+def rebuild_corpus(corpus_dir: Path, record: dict, new_files: list[Path], workers: int) -> dict:
+    """corpusbuild pubmed over the recorded inputs plus `new_files`, with the recorded parameters."""
+    from corpusbuild.chunking import ChunkingParams
+    from corpusbuild.cli import exit_on_problems, run_build
+    from corpusbuild.sources import KINDS
+
+    kind = KINDS["pubmed"]
+    params = record["params"]
+    options = {name: params[name] for name, _ in kind.options if name in params}
+    build_params = kind.params(ChunkingParams.from_dict(params), record["source"], **options)
+    inputs = [entry["path"] for entry in record["inputs"]] + [str(path) for path in new_files]
+    outcome = run_build(kind="pubmed", source=record["source"], inputs=inputs, params=build_params,
+                        options={"out_dir": corpus_dir, "shards": params["shards"], "workers": workers,
+                                 "executor": "local", "strict": False, "keep_work": True, "quiet": True})  # fmt: skip
+    exit_on_problems(outcome)
+    return outcome.record
+
+
+def rebuild_indexes(corpus_dir: Path, log) -> dict[str, dict]:
+    """Every index of the corpus folder, rebuilt with the parameters its build.json records; returns
+    each one's new record."""
+    from indexer.bm25 import build_bm25
+    from indexer.dense import build_dense
+    from indexer.encoders import DenseEncoder, EncoderSpec
+    from indexer.store import build_store
+    from medsnip.corpus import Corpus
+
+    corpus = Corpus.open(corpus_dir, verify="full")
+    records = {}
+    for folder in sorted(path for path in corpus_dir.iterdir() if (path / "build.json").is_file()):
+        old = read_build_record(folder)
+        stage, params = old.get("stage"), old.get("params", {})
+        started = time.perf_counter()
+        if stage == "indexer.store":
+            records[folder.name] = build_store(corpus, folder)
+        elif stage == "indexer.bm25":
+            groups, layout = len(params.get("groups", [[]])), params.get("layout", "merged")
+            records[folder.name] = build_bm25(corpus, folder, params.get("threads", 1), groups=groups, layout=layout,
+                                              language=params.get("language", "en"))  # fmt: skip
+        elif stage == "indexer.dense":
+            encoder = DenseEncoder(EncoderSpec.from_dict(old["encoder"]))
+            records[folder.name] = build_dense(corpus, folder, encoder, index_factory=params["index_factory"],
+                                               metric=params["metric"], batch_size=params["batch_size"])  # fmt: skip
+        else:
+            continue
+        log(f"{folder.name}: rebuilt in {time.perf_counter() - started:.1f} s")
+    return records
+
+
+def update(corpus_dir: Path, update_folders: list[Path], *, workers: int = 2, reload_pid: int | None = None,
+           log=print) -> dict:  # fmt: skip
+    """The daily job on one PubMed corpus folder; returns what it did."""
+    corpus_dir = Path(corpus_dir)
+    record = read_corpus_record(corpus_dir)
+    if record.get("stage") != "corpusbuild.pubmed":
+        raise UpdateError(f"{corpus_dir}: a {record.get('stage')} build; medsnip update applies PubMed update files")
+    new_files = new_update_files(record, update_folders)
+    summary: dict = {"applied": [path.name for path in new_files], "seconds": {}}
+    if not new_files and record.get("complete"):
+        log("no new update files: the corpus already has every file given")
+    started = time.perf_counter()
+    record = rebuild_corpus(corpus_dir, record, new_files, workers)
+    summary["seconds"]["corpusbuild"] = round(time.perf_counter() - started, 3)
+    summary["changes"] = record.get("changes")
+    started = time.perf_counter()
+    indexes = rebuild_indexes(corpus_dir, log)
+    summary["seconds"]["indexes"] = round(time.perf_counter() - started, 3)
+    summary["indexes"] = {name: index.get("counts", {}) for name, index in indexes.items()}
+    if reload_pid is not None:
+        os.kill(reload_pid, signal.SIGHUP)
+        summary["reloaded"] = reload_pid
+    return summary
