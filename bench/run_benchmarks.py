@@ -339,7 +339,7 @@ def retrieval_scale_sections(args) -> list[str]:
 
 
 SECTIONS = ("pubmed", "wikipedia", "chunker", "indexer", "searchd", "refkit", "flood", "noise", "executor",
-            "bm25-sharded", "scale", "retrieval-scale", "multilingual")  # fmt: skip
+            "bm25-sharded", "scale", "retrieval-scale", "multilingual", "daily-update")  # fmt: skip
 
 
 def main() -> None:
@@ -389,6 +389,10 @@ def main() -> None:
         lines += scale_sections(args)
     if "retrieval-scale" in wanted:
         lines += retrieval_scale_sections(args)
+    if "daily-update" in wanted:
+        import update_bench
+
+        lines += update_bench.daily_update_section(args.work)
     if "multilingual" in wanted:
         import multilingual_bench
 

@@ -1,0 +1,259 @@
+"""The daily update at 1M snippets: one update file into a live root, against rebuilding it, with searchd
+swapping generations under load.
+
+The previous day: the 1,070,999-snippet PubMed root of the retrieval-scale benchmark (recombined real
+sentences, 18 files), built again here with its work kept, every stage timed (the full rebuild). The day's
+update: one file of 30,000 citations from the same real records, 20,000 revisions (existing PMIDs with
+another real abstract), 5,000 new PMIDs and a DeleteCitation of 5,000. `medsnip update` applies it while
+8 clients run hybrid queries against searchd, which it then tells to swap generations. Vectors come from
+the static model distilled from MiniLM (scale_retrieval.py), IVF4096,SQ8.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import orjson
+
+REPO = Path(__file__).resolve().parents[1]
+SHARDS = 16
+REVISIONS, NEW, DELETIONS = 20_000, 5_000, 5_000
+
+
+def _run(command: list, log: Path) -> float:
+    started = time.perf_counter()
+    with open(log, "a") as handle:
+        subprocess.run([sys.executable, *map(str, command)], check=True, cwd=REPO, stdout=handle, stderr=handle)
+    return time.perf_counter() - started
+
+
+def _dense_args(model: Path) -> list:
+    return ["--model", model, "--pooling", "static", "--normalize", "--max-length", 512, "--query-max-length", 512,
+            "--batch-size", 4096, "--index-factory", "IVF4096,SQ8"]  # fmt: skip
+
+
+def _full_build(corpus: Path, files: list[Path], model: Path, log: Path) -> dict:
+    shutil.rmtree(corpus, ignore_errors=True)
+    seconds = {"corpusbuild": _run(["-m", "corpusbuild", "pubmed", *files, "--out", corpus, "--shards", SHARDS,
+                                    "--workers", 2, "--quiet"], log)}  # fmt: skip
+    seconds["store"] = _run(["-m", "indexer.cli", "store", corpus], log)
+    seconds["bm25"] = _run(["-m", "indexer.cli", "bm25", corpus, "--threads", 2], log)
+    seconds["dense"] = _run(["-m", "indexer.cli", "dense", corpus, *_dense_args(model), "--out",
+                             corpus / "dense-static"], log)  # fmt: skip
+    record = orjson.loads((corpus / "dense-static" / "build.json").read_bytes())
+    seconds["dense_embed"], seconds["dense_index"] = (
+        record["run"]["seconds"]["embed"],
+        record["run"]["seconds"]["index"],
+    )
+    return seconds
+
+
+def _update_file(files: list[Path], out: Path) -> dict:
+    """Revisions, new citations and deletions drawn from the real (recombined) records of the inputs."""
+    sys.path.insert(0, str(REPO / "bench"))
+    from pubmed_scaleup import load_template_articles, renumbered, write_pubmed_file
+
+    articles = load_template_articles(files[3:5])  # 60,000 citations of the root
+    pmid = [int(a.findtext("MedlineCitation/PMID")) for a in articles]
+    revised = []
+    for index in range(REVISIONS):  # the same PMID, another real abstract
+        donor = articles[(index + REVISIONS) % len(articles)].find("MedlineCitation/Article/Abstract")
+        clone = renumbered(articles[index], pmid[index])
+        old = clone.find("MedlineCitation/Article/Abstract")
+        if old is not None and donor is not None:
+            old.getparent().replace(old, copy.deepcopy(donor))
+        revised.append(clone)
+    first_new = 99_000_000  # above every PMID of the scaled root
+    new = [renumbered(articles[REVISIONS + i], first_new + i) for i in range(NEW)]
+    deleted = pmid[REVISIONS + NEW : REVISIONS + NEW + DELETIONS]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_pubmed_file(out, [*revised, *new], deletions=deleted)
+    return {"revised": REVISIONS, "new": NEW, "deleted": len(deleted), "bytes": out.stat().st_size}
+
+
+def _rss(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _swap_under_load(root: Path, updates: Path, questions: list[str], log: Path) -> dict:
+    from searchd.client import SearchClient
+    from searchd.launch import start_background_server
+
+    process, address = start_background_server(root, "--nprobe", 32)
+    samples: list[tuple[float, float, bool]] = []  # (time, latency ms, ok)
+    rss: list[float] = []
+    stop = threading.Event()
+
+    def client(worker: int) -> None:
+        with SearchClient(address) as own:
+            count = worker
+            while not stop.is_set():
+                started = time.perf_counter()
+                try:
+                    own.search(questions[count % len(questions)], k=10, timeout=60)
+                    ok = True
+                except Exception:  # noqa: BLE001 - a failed query is what this counts
+                    ok = False
+                samples.append((started, (time.perf_counter() - started) * 1000, ok))
+                count += 8
+
+    def sample_rss() -> None:
+        while not stop.is_set():
+            rss.append(_rss(process.pid))
+            time.sleep(0.5)
+
+    threads = [threading.Thread(target=client, args=(n,)) for n in range(8)] + [threading.Thread(target=sample_rss)]
+    try:
+        for thread in threads:
+            thread.start()
+        time.sleep(20)  # the load before the update
+        update_started = time.perf_counter()
+        command = [sys.executable, "-m", "pipeline.cli", "update", str(root / "pubmed"), "--pubmed-updates",
+                   str(updates), "--reload-pid", str(process.pid)]  # fmt: skip
+        with open(log, "a") as handle:
+            finished = subprocess.run(command, cwd=REPO, stdout=subprocess.PIPE, stderr=handle, text=True, check=True)
+        summary = json.loads(finished.stdout.splitlines()[-1])
+        signalled = time.perf_counter()
+        with SearchClient(address) as info:
+            while json.loads(info.info().stats_json)["generation"]["generation"] < 2:
+                time.sleep(0.1)
+        switched = time.perf_counter()
+        time.sleep(20)  # the load after the switch
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(120)
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=120)
+
+    def window(start: float, end: float) -> dict:
+        latencies = [ms for at, ms, ok in samples if start <= at < end]
+        failed = sum(1 for at, _, ok in samples if start <= at < end and not ok)
+        p99 = statistics.quantiles(latencies, n=100)[98] if len(latencies) >= 2 else None
+        return {"queries": len(latencies), "failed": failed, "p50": statistics.median(latencies) if latencies else None,
+                "p99": p99}  # fmt: skip
+
+    first = samples[0][0] if samples else update_started
+    return {
+        "summary": summary,
+        "before": window(first, update_started),
+        "during_update": window(update_started, signalled),
+        "during_swap": window(signalled, switched),
+        "after": window(switched, float("inf")),
+        "failed": sum(1 for _, _, ok in samples if not ok),
+        "queries": len(samples),
+        "swap_seconds": switched - signalled,
+        "update_seconds": signalled - update_started,
+        "rss_mib": {
+            "before": rss[0] if rss else None,
+            "peak": max(rss) if rss else None,
+            "after": rss[-1] if rss else None,
+        },  # fmt: skip
+    }
+
+
+def measure(work: Path) -> dict:
+    scale = work / "retrieval-scale"
+    source = orjson.loads((scale / "root-1M" / "pubmed" / "build.json").read_bytes())
+    files = [Path(entry["path"]) for entry in source["inputs"]]
+    model = scale / "static-minilm"
+    here = work / "daily-update"
+    here.mkdir(parents=True, exist_ok=True)
+    log = here / "commands.log"
+    root = here / "root"
+    results = {"full": _full_build(root / "pubmed", files, model, log)}
+    updates = here / "updates"
+    shutil.rmtree(updates, ignore_errors=True)
+    results["update_file"] = _update_file(files, updates / "update-0001.xml")
+    questions = [json.loads(line)["question"] for line in (REPO / "samples" / "ir" / "medqa_us_4options_test.jsonl")
+                 .read_text().splitlines()[:400]]  # fmt: skip
+    results["live"] = _swap_under_load(root, updates, questions, log)
+    corpus = root / "pubmed"
+    results["update_records"] = {
+        name: orjson.loads((corpus / name / "build.json").read_bytes())["run"]
+        for name in ("store", "bm25", "dense-static")
+    }
+    results["dense_counts"] = orjson.loads((corpus / "dense-static" / "build.json").read_bytes())["counts"]
+    results["snippets"] = orjson.loads((corpus / "build.json").read_bytes())["counts"]["snippets"]
+    return results
+
+
+def _seconds(run: dict) -> float:
+    seconds = run["seconds"]
+    return seconds["total"] if isinstance(seconds, dict) else seconds
+
+
+def report(results: dict) -> list[str]:
+    full, live, records = results["full"], results["live"], results["update_records"]
+    summary = live["summary"]
+    changes = summary["changes"]
+    dense_run = records["dense-static"]["seconds"]
+    rows = [
+        ("corpusbuild (parse, merge, change set)", full["corpusbuild"], summary["seconds"]["corpusbuild"]),
+        ("store", full["store"], _seconds(records["store"])),
+        ("bm25", full["bm25"], _seconds(records["bm25"])),
+        ("dense: embedding", full["dense_embed"], dense_run["embed"]),
+        ("dense: IVF index", full["dense_index"], dense_run["index"]),
+    ]
+    table = ["| stage | full rebuild s | daily update s | ratio |", "|---|---:|---:|---:|"]
+    table += [f"| {name} | {a:,.1f} | {b:,.1f} | {b / a:.2f} |" for name, a, b in rows]
+    counts = results["dense_counts"]
+
+    def window(name: str, part: dict) -> str:
+        p50 = "-" if part["p50"] is None else f"{part['p50']:,.1f}"
+        p99 = "-" if part["p99"] is None else f"{part['p99']:,.1f}"
+        return f"| {name} | {part['queries']:,} | {part['failed']} | {p50} | {p99} |"
+
+    update_file = results["update_file"]
+    return [
+        "## Daily update at 1M snippets",
+        "",
+        f"The retrieval-scale root ({results['snippets']:,} PubMed snippets after the update; recombined real "
+        "sentences; BM25 and dense IVF4096,SQ8 on static-model vectors) takes one update file of "
+        f"{update_file['revised'] + update_file['new']:,} citations ({update_file['revised']:,} revisions with "
+        f"another real abstract, {update_file['new']:,} new) and a DeleteCitation of {update_file['deleted']:,}: "
+        f"{changes['added']:,} snippets added, {changes['changed']:,} changed, {changes['removed']:,} removed. "
+        "`medsnip update` applies it (work kept from the previous build) while 8 clients run hybrid queries, "
+        "then sends searchd SIGHUP.",
+        "",
+        *table,
+        "",
+        f"Dense embedded {counts['snippets_embedded_this_run']:,} snippets of {counts['vectors']:,} (the rest "
+        "reused by text digest). corpusbuild re-merges every shard and BM25 and the store are rebuilt whole, "
+        "so their ratio stays near 1: the issue's target of at most 5% of a full rebuild for BM25 and the store "
+        "is not reached; it needs corpus shards that take deltas and Lucene updates by id (not built yet).",
+        "",
+        "| window | queries | failed | p50 ms | p99 ms |",
+        "|---|---:|---:|---:|---:|",
+        window("before the update", live["before"]),
+        window("during the update (same 2 cores)", live["during_update"]),
+        window(f"during the swap ({live['swap_seconds']:.1f} s from SIGHUP to generation 2)", live["during_swap"]),
+        window("after the switch", live["after"]),
+        "",
+        f"Failed queries over the whole run: **{live['failed']}** of {live['queries']:,}. searchd RSS: "
+        f"{live['rss_mib']['before']:,.0f} MiB before, peak {live['rss_mib']['peak']:,.0f} MiB (two generations "
+        f"loaded during the swap), {live['rss_mib']['after']:,.0f} MiB after.",
+        "",
+    ]
+
+
+def daily_update_section(work: Path) -> list[str]:
+    cache = work / "daily-update" / "results.json"
+    if cache.is_file():
+        results = json.loads(cache.read_text())
+    else:
+        results = measure(work)
+        cache.write_text(json.dumps(results, indent=2))
+    return report(results)
