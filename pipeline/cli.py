@@ -44,3 +44,7 @@ def update(corpus_dir: Path, folders: tuple[Path, ...], workers: int, reload_pid
         click.echo(f"error: {error}", err=True)
         sys.exit(1)
     click.echo(json.dumps(summary))  # the last line of the output: what the job did, as JSON
+
+
+if __name__ == "__main__":
+    main()
