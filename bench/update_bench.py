@@ -254,7 +254,9 @@ def report(results: dict) -> list[str]:
         *table,
         "",
         f"Dense embedded {counts['snippets_embedded_this_run']:,} snippets of {counts['vectors']:,} (the rest "
-        "reused by text digest). corpusbuild re-merges every shard and BM25 and the store are rebuilt whole, "
+        "reused by text digest); most of the embedding stage is reading every shard, hashing every snippet's text "
+        "and writing every shard's vectors again, not the encoder. corpusbuild re-merges every shard and BM25 and "
+        "the store are rebuilt whole, "
         "so their ratio stays near 1: the issue's target of at most 5% of a full rebuild for BM25 and the store "
         "is not reached; it needs corpus shards that take deltas and Lucene updates by id (not built yet).",
         "",
