@@ -84,15 +84,14 @@ def embed_shard(encoder: DenseEncoder, task: dict) -> dict:
     digests = b"".join(text_digest(text) for text in encoder.snippet_inputs(snippets))
     keys = np.frombuffer(digests, dtype=np.uint8).reshape(-1, 16)
     previous = _previous_rows(out)
-    old_rows = [previous[0].get(key.tobytes(), -1) for key in keys] if previous else [-1] * len(snippets)
-    todo = [row for row, old in enumerate(old_rows) if old < 0]
+    rows_before = previous[0] if previous else {}
+    old_rows = np.fromiter((rows_before.get(key.tobytes(), -1) for key in keys), dtype=np.int64, count=len(keys))
+    todo, reused = np.flatnonzero(old_rows < 0), np.flatnonzero(old_rows >= 0)
     vectors = np.zeros((len(snippets), encoder.queries.dimension), dtype=np.float16)
     cut = np.zeros(len(snippets), dtype=bool)
-    if previous:
-        reused = np.array([row for row, old in enumerate(old_rows) if old >= 0], dtype=np.int64)
-        sources = np.array([old for old in old_rows if old >= 0], dtype=np.int64)
-        vectors[reused], cut[reused] = previous[1][sources], previous[2][sources]
-    if todo:
+    if len(reused):
+        vectors[reused], cut[reused] = previous[1][old_rows[reused]], previous[2][old_rows[reused]]
+    if len(todo):
         vectors[todo] = encoder.encode_snippets([snippets[row] for row in todo], task["batch_size"]).astype(np.float16)
         cut[todo] = encoder.documents.last_cut
     keys_path, cut_path = _keys_path(out), _cut_path(out)
@@ -102,7 +101,7 @@ def embed_shard(encoder: DenseEncoder, task: dict) -> dict:
     truncated = int(cut.sum())
     _write_atomic(_truncated_path(out), orjson.dumps({
         "rows": len(snippets), "truncated": truncated, "shard_sha256": task.get("sha256"),
-        "keys_sha256": sha256_file(keys_path)[0], "embedded": len(todo), "reused": len(snippets) - len(todo),
+        "keys_sha256": sha256_file(keys_path)[0], "embedded": len(todo), "reused": len(reused),
     }))  # fmt: skip
     return {"rows": len(snippets), "truncated": truncated, "embedded": len(todo),
             "seconds": time.perf_counter() - started, "device": encoder.device}  # fmt: skip
@@ -168,7 +167,8 @@ def _embedded(path: Path, shard) -> bool:
 
 
 def embed_corpus(corpus: Corpus, out: Path, encoder: DenseEncoder, batch_size: int, log=None, *,
-                 executor=None, devices: list[str] | None = None, fp16: bool = False) -> list[int]:  # fmt: skip
+                 executor=None, devices: list[str] | None = None,
+                 fp16: bool = False) -> tuple[list[int], int]:  # fmt: skip
     """Embed every shard that has no embeddings of its current bytes yet; returns (the shards embedded
     now, the snippets they had to embed: text unchanged since the shard's earlier embeddings is reused).
 
