@@ -4,9 +4,10 @@ and a running searchd is told to swap generations.
 1. corpusbuild: the corpus is rebuilt with its recorded inputs plus the new update files, with the
    parameters its build.json records. Parsed files are reused from the kept work, so only the new
    files are parsed; the build records its change set (corpusbuild.changes).
-2. indexes: every index the corpus folder holds (store, bm25, dense-*) is rebuilt with the parameters
-   its own build.json records; dense embeds only snippets whose text was added or changed (vectors are
-   keyed by text digest, indexer.dense) and BM25 and the store are rebuilt whole (not yet incremental).
+2. indexes: every index the corpus folder holds (store, bm25, dense-*) that cites an earlier version of
+   the corpus is rebuilt with the parameters its own build.json records; dense embeds only snippets
+   whose text was added or changed (vectors are keyed by text digest, indexer.dense) and BM25 and the
+   store are rebuilt whole (not yet incremental).
 3. searchd: SIGHUP to `--reload-pid`, which loads the new indexes beside the serving ones and switches
    with no failed call (searchd.generations).
 
@@ -58,8 +59,9 @@ def rebuild_corpus(corpus_dir: Path, record: dict, new_files: list[Path], worker
 
 
 def rebuild_indexes(corpus_dir: Path, log) -> dict[str, dict]:
-    """Every index of the corpus folder, rebuilt with the parameters its build.json records; returns
-    each one's new record."""
+    """Every index of the corpus folder that was built from an earlier version of it, rebuilt with the
+    parameters its build.json records (an index that already cites the corpus's lineage is current:
+    a rerun after a kill rebuilds only what the kill left stale); returns each rebuilt one's record."""
     from indexer.bm25 import build_bm25
     from indexer.dense import build_dense
     from indexer.encoders import DenseEncoder, EncoderSpec
@@ -71,6 +73,9 @@ def rebuild_indexes(corpus_dir: Path, log) -> dict[str, dict]:
     for folder in sorted(path for path in corpus_dir.iterdir() if (path / "build.json").is_file()):
         old = read_build_record(folder)
         stage, params = old.get("stage"), old.get("params", {})
+        if old.get("upstream", {}).get("lineage_sha256") == corpus.record_hash:
+            log(f"{folder.name}: current")
+            continue
         started = time.perf_counter()
         if stage == "indexer.store":
             records[folder.name] = build_store(corpus, folder)
@@ -97,10 +102,11 @@ def update(corpus_dir: Path, update_folders: list[Path], *, workers: int = 2, re
         raise UpdateError(f"{corpus_dir}: a {record.get('stage')} build; medsnip update applies PubMed update files")
     new_files = new_update_files(record, update_folders)
     summary: dict = {"applied": [path.name for path in new_files], "seconds": {}}
-    if not new_files and record.get("complete"):
-        log("no new update files: the corpus already has every file given")
     started = time.perf_counter()
-    record = rebuild_corpus(corpus_dir, record, new_files, workers)
+    if new_files or not record.get("complete"):
+        record = rebuild_corpus(corpus_dir, record, new_files, workers)
+    else:  # rebuilding would only replace the last change set with an empty one
+        log("no new update files: the corpus already has every file given")
     summary["seconds"]["corpusbuild"] = round(time.perf_counter() - started, 3)
     summary["changes"] = record.get("changes")
     started = time.perf_counter()

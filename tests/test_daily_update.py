@@ -60,8 +60,10 @@ def test_the_daily_update_equals_a_fresh_build_and_embeds_only_what_changed(tmp_
     theirs = DenseIndex(fresh / "dense-minilm", reference).search(vectors, 5)
     assert [[hit for hit, _ in hits] for hits in ours] == [[hit for hit, _ in hits] for hits in theirs]
 
+    records = {name: (corpus / name / "build.json").read_bytes() for name in ("", "store", "bm25", "dense-minilm")}
     again = CliRunner().invoke(medsnip_main, ["update", str(corpus), "--pubmed-updates", str(updates)],
                                catch_exceptions=False)  # fmt: skip
     assert again.exit_code == 0 and json.loads(again.stdout.splitlines()[-1])["applied"] == []
     assert shard_bytes(corpus) == shard_bytes(fresh)
-    assert read_build_record(corpus / "dense-minilm")["counts"]["snippets_embedded_this_run"] == 0
+    # nothing is rebuilt, nothing embedded: every build record (and the change set it names) is as it was
+    assert records == {name: (corpus / name / "build.json").read_bytes() for name in records}
