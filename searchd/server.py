@@ -327,42 +327,44 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
         after its call ended (the client went away, or the server is stopping)."""
         started = time.perf_counter()
         detail = {"corpora": list(request.corpora), "first_chunk_only": request.first_chunk_only}
+        engine = self.engines.acquire()  # one generation validates and streams the whole call
         try:
-            corpora = self._corpora(request.corpora, self.engine)
-            if request.page_size > self.limits.max_page_size:
-                raise InvalidRequest(f"page_size must be at most {self.limits.max_page_size}, got {request.page_size}")
-        except InvalidRequest as error:
-            log_request("ScanSnippets", detail, started, "INVALID_ARGUMENT")
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
-        if not self._enter():
-            log_request("ScanSnippets", detail, started, "RESOURCE_EXHAUSTED")
-            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "server busy: too many calls in flight, retry later")
-        status, sent = "CANCELLED", 0
-        engine = self.engines.acquire()
-        try:
-            size = request.page_size or 1000
-            for name in corpora:
-                if name not in engine.corpora:  # a reload between the check above and here dropped it
-                    continue
-                page = []
-                for snippet in engine.corpora[name].store.scan():
-                    if request.first_chunk_only and snippet["chunk"] != 0:
-                        continue
-                    page.append(_snippet_message(snippet, request.return_text))
-                    if len(page) == size:
-                        if not context.is_active():
-                            return
+            try:
+                corpora = self._corpora(request.corpora, engine)
+                if request.page_size > self.limits.max_page_size:
+                    raise InvalidRequest(
+                        f"page_size must be at most {self.limits.max_page_size}, got {request.page_size}"
+                    )
+            except InvalidRequest as error:
+                log_request("ScanSnippets", detail, started, "INVALID_ARGUMENT")
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
+            if not self._enter():
+                log_request("ScanSnippets", detail, started, "RESOURCE_EXHAUSTED")
+                context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "server busy: too many calls in flight, retry later")
+            status, sent = "CANCELLED", 0
+            try:
+                size = request.page_size or 1000
+                for name in corpora:
+                    page = []
+                    for snippet in engine.corpora[name].store.scan():
+                        if request.first_chunk_only and snippet["chunk"] != 0:
+                            continue
+                        page.append(_snippet_message(snippet, request.return_text))
+                        if len(page) == size:
+                            if not context.is_active():
+                                return
+                            yield search_pb2.SnippetPage(corpus=name, snippets=page)
+                            sent += len(page)
+                            page = []
+                    if page:
                         yield search_pb2.SnippetPage(corpus=name, snippets=page)
                         sent += len(page)
-                        page = []
-                if page:
-                    yield search_pb2.SnippetPage(corpus=name, snippets=page)
-                    sent += len(page)
-            status = "OK"
+                status = "OK"
+            finally:
+                self._leave()
+                log_request("ScanSnippets", {**detail, "snippets": sent}, started, status)
         finally:
             self.engines.release(engine)
-            self._leave()
-            log_request("ScanSnippets", {**detail, "snippets": sent}, started, status)
 
 
 _pool_lock = threading.Lock()
