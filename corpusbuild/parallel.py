@@ -30,6 +30,7 @@ from corpusbuild.cleaning import clean_text, visible_or_empty
 from corpusbuild.errors import InputError, InputProblem
 from corpusbuild.events import ReaderEvent, ReaderInput, ReaderStats, Record
 from corpusbuild.inputs import DECOMPRESSION_ERRORS, decompressed
+from corpusbuild.textbooks import decode_text
 from medsnip.languages import canonical_language, is_cjk
 from medsnip.snippet import document_key, snippet_lines
 
@@ -60,17 +61,13 @@ def english_beside(path: str, language: str) -> Path | None:
     return None
 
 
-def _read_lines(stream, path: str) -> list[tuple[int, str]]:
-    """(line number, text without its line break) of a UTF-8 text stream; a byte-order mark is dropped."""
-    lines = []
-    for number, raw in enumerate(stream, 1):
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as error:
-            raise InputError(InputProblem(path, f"not UTF-8 text ({error.reason} at byte {error.start})",
-                                          line=number)) from error  # fmt: skip
-        lines.append((number, text.rstrip("\r\n").lstrip("\ufeff") if number == 1 else text.rstrip("\r\n")))
-    return lines
+def _read_lines(data: bytes, path: str) -> list[tuple[int, str]]:
+    """(line number, text without its line break) of a UTF-8 file (decode_text: a byte-order mark is
+    dropped, a byte that is not UTF-8 is named); blank lines at the end are not sentences."""
+    lines = [line.rstrip("\r") for line in decode_text(data, path).split("\n")]
+    while lines and not lines[-1].strip():
+        lines.pop()
+    return list(enumerate(lines, 1))
 
 
 def read_parallel(source: ReaderInput) -> Generator[ReaderEvent, None, ReaderStats]:
@@ -88,26 +85,23 @@ def read_parallel(source: ReaderInput) -> Generator[ReaderEvent, None, ReaderSta
     stats.facts.update({"language": language, "separators": params.resolved_separators(),
                         "english": str(english_path) if english_path else None})  # fmt: skip
     try:
-        lines = _read_lines(decompressed(source.stream, source.magic), source.path)
+        lines = _read_lines(decompressed(source.stream, source.magic).read(), source.path)
     except DECOMPRESSION_ERRORS as error:
         raise InputError(InputProblem(source.path, f"truncated or corrupt compressed stream ({error})")) from error
-    while lines and not lines[-1][1].strip():
-        lines.pop()  # blank lines at the end of a file are not sentences
     if not any(text.strip() for _, text in lines):
         raise InputError(InputProblem(source.path, "empty file: no sentences"))
     english_lines = None
     if english_path:
-        with open(english_path, "rb") as handle:
-            english_lines = _read_lines(handle, str(english_path))
-        stats.facts["english_sha256"] = hashlib.sha256(english_path.read_bytes()).hexdigest()
-        while english_lines and not english_lines[-1][1].strip():
-            english_lines.pop()
+        english_bytes = english_path.read_bytes()
+        english_lines = _read_lines(english_bytes, str(english_path))
+        stats.facts["english_sha256"] = hashlib.sha256(english_bytes).hexdigest()
     by_document = _DOCUMENT_LINE_RE.match(lines[0][1]) is not None
     documents = _documents(source.path, lines, english_lines, str(english_path), by_document, stats.counts)
-    joiner = "" if is_cjk(language) else " "
+    cjk = is_cjk(language)
+    joiner = "" if cjk else " "
     for doc_id, first_line, sentences, english in documents:
         stats.counts["documents_read"] += 1
-        cleaned = [visible_or_empty(clean_text(s, keep_width=is_cjk(language))) for s in sentences]
+        cleaned = [visible_or_empty(clean_text(s, keep_width=cjk)) for s in sentences]
         cleaned = [s for s in cleaned if s and s not in _LAYOUT_MARKERS]
         title, body = (cleaned[0], cleaned[1:]) if by_document and len(cleaned) > 1 else ("", cleaned)
         chunks = params.chunks(joiner.join(body)) or [""]
