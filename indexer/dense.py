@@ -75,9 +75,11 @@ def embed_shard(encoder: DenseEncoder, task: dict) -> dict:
     Vectors are keyed by the digest of the text the encoder reads (`emb-NNNNN.keys`, with which rows
     were cut at the max length in `emb-NNNNN.cut`): when the shard held other bytes before (a corpus
     rebuilt with a day's update), rows whose text is unchanged are copied from the earlier embeddings and
-    only added or changed text is embedded. The sidecar `emb-NNNNN.truncated.json` is written last and is
-    the task's completion marker: it names the shard's sha256 and the keys file's, so embeddings are
-    reused only for the bytes they were made from, and never from files a killed run left half replaced."""
+    only added or changed text is embedded. The sidecar `emb-NNNNN.truncated.json` names the shard's
+    sha256 and the keys file's, so embeddings are reused only for the bytes they were made from. The
+    vectors file is the task's completion marker, as it always was: the old one is removed before the
+    new sidecar is written and the new one written last, so vectors on disk always match their sidecar,
+    whenever a run is killed."""
     started = time.perf_counter()
     snippets = [orjson.loads(line) for line in Path(task["shard"]).read_bytes().splitlines()]
     out = Path(task["out"])
@@ -97,12 +99,13 @@ def embed_shard(encoder: DenseEncoder, task: dict) -> dict:
     keys_path, cut_path = _keys_path(out), _cut_path(out)
     _save_atomic_npy(keys_path, keys)
     _save_atomic_npy(cut_path, cut)
-    _save_atomic_npy(out, vectors)
+    out.unlink(missing_ok=True)  # the earlier vectors (in memory now) must not outlive the record below
     truncated = int(cut.sum())
     _write_atomic(_truncated_path(out), orjson.dumps({
         "rows": len(snippets), "truncated": truncated, "shard_sha256": task.get("sha256"),
         "keys_sha256": sha256_file(keys_path)[0], "embedded": len(todo), "reused": len(reused),
     }))  # fmt: skip
+    _save_atomic_npy(out, vectors)  # last: the task's completion marker
     return {"rows": len(snippets), "truncated": truncated, "embedded": len(todo),
             "seconds": time.perf_counter() - started, "device": encoder.device}  # fmt: skip
 
