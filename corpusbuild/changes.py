@@ -2,12 +2,13 @@
 
 When a build publishes over an earlier complete build of the same source, the snippets of the two are
 compared and every snippet id that was added, changed (its line's bytes differ: text, title or meta)
-or removed is written to `changes.jsonl` beside build.json, one `{"id", "change"}` object per line (shard
-by shard: added and changed ids in the new shard's order, then removed ones), and build.json's `changes` says which
-build it is relative to (`parent`: that build's lineage hash), the counts, and the file's sha256
-(`corpusbuild verify` checks it). This is what incremental indexes read: they update an index whose
-lineage is the parent with exactly these snippets, and never re-embed text that did not change. The
-lineage hash itself leaves the change set out, so a corpus rebuilt to the same bytes keeps its indexes.
+or removed is written to `changes.jsonl` beside build.json, one `{"id", "change"}` object per line
+(shard by shard: added and changed ids in the new shard's order, then removed ones), and build.json's
+`changes` says which build it is relative to (`parent`: that build's lineage hash), the counts, and
+the file's sha256 (`corpusbuild verify` checks it). Incremental indexes read it
+(medsnip.corpus.Corpus.change_set): they update an index whose lineage is the parent with exactly
+these snippets, and never re-embed text that did not change. The lineage hash itself leaves the
+change set out, so a corpus rebuilt to the same bytes keeps its indexes.
 
 Cost: a shard whose sha256 equals the parent's shard of the same name is skipped unread; any other
 pair of shards is read once each and compared by a 16-byte digest per line, one shard's ids in memory
@@ -25,9 +26,7 @@ from pathlib import Path
 import orjson
 
 from medsnip.buildrecord import BUILD_RECORD, lineage_hash, read_json, sha256_file
-
-CHANGES = "changes.jsonl"
-KINDS = ("added", "changed", "removed")
+from medsnip.corpus import CHANGES, KINDS
 
 
 def _digests(path: Path) -> dict[str, bytes]:
@@ -107,18 +106,3 @@ def compute_changes(out_dir: Path, reduce_dir: Path, new_shards: dict[str, Path]
     }
     summary_path.write_bytes(orjson.dumps(summary))
     return summary
-
-
-def read_changes(corpus_dir: Path) -> tuple[dict, dict[str, list[str]]] | None:
-    """(build.json's `changes` summary, ids by kind) of a corpus folder, or None when its build has no
-    change set (its first build)."""
-    record = read_json(Path(corpus_dir) / BUILD_RECORD)
-    summary = record.get("changes")
-    if not summary:
-        return None
-    ids: dict[str, list[str]] = {kind: [] for kind in KINDS}
-    with open(Path(corpus_dir) / summary["file"], "rb") as handle:
-        for line in handle:
-            entry = orjson.loads(line)
-            ids[entry["change"]].append(entry["id"])
-    return summary, ids

@@ -8,10 +8,12 @@ import shutil
 from collections import Counter
 from pathlib import Path
 
-from corpusbuild.changes import CHANGES, compute_changes
+from corpusbuild.changes import compute_changes, previous_record
 from corpusbuild.errors import writing
 from corpusbuild.wikidump_ranges import SplitPlan
-from medsnip.buildrecord import BUILD_RECORD, RECORD_SCHEMA, dumps_record, tool_identity
+from medsnip.buildrecord import BUILD_RECORD, RECORD_SCHEMA, dumps_record, lineage_hash, tool_identity
+from medsnip.corpus import CHANGES
+from medsnip.generations import keep_corpus
 from medsnip.snippet import SHARD_GLOB
 
 
@@ -126,13 +128,18 @@ def publish(out_dir: Path, reduce_dir: Path, names: list[str], record: dict) -> 
     linked: a published shard shares no bytes with the work folder, so editing one cannot edit the cache.
     Each shard's mtime goes into the record (`run.shard_mtime_ns`), so later stages can tell a shard
     changed since its build without hashing it (medsnip.corpus). Over an earlier complete build, the
-    change set against it (corpusbuild.changes) is computed first and moved in with the shards.
+    change set against it (corpusbuild.changes) is computed first and moved in with the shards, and
+    the earlier build itself is kept as a generation (hard links, medsnip.generations) for the servers
+    that still read it until `medsnip prune`.
     """
     sources = {name: reduce_dir / name if (reduce_dir / name).is_file() else out_dir / name for name in names}
     record["run"]["shard_mtime_ns"] = {name: path.stat().st_mtime_ns for name, path in sources.items()}
     changes = compute_changes(out_dir, reduce_dir, sources, record)
     if changes is not None:
         record["changes"] = changes
+    parent = previous_record(out_dir, record["source"])
+    if parent is not None and lineage_hash(parent) != lineage_hash(record):
+        keep_corpus(out_dir, parent, [output["path"] for output in parent["outputs"]])
     record_path = out_dir / BUILD_RECORD
     temp_record = out_dir / f".{BUILD_RECORD}.publish-{os.getpid()}"
     try:

@@ -46,6 +46,14 @@ def index_collection_command(input_dir: Path, index_dir: Path, threads: int, lan
     ]  # fmt: skip
 
 
+def medsnip_java_command(main_class: str, *args: str) -> list[str]:
+    """A JVM command running one of medsnip's own Anserini helpers (indexer/java)."""
+    from indexer.jvm import medsnip_jar
+
+    return [java_binary(), *JVM_QUIET_OPTIONS, "-cp", f"{anserini_jar()}{os.pathsep}{medsnip_jar()}",
+            f"medsnip.anserini.{main_class}", *args]  # fmt: skip
+
+
 def run_java(command: list[str], what: str) -> str:
     """Run a JVM command that dies with this process (killing the indexer must not leave Anserini
     writing on); its stdout and stderr together, or RuntimeError naming `what` with the log's tail."""

@@ -5,6 +5,10 @@ shard lines as they are; the shards are linked, not copied, into a folder Anseri
 child JVM, so the result is exactly what Anserini builds; with `groups` > 1, one run per group of
 shards on an executor, merged or kept as parts (indexer.bm25_sharded). Searching goes through
 pyserini's LuceneSearcher in this process's JVM (indexer.jvm), batched over threads.
+
+Updating (indexer.bm25_update): over an index of the corpus's parent build, only the change set is
+applied, in Lucene, by id; an updated index is searched through medsnip's LiveSearcher, whose statistics
+leave deleted documents out, so hits and scores equal a full rebuild's.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from indexer.jvm import anserini_version, java_class, start_jvm
 from medsnip.buildrecord import write_build_record
 from medsnip.corpus import Corpus, LineageError, index_record, open_index_record, replace_dir
 from medsnip.executor import LocalExecutor
+from medsnip.generations import keep_index
 from medsnip.languages import canonical_language
 from medsnip.processes import remove_stale_temps
 
@@ -29,19 +34,31 @@ DEFAULT_B = 0.4
 
 
 def build_bm25(corpus: Corpus, out: Path, threads: int = 1, log=None, *, executor=None, groups: int = 1,
-               layout: str = "merged", language: str | None = None) -> dict:  # fmt: skip
+               layout: str = "merged", language: str | None = None, incremental: bool = True,
+               compact_above: float | None = None) -> dict:  # fmt: skip
     """Index `corpus` into `out` (atomically: built in a temp folder, then swapped in), analyzed as
     `language` (Anserini's analyzer for it; default: the corpus's recorded language, else English).
 
     `groups` = 1: one IndexCollection run with `threads` threads (what pyserini users run). `groups` > 1:
     one IndexCollection per group of shards as `executor` tasks (indexer.bm25_sharded), then `layout`
-    "merged" (one index, addIndexes) or "parts" (searched as one through a MultiReader)."""
+    "merged" (one index, addIndexes) or "parts" (searched as one through a MultiReader).
+
+    With `incremental` (the default), an index in `out` built from the corpus's parent build with the
+    same language is updated with the corpus's change set instead (indexer.bm25_update); its groups and
+    layout stay as they were built. The index replaced, if it belongs to another corpus version, is
+    kept as a generation (medsnip.generations)."""
+    from indexer.bm25_update import updatable, update_bm25
+
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
     language = bm25_language(corpus, language)
     language_flags(language)  # an unknown language fails before anything is built
     started = time.perf_counter()
     remove_stale_temps(out.parent)  # what a killed earlier run left
+    change_set = updatable(corpus, out, language) if incremental else None
+    if change_set is not None:
+        return update_bm25(corpus, out, change_set, log, compact_above=compact_above)
+    keep_index(out, corpus.record_hash)
     temp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     shutil.rmtree(temp, ignore_errors=True)
     temp.mkdir(parents=True)
@@ -128,19 +145,27 @@ def lucene_version_of(index_dir: Path) -> str:
     return ".".join(map(str, numbers))
 
 
-def _open_searcher(path: Path):
-    """pyserini's LuceneSearcher over `index/`, or, for an index kept as parts (layout "parts"), the same
-    class over medsnip's PartsSearcher: Anserini's SimpleSearcher reading every part through one
-    MultiReader (indexer/java). pyserini's wrapper only calls its `object`, so every method behaves the
-    same; its per-index LuceneIndexReader is not needed by medsnip and is not opened for parts."""
+def index_dirs(path: Path) -> list[Path]:
+    """The Lucene indexes of a BM25 index folder: `index/`, or its parts (layout "parts")."""
+    parts = sorted((path / "parts").glob("part-*"))
+    return parts or [path / "index"]
+
+
+def _open_searcher(path: Path, record: dict):
+    """pyserini's LuceneSearcher over `index/` as Anserini built it; for an index kept as parts (layout
+    "parts") or updated in place (deleted documents held in its segments), the same class over
+    medsnip's LiveSearcher: Anserini's SimpleSearcher reading every part through one MultiReader, with
+    the deleted documents left out of the statistics (indexer/java). pyserini's wrapper only calls its
+    `object`, so every method behaves the same; its per-index LuceneIndexReader is not needed by
+    medsnip and is not opened then."""
     from pyserini.search.lucene import LuceneSearcher
 
-    parts = sorted((path / "parts").glob("part-*"))
-    if not parts:
-        return LuceneSearcher(str(path / "index"))
+    dirs = index_dirs(path)
+    if len(dirs) == 1 and not record.get("counts", {}).get("deleted_held"):
+        return LuceneSearcher(str(dirs[0]))
     searcher = LuceneSearcher.__new__(LuceneSearcher)
-    searcher.index_dir, searcher.prebuilt_index_name, searcher.index_reader = str(path / "parts"), None, None
-    searcher.object = java_class("medsnip.anserini.PartsSearcher")([str(part) for part in parts])
+    searcher.index_dir, searcher.prebuilt_index_name, searcher.index_reader = str(dirs[0].parent), None, None
+    searcher.object = java_class("medsnip.anserini.LiveSearcher")([str(part) for part in dirs])
     searcher.num_docs = searcher.object.get_total_num_docs()
     return searcher
 
@@ -153,7 +178,7 @@ class BM25Index:
         self.record = open_index_record(self.path, STAGE, "BM25 index", corpus)
         self.corpus = corpus
         start_jvm()
-        self._searcher = _open_searcher(self.path)
+        self._searcher = _open_searcher(self.path, self.record)
         documents = int(self._searcher.num_docs)
         if documents != corpus.snippets:
             raise LineageError(f"{self.path}: {documents} documents, the corpus has {corpus.snippets} snippets")

@@ -19,8 +19,7 @@ from pathlib import Path
 
 import orjson
 
-from indexer.anserini_index import INDEX_FLAGS, index_collection, java_binary, link_shards, run_java
-from indexer.jvm import JVM_QUIET_OPTIONS, anserini_jar, medsnip_jar
+from indexer.anserini_index import INDEX_FLAGS, index_collection, link_shards, medsnip_java_command, run_java
 from medsnip.corpus import Corpus, LineageError, Shard
 
 LAYOUTS = ("merged", "parts")
@@ -112,8 +111,7 @@ def build_parts(corpus: Corpus, work: Path, groups: list[list[Shard]], executor,
 
 
 def merge_command(target: Path, parts: list[Path]) -> list[str]:
-    return [java_binary(), *JVM_QUIET_OPTIONS, "-cp", f"{anserini_jar()}{os.pathsep}{medsnip_jar()}",
-            "medsnip.anserini.MergeIndexes", str(target), *map(str, parts)]  # fmt: skip
+    return medsnip_java_command("MergeIndexes", str(target), *map(str, parts))
 
 
 def merge_parts(target: Path, parts: list[Path]) -> int:

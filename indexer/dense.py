@@ -26,6 +26,7 @@ from indexer.encoders import DenseEncoder, EncoderSpec
 from indexer.store import SnippetStore
 from medsnip.buildrecord import sha256_file, write_build_record
 from medsnip.corpus import Corpus, LineageError, index_record, open_index_record
+from medsnip.generations import keep_index
 from medsnip.processes import remove_stale_temps
 
 STAGE = "indexer.dense"
@@ -233,10 +234,13 @@ def build_dense(corpus: Corpus, out: Path, encoder: DenseEncoder, *, index_facto
                 metric: str = "ip", batch_size: int = 32, log=None, executor=None, devices: list[str] | None = None,
                 fp16: bool = False) -> dict:  # fmt: skip
     """Embed (resumably, across `devices` through `executor`: see embed_corpus) and index `corpus` into
-    `out`; build.json is written last."""
+    `out`; build.json is written last. An index in `out` of another corpus version is kept as a
+    generation first (medsnip.generations: hard links, so every file below is replaced by renaming,
+    never rewritten in place)."""
     import faiss
 
     started = time.perf_counter()
+    keep_index(out, corpus.record_hash)
     out.mkdir(parents=True, exist_ok=True)
     remove_stale_temps(out)  # half-written embeddings or FAISS files of a killed earlier run
     identity = encoder.identity()
@@ -244,7 +248,7 @@ def build_dense(corpus: Corpus, out: Path, encoder: DenseEncoder, *, index_facto
     if identity_file.is_file() and orjson.loads(identity_file.read_bytes()) != identity:
         for stale in out.glob("emb-*"):  # embeddings (and counts) of another model: never mix them
             stale.unlink()
-    identity_file.write_bytes(orjson.dumps(identity, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
+    _write_atomic(identity_file, orjson.dumps(identity, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
     (out / "build.json").unlink(missing_ok=True)  # the output is incomplete until build.json is rewritten
     embed_started = time.perf_counter()
     devices = devices or [encoder.device]

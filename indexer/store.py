@@ -21,8 +21,9 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from medsnip.buildrecord import write_build_record
-from medsnip.corpus import Corpus, LineageError, index_record, iter_shard_lines, open_index_record, replace_dir
+from medsnip.buildrecord import read_build_record, write_build_record
+from medsnip.corpus import Corpus, LineageError, index_record, open_index_record, replace_dir
+from medsnip.generations import keep_index
 from medsnip.processes import remove_stale_temps
 
 STAGE = "indexer.store"
@@ -39,43 +40,103 @@ def _offsets_name(shard: int) -> str:
     return f"offsets-{shard:05d}.npy"
 
 
+def _line_id(mapped, start: int, stop: int) -> str:
+    """The id of the snippet line mapped[start:stop], decoded from the line's head only: snippet lines
+    start with `{"id":...,"title":` (make_snippet's key order), and a `","title":` inside the id would
+    be escaped, so the first one ends the id."""
+    end = mapped.find(b',"title":', start, stop)
+    if end < 0:
+        return orjson.loads(mapped[start:stop])["id"]
+    head = mapped[start:end]
+    if head.startswith(b'{"id":"') and b"\\" not in head:  # no escapes: the bytes are the id
+        return head[7:-1].decode()
+    return orjson.loads(head + b"}")["id"]
+
+
+def _scan_shard(shard) -> tuple[np.ndarray, np.ndarray]:
+    """(line offsets with the end appended, id hashes) of a shard: one pass over a map of the file that
+    finds each line's end and reads its id from the head (no line is parsed whole)."""
+    mapped = _map_file(shard.path)
+    try:
+        offsets, hashes = [], []
+        start, size = 0, len(mapped)
+        while start < size:
+            stop = mapped.find(b"\n", start)
+            stop = size if stop < 0 else stop + 1
+            offsets.append(start)
+            hashes.append(id_hash(_line_id(mapped, start, stop)))
+            start = stop
+        offsets.append(size)
+    finally:
+        if isinstance(mapped, mmap.mmap):
+            mapped.close()
+    if len(hashes) != shard.records or size != shard.bytes:
+        raise LineageError(f"{shard.path}: {len(hashes)} lines of {size} bytes, the corpus build.json says "
+                           f"{shard.records} of {shard.bytes}")  # fmt: skip
+    return np.array(offsets, dtype=np.uint64), np.array(hashes, dtype=np.uint64)
+
+
+def _reusable_shards(out: Path, corpus: Corpus) -> dict[int, str]:
+    """Shards of the store in `out` whose bytes the corpus still has (same name, same sha256): their
+    offsets and id hashes are reused as they are. Only a complete store records its shards."""
+    try:
+        record = read_build_record(out)
+    except (OSError, ValueError):
+        return {}
+    if record.get("stage") != STAGE or not record.get("complete"):
+        return {}
+    before = {entry["path"]: entry["sha256"] for entry in record.get("shards", [])}
+    return {shard.index: shard.sha256 for shard in corpus.shards
+            if before.get(shard.path.name) == shard.sha256}  # fmt: skip
+
+
 def build_store(corpus: Corpus, out: Path) -> dict:
-    """Write the store of `corpus` to `out` (atomically: a temp folder renamed into place)."""
+    """Write the store of `corpus` to `out` (atomically: a temp folder renamed into place).
+
+    The corpus is opened with its shards hashed (Corpus.open(verify="full"), as the indexer does), so
+    building reads each shard once, for its line ends and ids. A shard whose sha256 equals the one
+    the store in `out` recorded is not read again: its rows are linked from the earlier store. The
+    earlier store, if it belongs to another corpus version, is kept as a generation (medsnip.generations)."""
     started = time.perf_counter()
     remove_stale_temps(out.parent)  # what a killed earlier run left
+    keep_index(out, corpus.record_hash)
     temp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     shutil.rmtree(temp, ignore_errors=True)
     temp.mkdir(parents=True)
+    reusable = _reusable_shards(out, corpus)
+    previous = None
+    if reusable:
+        old_hashes, old_rows = np.load(out / _ID_HASHES), np.load(out / _ID_ROWS)
+        previous = (old_hashes, old_rows, old_rows >> np.uint64(32))
     hashes, rows = [], []
-    for shard in corpus.shards:
-        offsets = []
-        shard_hashes = []
-        digest = hashlib.sha256()
-        end = 0
-        for offset, line in iter_shard_lines(shard):
-            digest.update(line)
-            offsets.append(offset)
-            end = offset + len(line)
-            snippet_id = orjson.loads(line)["id"]
-            shard_hashes.append(id_hash(snippet_id))
-        if len(offsets) != shard.records or digest.hexdigest() != shard.sha256:
-            shutil.rmtree(temp, ignore_errors=True)
-            raise LineageError(f"{shard.path}: its lines or sha256 differ from the corpus build.json")
-        offsets.append(end)
-        np.save(temp / _offsets_name(shard.index), np.array(offsets, dtype=np.uint64))
-        hashes.append(np.array(shard_hashes, dtype=np.uint64))
-        rows.append((np.uint64(shard.index) << np.uint64(32)) | np.arange(len(shard_hashes), dtype=np.uint64))
+    try:
+        for shard in corpus.shards:
+            if shard.index in reusable:
+                os.link(out / _offsets_name(shard.index), temp / _offsets_name(shard.index))
+                old_hashes, old_rows, old_shards = previous
+                mine = old_shards == np.uint64(shard.index)
+                hashes.append(old_hashes[mine])
+                rows.append(old_rows[mine])
+                continue
+            offsets, shard_hashes = _scan_shard(shard)
+            np.save(temp / _offsets_name(shard.index), offsets)
+            hashes.append(shard_hashes)
+            rows.append((np.uint64(shard.index) << np.uint64(32)) | np.arange(len(shard_hashes), dtype=np.uint64))
+    except BaseException:
+        shutil.rmtree(temp, ignore_errors=True)
+        raise
     all_hashes = np.concatenate(hashes) if hashes else np.empty(0, np.uint64)
     all_rows = np.concatenate(rows) if rows else np.empty(0, np.uint64)
-    order = np.argsort(all_hashes, kind="stable")
+    order = np.lexsort((all_rows, all_hashes))  # by hash, then by place: the same arrays however built
     np.save(temp / _ID_HASHES, all_hashes[order])
     np.save(temp / _ID_ROWS, all_rows[order])
     record = index_record(
         STAGE,
         corpus,
-        counts={"snippets": int(len(all_hashes)), "shards": len(corpus.shards)},
+        counts={"snippets": int(len(all_hashes)), "shards": len(corpus.shards), "shards_reused": len(reusable)},
         layout="offsets-SSSSS.npy: uint64 line offsets (rows+1); id_hashes.npy: sorted blake2b-64 of ids; "
         "id_rows.npy: shard << 32 | row",
+        shards=[{"path": shard.path.name, "sha256": shard.sha256} for shard in corpus.shards],
         run={"seconds": round(time.perf_counter() - started, 3)},
     )
     write_build_record(temp, record)
@@ -158,18 +219,9 @@ class SnippetStore:
         return [None if (found := self._find(i)) is None else found[2] for i in ids]
 
     def id_at(self, shard: int, row: int) -> str:
-        """The id of the snippet at (shard, row), decoded from the line's head only: snippet lines start
-        with `{"id":...,"title":` (make_snippet's key order), and a `","title":` inside the id would be
-        escaped, so the first one ends the id."""
-        offsets, mapped = self._offsets[shard], self._maps[shard]
-        start, stop = int(offsets[row]), int(offsets[row + 1])
-        end = mapped.find(b',"title":', start, stop)
-        if end < 0:
-            return orjson.loads(mapped[start:stop])["id"]
-        head = mapped[start:end]
-        if head.startswith(b'{"id":"') and b"\\" not in head:  # no escapes: the bytes are the id
-            return head[7:-1].decode()
-        return orjson.loads(head + b"}")["id"]
+        """The id of the snippet at (shard, row), read from the line's head (_line_id)."""
+        offsets = self._offsets[shard]
+        return _line_id(self._maps[shard], int(offsets[row]), int(offsets[row + 1]))
 
 
 def _map_file(path: Path) -> mmap.mmap | bytes:
@@ -178,3 +230,40 @@ def _map_file(path: Path) -> mmap.mmap | bytes:
         if os.fstat(handle.fileno()).st_size == 0:
             return b""
         return mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+
+
+def lines_of(corpus: Corpus, ids: list[str]) -> dict[int, list[bytes]]:
+    """The shard lines of `ids` (each id's line as the corpus holds it), by shard index, in shard order:
+    looked up in the corpus's store when it is current (a binary search each), else read from one pass
+    over the shards. An id the corpus does not have raises LineageError."""
+    wanted = set(ids)
+    found: dict[int, list[tuple[int, bytes]]] = {}
+    try:
+        store = SnippetStore(corpus.path / "store", corpus)
+    except (OSError, ValueError, KeyError, LineageError):
+        store = None
+    if store is not None:
+        with store:
+            for snippet_id in ids:
+                place = store.locate(snippet_id)
+                if place is None:
+                    raise LineageError(f"{corpus.path}: the change set names {snippet_id!r}, the corpus has no such id")
+                found.setdefault(place[0], []).append((place[1], bytes(store.raw_row(*place))))
+    else:
+        for shard in corpus.shards:
+            mapped = _map_file(shard.path)
+            try:
+                start, size, row = 0, len(mapped), 0
+                while start < size:
+                    stop = mapped.find(b"\n", start)
+                    stop = size if stop < 0 else stop + 1
+                    if _line_id(mapped, start, stop) in wanted:
+                        found.setdefault(shard.index, []).append((row, bytes(mapped[start:stop])))
+                    start, row = stop, row + 1
+            finally:
+                if isinstance(mapped, mmap.mmap):
+                    mapped.close()
+        missing = len(wanted) - sum(len(lines) for lines in found.values())
+        if missing:
+            raise LineageError(f"{corpus.path}: {missing} ids of the change set are not in the corpus")
+    return {shard: [line for _, line in sorted(lines)] for shard, lines in sorted(found.items())}

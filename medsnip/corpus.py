@@ -9,6 +9,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import orjson
+
 from medsnip.buildrecord import (
     RECORD_SCHEMA,
     NotACorpus,
@@ -18,6 +20,9 @@ from medsnip.buildrecord import (
     sha256_file,
     tool_identity,
 )
+
+CHANGES = "changes.jsonl"  # a build's change set against its parent (corpusbuild.changes writes it)
+KINDS = ("added", "changed", "removed")
 
 
 class LineageError(Exception):
@@ -31,6 +36,25 @@ class Shard:
     records: int
     bytes: int
     sha256: str
+
+
+@dataclass(frozen=True)
+class ChangeSet:
+    """A corpus build's changes since its parent build (whose lineage hash is `parent`)."""
+
+    parent: str
+    summary: dict
+    ids: dict[str, list[str]]  # "added" / "changed" / "removed" -> snippet ids
+
+    @property
+    def gone(self) -> list[str]:
+        """Ids whose earlier line is no longer in the corpus (changed or removed)."""
+        return self.ids["changed"] + self.ids["removed"]
+
+    @property
+    def new(self) -> list[str]:
+        """Ids whose line in this build is new (added or changed)."""
+        return self.ids["added"] + self.ids["changed"]
 
 
 @dataclass(frozen=True)
@@ -103,6 +127,29 @@ class Corpus:
             "snippets": self.snippets,
             "shards": len(self.shards),
         }
+
+    def change_set(self) -> ChangeSet | None:
+        """What this build changed since the build it replaced (None for a first build): the ids in
+        changes.jsonl by kind, checked against the sha256 build.json records for it."""
+        summary = self.record.get("changes")
+        if not summary:
+            return None
+        path = self.path / summary["file"]
+        try:
+            found = sha256_file(path)[0]
+        except FileNotFoundError:
+            raise LineageError(f"{path}: build.json records a change set but the file is missing") from None
+        if found != summary["sha256"]:
+            raise LineageError(f"{path}: sha256 {found}, build.json says {summary['sha256']}")
+        ids: dict[str, list[str]] = {kind: [] for kind in KINDS}
+        with open(path, "rb") as handle:
+            for number, line in enumerate(handle, 1):
+                try:
+                    entry = orjson.loads(line)
+                    ids[entry["change"]].append(entry["id"])
+                except (orjson.JSONDecodeError, KeyError, TypeError) as error:
+                    raise LineageError(f"{path}:{number}: not a change entry ({error})") from None
+        return ChangeSet(summary["parent"], summary, ids)
 
     def check_lineage(self, upstream: dict, what: str) -> None:
         """Refuse an index/store whose recorded upstream is not this corpus."""

@@ -6,8 +6,9 @@ and a running searchd is told to swap generations.
    files are parsed; the build records its change set (corpusbuild.changes).
 2. indexes: every index the corpus folder holds (store, bm25, dense-*) that cites an earlier version of
    the corpus is rebuilt with the parameters its own build.json records; dense embeds only snippets
-   whose text was added or changed (vectors are keyed by text digest, indexer.dense) and BM25 and the
-   store are rebuilt whole (not yet incremental).
+   whose text was added or changed (vectors are keyed by text digest, indexer.dense), BM25 applies the
+   change set in Lucene by id (indexer.bm25_update), and the store re-reads only shards whose bytes
+   changed. Each index replaced is kept as a generation until `medsnip prune` (medsnip.generations).
 3. searchd: SIGHUP to `--reload-pid`, which loads the new indexes beside the serving ones and switches
    with no failed call (searchd.generations).
 
@@ -70,7 +71,11 @@ def rebuild_indexes(corpus_dir: Path, log) -> dict[str, dict]:
 
     corpus = Corpus.open(corpus_dir, verify="full")
     records = {}
-    for folder in sorted(path for path in corpus_dir.iterdir() if (path / "build.json").is_file()):
+    folders = [path for path in corpus_dir.iterdir() if (path / "build.json").is_file()]
+    stores_first = sorted(
+        folders, key=lambda path: (read_build_record(path).get("stage") != "indexer.store", path.name)
+    )
+    for folder in stores_first:  # BM25's update reads the changed snippets' lines through the store
         old = read_build_record(folder)
         stage, params = old.get("stage"), old.get("params", {})
         if old.get("upstream", {}).get("lineage_sha256") == corpus.record_hash:

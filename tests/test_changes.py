@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 import orjson
 
-from corpusbuild.changes import read_changes
 from helpers import all_snippets
 from medsnip.buildrecord import lineage_hash, read_build_record
+from medsnip.corpus import Corpus
 
 
 def by_id(out) -> dict[str, bytes]:
@@ -23,6 +23,11 @@ def by_hand(before: dict[str, bytes], after: dict[str, bytes]) -> dict[str, set[
         "changed": {i for i in set(after) & set(before) if after[i] != before[i]},
         "removed": set(before) - set(after),
     }
+
+
+def read_changes(out) -> tuple[dict, dict[str, list[str]]] | None:
+    change_set = Corpus.open(out).change_set()
+    return None if change_set is None else (change_set.summary, change_set.ids)
 
 
 def build(run_corpusbuild, out, *inputs, shards=4):
