@@ -1,4 +1,5 @@
-"""`medsnip`: jobs over several stages. `medsnip update CORPUS --pubmed-updates DIR [--reload-pid PID]`."""
+"""`medsnip`: jobs over several stages. `medsnip update CORPUS --pubmed-updates DIR [--reload-pid PID]`,
+`medsnip prune FOLDER`."""
 
 from __future__ import annotations
 
@@ -44,6 +45,30 @@ def update(corpus_dir: Path, folders: tuple[Path, ...], workers: int, reload_pid
         click.echo(f"error: {error}", err=True)
         sys.exit(1)
     click.echo(json.dumps(summary))  # the last line of the output: what the job did, as JSON
+
+
+@main.command()
+@click.argument("folders", nargs=-1, required=True, type=click.Path(path_type=Path, exists=True, file_okay=False))
+@click.option("--dry-run", is_flag=True, help="List what would be deleted.")
+@click.option("--lease-timeout", default=900.0, show_default=True, type=click.FloatRange(0),
+              help="Seconds after which a lease written by a server on another host counts as gone.")  # fmt: skip
+def prune(folders: tuple[Path, ...], dry_run: bool, lease_timeout: float) -> None:
+    """Delete the kept generations of corpus (or index) folders that no running searchd uses.
+
+    An update keeps the corpus version and indexes it replaces under FOLDER/.generations (hard links);
+    searchd leases what it serves. A generation is deleted once no live lease names it."""
+    from medsnip.generations import kept_generations
+    from medsnip.generations import prune as prune_folder
+
+    for folder in folders:
+        removed = prune_folder(folder, dry_run=dry_run, lease_timeout=lease_timeout)
+        for kept in removed:
+            click.echo(
+                f"{'would delete' if dry_run else 'deleted'} {kept.path} ({kept.bytes_only_here:,} bytes only there)"
+            )
+        for kept in kept_generations(folder, lease_timeout):
+            if kept.leased_by:
+                click.echo(f"kept {kept.path}: served by {', '.join(kept.leased_by)}")
 
 
 if __name__ == "__main__":

@@ -75,6 +75,10 @@ def limit_options(command):
 @click.option("--padded-query-batches", is_flag=True,
               help="Pad micro-batched queries to the longest (faster encoder; dense scores then vary in the "
                    "6th-7th digit with the batch instead of reproducing exactly).")  # fmt: skip
+@click.option("--watch", type=click.FloatRange(0.5), metavar="SECONDS",
+              help="Read the root's build records this often and load a new complete generation as SIGHUP does "
+                   "(a root in the middle of an update is left alone until it is complete).")  # fmt: skip
+@click.option("--pid-file", type=click.Path(path_type=Path), help="Write the process id here (for `searchd reload`).")
 def serve(
     root,
     corpora,
@@ -97,16 +101,21 @@ def serve(
     nprobe,
     batch_wait_ms,
     padded_query_batches,
+    watch,
+    pid_file,
 ) -> None:
-    """Load every index under ROOT once and serve Search, BatchSearch, GetSnippets and Info."""
+    """Load every index under ROOT once and serve Search, BatchSearch, GetSnippets and Info.
+
+    SIGHUP (`searchd reload`) or --watch loads the root again beside the serving generation and switches
+    with no failed call; the versions it serves are leased against `medsnip prune`."""
     # The query encoder and the Lucene threads share the cores: OpenMP's default of spinning after
     # each operation burns CPU the other needs (about a third of the server's CPU per hybrid query in
     # docs/benchmarks.md). It must be set before torch loads its OpenMP runtime; a user's value wins.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     from searchd.auth import read_token
     from searchd.daemon import BindError, ConnectionLimits, build_server, serve_forever
-    from searchd.engine import SearchEngine, ServingError
-    from searchd.generations import EngineHolder
+    from searchd.engine import SearchEngine, ServingError, discover_corpora
+    from searchd.generations import EngineHolder, root_state
     from searchd.server import Limits
 
     request_log = logging.getLogger("searchd")  # one JSON line per request, on stderr
@@ -122,6 +131,12 @@ def serve(
         return SearchEngine(root, list(corpora) or None, device=device, independent_queries=not padded_query_batches,
                             nprobe=nprobe, wait_ms=batch_wait_ms)  # fmt: skip
 
+    def state() -> tuple | None:
+        try:
+            return root_state(discover_corpora(root, list(corpora) or None))
+        except ServingError:
+            return None
+
     try:
         engine = load()
     except ServingError as error:
@@ -132,7 +147,7 @@ def serve(
     limits = Limits(max_k, max_query_chars, max_batch, max_in_flight, max_call_seconds, int(max_reply_mb * 2**20))
     try:
         running = build_server(
-            EngineHolder(engine, load), host, port, limits, token, tls,
+            EngineHolder(engine, load, state), host, port, limits, token, tls,
             connections=ConnectionLimits(max_connections, idle_timeout),
         )  # fmt: skip
     except BindError as error:
@@ -140,6 +155,8 @@ def serve(
         console.print(f"[red]refusing to start[/red]: {escape(str(error))}")
         sys.exit(1)
     bound = running.port
+    if pid_file:
+        pid_file.write_text(f"{os.getpid()}\n")
     if port_file:
         port_file.write_text(str(bound))
     served = ", ".join(
@@ -149,7 +166,56 @@ def serve(
         f"searchd {__version__} serving {served} on {host}:{bound}"
         f"{' with TLS' if tls else ''}{' (token required)' if token else ''}"
     )
-    serve_forever(running, grace=grace)
+    try:
+        serve_forever(running, grace=grace, watch=watch)
+    finally:
+        if pid_file:
+            pid_file.unlink(missing_ok=True)
+
+
+@main.command()
+@click.option("--pid", type=int, help="searchd's process id.")
+@click.option("--pid-file", type=click.Path(path_type=Path, exists=True, dir_okay=False),
+              help="The file `searchd serve --pid-file` wrote.")  # fmt: skip
+@click.option("--server", "address", help="Also wait for the outcome, asking this server's Info (host:port).")
+@click.option("--timeout", default=600.0, show_default=True, type=click.FloatRange(1), help="With --server.")
+def reload(pid, pid_file, address, timeout) -> None:
+    """Ask a running searchd to load its root again and switch generations (SIGHUP).
+
+    With --server, wait until the new generation serves (exit 0) or the load failed, the old one still
+    serving (exit 1, with the error)."""
+    import json
+    import signal
+    import time
+
+    if (pid is None) == (pid_file is None):
+        raise click.UsageError("give --pid or --pid-file")
+    pid = pid if pid is not None else int(pid_file.read_text().strip())
+    before = None
+    if address:
+        with _client(address, None, False, None) as client:
+            before = json.loads(client.info().stats_json)["generation"]
+    try:
+        os.kill(pid, signal.SIGHUP)
+    except ProcessLookupError:
+        console.print(f"[red]error[/red]: no process {pid}")
+        sys.exit(1)
+    if not address:
+        return
+    deadline = time.monotonic() + timeout
+    with _client(address, None, False, None) as client:
+        while time.monotonic() < deadline:
+            status = json.loads(client.info().stats_json)["generation"]
+            if status["generation"] > before["generation"]:
+                console.print(f"generation {status['generation']} serving")
+                return
+            if status["last_error"] and status["last_error"] != before["last_error"]:
+                console.print(f"[red]reload failed[/red], generation {status['generation']} still serving: "
+                              f"{escape(status['last_error']['error'])}")  # fmt: skip
+                sys.exit(1)
+            time.sleep(0.2)
+    console.print(f"[red]error[/red]: no new generation within {timeout:.0f} s")
+    sys.exit(1)
 
 
 def client_options(command):

@@ -12,8 +12,10 @@ seconds to finish; then gRPC cancels them, and every wait of their work returns 
 so nothing reads an unmapped store; if work is still stuck `bound` seconds after the grace period
 (a search inside the JVM cannot be interrupted), the process exits anyway. It always exits 0.
 
-Reload (SIGHUP): the root is loaded again beside the serving engine and swapped in when complete
-(searchd.generations); calls are never refused for it.
+Reload (SIGHUP, or `watch` seconds after a new complete generation appears on disk): the root is loaded
+again beside the serving engine and swapped in when complete (searchd.generations); calls are never
+refused for it. The health service `searchd.generation` says NOT_SERVING while the last load failed
+(the generation before it still serving).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from searchd.generations import EngineHolder
 from searchd.server import Limits, SearchServicer, log_request
 
 SERVICE_NAME = search_pb2.DESCRIPTOR.services_by_name["SearchService"].full_name
+GENERATION_HEALTH = "searchd.generation"  # NOT_SERVING while the newest generation failed to load
 _RESERVED_DESCRIPTORS = 1024  # index files, stores, the JVM, logs: kept free of connections
 log = logging.getLogger("searchd")
 
@@ -140,17 +143,29 @@ def build_server(
     if bound == 0 or (port and bound != port):
         raise BindError(f"cannot listen on {address}")
     server.start()
-    for service in ("", SERVICE_NAME):
+    for service in ("", SERVICE_NAME, GENERATION_HEALTH):
         health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
     return RunningServer(server, bound, health_servicer, servicer)
 
 
-def serve_forever(running: RunningServer, grace: float = 10.0, bound: float = 10.0) -> None:
+def _reload(running: RunningServer) -> None:
+    """Load the root again and swap (searchd.generations); health's `searchd.generation` follows."""
+    loaded = running.servicer.engines.reload()
+    status = health_pb2.HealthCheckResponse.SERVING if loaded else health_pb2.HealthCheckResponse.NOT_SERVING
+    running.health.set(GENERATION_HEALTH, status)
+
+
+def serve_forever(running: RunningServer, grace: float = 10.0, bound: float = 10.0, watch: float | None = None) -> None:
     """Block until SIGTERM/SIGINT, then stop as the module docstring says; returns only after a clean
-    stop (engines closed), else ends the process with status 0 itself. SIGHUP reloads the root in a
-    background thread and swaps generations (searchd.generations) while calls go on."""
+    stop (engines closed), else ends the process with status 0 itself. SIGHUP (or, every `watch`
+    seconds, a new complete generation on disk) reloads the root in a background thread and swaps
+    generations (searchd.generations) while calls go on; the server's leases are refreshed meanwhile."""
+    from medsnip.generations import LEASE_REFRESH_SECONDS
+
     stop = threading.Event()
     reload_asked = threading.Event()
+    reloading: threading.Thread | None = None
+    next_watch = next_lease = time.monotonic()
 
     def on_signal(signum, frame):
         stop.set()
@@ -162,9 +177,19 @@ def serve_forever(running: RunningServer, grace: float = 10.0, bound: float = 10
     # Wake every half second: a signal delivered to another thread (gRPC's, the JVM's) only runs
     # Python's handler once the main thread runs bytecode again.
     while not stop.wait(0.5):
+        now = time.monotonic()
+        if watch and now >= next_watch and not reload_asked.is_set():
+            next_watch = now + watch
+            if (reloading is None or not reloading.is_alive()) and engines.new_generation_on_disk():
+                log.info('{"reload": "a new generation is on disk"}')
+                reload_asked.set()
         if reload_asked.is_set():
             reload_asked.clear()
-            threading.Thread(target=engines.reload, name="searchd-reload", daemon=True).start()
+            reloading = threading.Thread(target=_reload, args=(running,), name="searchd-reload", daemon=True)
+            reloading.start()
+        if now >= next_lease:
+            next_lease = now + LEASE_REFRESH_SECONDS
+            engines.refresh_leases()
     running.health.enter_graceful_shutdown()
     stopped = running.server.stop(grace)
     if running.servicer.wait_idle(grace + bound):

@@ -5,9 +5,16 @@ index is opened and its lineage checked as at start-up. Only a complete, consist
 current engine, in one step under a lock: a call takes its engine when it starts and keeps it to its
 end (BatchSearch jobs too), so in-flight calls finish on the old generation and new calls see the new
 one; a retired engine is closed when its last call leaves. A load that fails leaves the current engine
-serving; the error is logged and reported by Info (`stats_json` -> `generation.last_error`). Indexes
-are replaced on disk by renaming new folders over old ones (every indexer stage does), so the files a
-retired engine has open or mapped stay readable until it closes.
+serving; the error is logged and reported by Info (`stats_json` -> `generation.last_error`) and by
+the health service `searchd.generation` (NOT_SERVING until a load succeeds). Indexes are replaced on
+disk by renaming new folders over old ones (every indexer stage does), and the version replaced is
+kept as a generation folder (medsnip.generations); the server leases every corpus version it still
+serves (the current engine and retired ones finishing their calls), so `medsnip prune` never deletes
+what it reads.
+
+`--watch`: the root's build records are read every few seconds, and a new *complete* generation (every
+served index citing its corpus's current lineage) is loaded as SIGHUP loads it; a half-updated root
+(the corpus rebuilt, its indexes not yet) is left alone until the update finishes.
 """
 
 from __future__ import annotations
@@ -16,13 +23,76 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
+
+from medsnip.buildrecord import lineage_hash, read_build_record
+from medsnip.generations import remove_lease, write_lease
 
 log = logging.getLogger("searchd")
+SERVED_INDEXES = ("store", "bm25", "dense-*")  # the index folders searchd loads from a corpus folder
+
+
+def root_state(corpus_dirs: list[Path]) -> tuple | None:
+    """What generation the root holds on disk: (corpus folder, corpus lineage, index lineages) per
+    corpus; None while it is not complete: a record unreadable or marked incomplete, an index folder
+    without its record (a build under way, or one killed and not finished), or an index citing another
+    corpus version than its corpus's (an update under way)."""
+    state = []
+    for corpus_dir in corpus_dirs:
+        try:
+            corpus = read_build_record(corpus_dir)
+            lineage = lineage_hash(corpus)
+            indexes = []
+            for pattern in SERVED_INDEXES:
+                for folder in sorted(corpus_dir.glob(pattern)):
+                    if not folder.is_dir():
+                        continue
+                    record = read_build_record(folder)
+                    if not record.get("complete") or record.get("upstream", {}).get("lineage_sha256") != lineage:
+                        return None
+                    indexes.append((folder.name, lineage_hash(record)))
+        except (OSError, ValueError, KeyError):
+            return None
+        if not corpus.get("complete"):
+            return None
+        state.append((str(corpus_dir), lineage, tuple(indexes)))
+    return tuple(state)
+
+
+def served(engine) -> tuple[set[Path], set[str]]:
+    """(folders holding generations, corpus lineages) of what an engine serves: its leases."""
+    folders, lineages = set(), set()
+    for loaded in getattr(engine, "corpora", {}).values():
+        folders.add(Path(loaded.corpus.path))
+        lineages.add(loaded.corpus.record_hash)
+        for _, index in loaded.indexes():
+            folders.add(Path(index.path).parent)
+    return folders, lineages
+
+
+def corpus_generations(engine) -> dict:
+    """Per corpus: its lineage, how many inputs it was built from and the newest ones (for PubMed, the
+    update files applied last), and its change set's counts: what Info reports of a generation."""
+    described = {}
+    for name, loaded in getattr(engine, "corpora", {}).items():
+        record = loaded.corpus.record
+        inputs = [Path(entry["path"]).name for entry in record.get("inputs", [])]
+        changes = record.get("changes")
+        described[name] = {
+            "lineage_sha256": loaded.corpus.record_hash,
+            "inputs": len(inputs),
+            "newest_inputs": inputs[-5:],
+            "changes": {key: changes[key] for key in ("parent", "added", "changed", "removed")} if changes else None,
+        }
+    return described
 
 
 class EngineHolder:
-    def __init__(self, engine, load: Callable[[], object] | None = None):
-        """`engine`: the one loaded at start-up; `load`: makes a new one from the root (None: no reload)."""
+    def __init__(
+        self, engine, load: Callable[[], object] | None = None, state: Callable[[], tuple | None] | None = None
+    ):
+        """`engine`: the one loaded at start-up; `load`: makes a new one from the root (None: no reload);
+        `state`: what generation the root holds on disk (root_state), for --watch."""
         self._lock = threading.Lock()
         self._reloading = threading.Lock()
         self._current = engine
@@ -32,6 +102,25 @@ class EngineHolder:
         self.generation = 1
         self.loaded_at = time.time()
         self.last_error: dict | None = None
+        self._state = state
+        self._loaded_state = state() if state else None
+        self._failed_state = None
+        self._leased: set[Path] = set()
+        self.refresh_leases()
+
+    def refresh_leases(self) -> None:
+        """Write this server's leases: every corpus version the current and retired engines serve (a
+        retired one still finishes calls on its files). Folders no longer served lose their lease."""
+        with self._lock:
+            engines = [self._current, *self._retired.values()]
+        folders, lineages = set(), set()
+        for engine in engines:
+            more_folders, more_lineages = served(engine)
+            folders |= more_folders
+            lineages |= more_lineages
+        write_lease(folders, lineages)
+        remove_lease(self._leased - folders)
+        self._leased = folders
 
     @property
     def current(self):
@@ -57,6 +146,7 @@ class EngineHolder:
                 del self._retired[id(engine)], self._users[id(engine)]
         if done:
             engine.close()
+            self.refresh_leases()
 
     def reload(self) -> bool:
         """Load the root again and switch to it; False (the current engine serving on) when that fails.
@@ -65,12 +155,14 @@ class EngineHolder:
             raise RuntimeError("this server was started without a way to reload")
         with self._reloading:
             started = time.perf_counter()
+            state = self._state() if self._state else None
             try:
                 engine = self._load()
             except Exception as error:  # noqa: BLE001 - any failure keeps the current generation serving
                 self.last_error = {"at": time.time(), "error": f"{type(error).__name__}: {error}"[:2000]}
                 log.error('{"reload": "failed, generation %d keeps serving", "error": %r}', self.generation,
                           self.last_error["error"])  # fmt: skip
+                self._failed_state = state
                 return False
             with self._lock:
                 old = self._current
@@ -79,6 +171,7 @@ class EngineHolder:
                 self.generation += 1
                 self.loaded_at = time.time()
                 self.last_error = None
+                self._loaded_state, self._failed_state = state, None
                 idle = self._users[id(old)] == 0
                 if idle:
                     del self._users[id(old)]
@@ -86,15 +179,25 @@ class EngineHolder:
                     self._retired[id(old)] = old
             if idle:
                 old.close()
+            self.refresh_leases()
             log.info('{"reload": "generation %d serving", "seconds": %.2f}', self.generation,
                      time.perf_counter() - started)  # fmt: skip
             return True
 
+    def new_generation_on_disk(self) -> bool:
+        """True when the root holds a complete generation other than the one serving and other than one
+        that failed to load (--watch reloads then; a failed one is tried again once it changes)."""
+        if self._state is None:
+            return False
+        state = self._state()
+        return state is not None and state != self._loaded_state and state != self._failed_state
+
     def status(self) -> dict:
         with self._lock:
             retired = len(self._retired)
+            engine = self._current
         return {"generation": self.generation, "loaded_at": self.loaded_at, "retired_still_finishing": retired,
-                "last_error": self.last_error}  # fmt: skip
+                "last_error": self.last_error, "corpora": corpus_generations(engine)}  # fmt: skip
 
     def close(self) -> None:
         """Close every engine (at shutdown, once no call is running)."""
@@ -103,3 +206,5 @@ class EngineHolder:
             self._retired.clear()
         for engine in engines:
             engine.close()
+        remove_lease(self._leased)
+        self._leased = set()

@@ -1,8 +1,8 @@
 """`medsnip update` (pipeline.update) on the real update chain: a corpus built from the baseline and the
 real update file pubmed20n1016, with store, BM25 and dense indexes, takes a later update file (a
 DeleteCitation, a revision, an abstract removed). The corpus is then byte for byte a fresh build of all
-three files, BM25 gives a fresh build's hits and scores, dense embeds only the changed snippets and finds
-what a fresh build finds, and running the job again changes nothing."""
+three files, BM25 (updated by id) gives a fresh build's hits and scores, dense embeds only the changed
+snippets and finds what a fresh build finds, and running the job again changes nothing."""
 
 from __future__ import annotations
 
@@ -50,6 +50,8 @@ def test_the_daily_update_equals_a_fresh_build_and_embeds_only_what_changed(tmp_
     assert shard_bytes(corpus) == shard_bytes(fresh)
 
     live, reference = Corpus.open(corpus), Corpus.open(fresh)
+    # BM25 took the change set by id (indexer.bm25_update) rather than indexing every snippet again
+    assert read_build_record(corpus / "bm25")["run"]["update"]["parent"] == changes["parent"]
     assert BM25Index(corpus / "bm25", live).search(QUESTIONS, 10) == BM25Index(fresh / "bm25", reference).search(
         QUESTIONS, 10)  # fmt: skip
     counts = read_build_record(corpus / "dense-minilm")["counts"]

@@ -1,18 +1,27 @@
 """searchd swaps generations under load (searchd.generations): a real server over a PubMed corpus built
 from the real update chain serves 8 concurrent clients while the corpus is rebuilt with a later update
-(a DeleteCitation among its changes) and its store, BM25 and dense indexes are rebuilt in place; SIGHUP
-loads the new generation beside the old and switches. No call fails, the deleted PMID is never
-returned once the switch is seen, and a broken generation leaves the current one serving and says why."""
+(a DeleteCitation among its changes) and its store, BM25 and dense indexes are updated; --watch sees
+the new complete generation (not the half-updated root before it) and switches. No call fails, the
+deleted PMID is never returned once the switch is seen, the server's lease keeps the old generation
+from `medsnip prune` until its engine is retired, and a broken generation, asked for by `searchd
+reload`, leaves the current one serving and says why in Info and health."""
 
 from __future__ import annotations
 
 import json
-import os
 import signal
 import threading
 import time
 
+import grpc
+from click.testing import CliRunner
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
 from conftest import run_indexer
+from medsnip.buildrecord import lineage_hash, read_build_record
+from medsnip.generations import GENERATIONS, kept_generations
+from pipeline.cli import main as medsnip_main
+from searchd.cli import main as searchd_main
 from searchd.client import SearchClient
 from searchd.launch import start_background_server
 
@@ -37,11 +46,19 @@ def wait_for(predicate, seconds: float = 120.0) -> None:
         time.sleep(0.2)
 
 
+def generation_health(address: str) -> int:
+    with grpc.insecure_channel(address) as channel:
+        request = health_pb2.HealthCheckRequest(service="searchd.generation")
+        return health_pb2_grpc.HealthStub(channel).Check(request, timeout=10).status
+
+
 def test_generations_swap_under_load_with_no_failed_call(tmp_path, update_chain, run_corpusbuild):
     chain = update_chain
     root = tmp_path / "root"
     build(run_corpusbuild, root / "pubmed", chain["baseline"], chain["n1016"])
-    process, address = start_background_server(root)
+    old_lineage = lineage_hash(read_build_record(root / "pubmed"))
+    pid_file = tmp_path / "searchd.pid"
+    process, address = start_background_server(root, "--watch", 1, "--pid-file", pid_file)
     failures, seen_after = [], []
     switched, done = threading.Event(), threading.Event()
     try:
@@ -68,11 +85,14 @@ def test_generations_swap_under_load_with_no_failed_call(tmp_path, update_chain,
             for thread in threads:
                 thread.start()
             time.sleep(1.0)
-            # the daily job: the corpus with the later update, its indexes rebuilt in place, then SIGHUP
+            # the daily job: the corpus with the later update, then its indexes; no signal: --watch sees it
             build(run_corpusbuild, root / "pubmed", chain["baseline"], chain["n1016"], chain["n1017"])
-            os.kill(process.pid, signal.SIGHUP)
             wait_for(lambda: generation(client)["generation"] == 2)
             switched.set()
+            new_lineage = lineage_hash(read_build_record(root / "pubmed"))
+            assert generation(client)["corpora"]["pubmed"]["lineage_sha256"] == new_lineage
+            assert generation(client)["corpora"]["pubmed"]["newest_inputs"][-1] == chain["n1017"].name
+            assert generation(client)["corpora"]["pubmed"]["changes"]["parent"] == old_lineage
             time.sleep(2.0)
             done.set()
             for thread in threads:
@@ -82,14 +102,29 @@ def test_generations_swap_under_load_with_no_failed_call(tmp_path, update_chain,
             assert client.get_snippets([f"{DELETED}0"]).missing == [f"{DELETED}0"]
             assert all(not hit.id.startswith(DELETED) for hit in client.search(deleted_title, k=50).hits)
 
-            # a broken generation: the current one keeps serving, Info says why
+            # the replaced version is kept, leased while the retired engine finished its calls, then free
+            wait_for(lambda: generation(client)["retired_still_finishing"] == 0)
+            kept = kept_generations(root / "pubmed")
+            assert [found.path.name for found in kept] == [old_lineage[:16]] and not kept[0].leased_by
+            assert sorted(path.name for path in kept[0].path.iterdir()) == ["bm25", "corpus", "dense-minilm", "store"]
+            pruned = CliRunner().invoke(medsnip_main, ["prune", str(root / "pubmed")], catch_exceptions=False)
+            assert pruned.exit_code == 0 and f"deleted {kept[0].path}" in pruned.output
+            assert not (root / "pubmed" / GENERATIONS / old_lineage[:16]).exists()
+            leases = list((root / "pubmed" / GENERATIONS / "leases").glob("*.json"))
+            assert [json.loads(path.read_text())["lineages"] for path in leases] == [[new_lineage]]
+
+            # a broken generation: the current one keeps serving, Info and health say why
             (root / "pubmed" / "bm25" / "build.json").write_text("{not json", encoding="utf-8")
-            os.kill(process.pid, signal.SIGHUP)
-            wait_for(lambda: generation(client)["last_error"] is not None)
+            assert generation_health(address) == health_pb2.HealthCheckResponse.SERVING
+            result = CliRunner().invoke(searchd_main, ["reload", "--pid-file", str(pid_file), "--server", address],
+                                        catch_exceptions=False)  # fmt: skip
+            assert result.exit_code == 1 and "still serving" in result.output
             status = generation(client)
             assert status["generation"] == 2 and "bm25" in status["last_error"]["error"]
+            assert generation_health(address) == health_pb2.HealthCheckResponse.NOT_SERVING
             assert client.search("cell", k=5).hits
     finally:
         done.set()
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=60) == 0
+    assert not list((root / "pubmed" / GENERATIONS / "leases").glob("*.json")) and not pid_file.exists()
