@@ -194,7 +194,8 @@ def encoder_options(command):
 @click.option("--metric", default="ip", show_default=True, type=click.Choice(["ip", "l2"]))
 def dense(corpus_dir: Path, out: Path | None, batch_size: int, index_factory: str, metric: str, device: str,
           fp16: bool, devices: str | None, executor: str, ray_address: str | None, **spec_options) -> None:  # fmt: skip
-    """Embeddings per shard (resumable) and one FAISS index per shard; builds the store if missing."""
+    """Embeddings per shard (resumable) and one FAISS index per shard; builds the store if it is missing
+    or of another corpus version (searching maps FAISS rows to snippets through it)."""
     from indexer.dense import build_dense
     from indexer.encoders import DenseEncoder
     from indexer.store import build_store
@@ -213,7 +214,10 @@ def dense(corpus_dir: Path, out: Path | None, batch_size: int, index_factory: st
             _fail(str(error))
         started = time.perf_counter()
         try:
-            if not (corpus_dir / "store" / "build.json").is_file():
+            store_record = corpus_dir / "store" / "build.json"
+            if not store_record.is_file() or (
+                read_build_record(corpus_dir / "store").get("upstream", {}).get("lineage_sha256") != corpus.record_hash
+            ):
                 build_store(corpus, corpus_dir / "store")
             build_dense(corpus, out, encoder, index_factory=index_factory, metric=metric, batch_size=batch_size,
                         log=_log, executor=runner, devices=device_list, fp16=fp16)  # fmt: skip

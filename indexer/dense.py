@@ -3,7 +3,9 @@
 Build, per corpus shard s: embeddings of its snippets in row order saved as float16
 `emb-s.npy` (each written atomically, so a killed run resumes at the first shard without one), then
 one FAISS index per shard from any `index_factory` string; a type that needs training is trained once,
-on a seeded sample of all embeddings, and every shard's index starts from that trained copy. Indexes
+on a seeded sample of all embeddings, and every shard's index starts from that trained copy (kept as
+trained.index and reused by later builds of an updated corpus until RETRAIN_SHARE of the vectors
+were embedded after it: _trained_template). Indexes
 are written as CPU indexes and opened memory-mapped where FAISS supports it. FAISS row i of shard s is
 the i-th snippet of shard s (the corpus row mapping), checked by counts at open time.
 
@@ -24,7 +26,7 @@ import orjson
 
 from indexer.encoders import DenseEncoder, EncoderSpec
 from indexer.store import SnippetStore
-from medsnip.buildrecord import sha256_file, write_build_record
+from medsnip.buildrecord import read_build_record, sha256_file, write_build_record
 from medsnip.corpus import Corpus, LineageError, index_record, open_index_record
 from medsnip.generations import keep_index
 from medsnip.processes import remove_stale_temps
@@ -32,6 +34,8 @@ from medsnip.processes import remove_stale_temps
 STAGE = "indexer.dense"
 TRAIN_SAMPLE_SEED = 20261122
 TRAIN_SAMPLE_MAX = 256 * 1024
+TRAINED = "trained.index"  # the trained, empty index every shard starts from (kept for the next build)
+RETRAIN_SHARE = 0.20  # retrain once the vectors embedded since training pass this share of the index
 
 
 def _emb_name(shard: int) -> str:
@@ -230,6 +234,48 @@ def _training_sample(out: Path, corpus: Corpus, dimension: int) -> np.ndarray:
     return sample
 
 
+def _reusable_training(out: Path, index_factory: str, metric: str, identity: dict) -> dict | None:
+    """The training record of the index in `out`, when its trained.index can start this build too: the
+    same index type, metric and encoder, and the file the record names."""
+    try:
+        record = read_build_record(out)
+    except (OSError, ValueError):
+        return None
+    training = record.get("training")
+    params = record.get("params", {})
+    if (not training or params.get("index_factory") != index_factory or params.get("metric") != metric
+            or record.get("encoder") != identity or not (out / TRAINED).is_file()):  # fmt: skip
+        return None
+    if sha256_file(out / TRAINED)[0] != training["sha256"]:
+        return None
+    return training
+
+
+def _trained_template(out: Path, corpus: Corpus, template, previous: dict | None, embedded_now: int, dimension: int):
+    """(the trained index every shard starts from, the training record) for an index type that needs
+    training. The earlier build's trained index is reused while the vectors embedded since it was
+    trained stay within RETRAIN_SHARE of the index: an update's new and changed snippets are assigned
+    to the lists the earlier snippets defined, so lists stay comparable between days; past that share
+    the sample no longer stands for the corpus and the index is trained again on a new one."""
+    import faiss
+
+    since = (previous["embedded_since_training"] + embedded_now) if previous else None
+    if previous is not None and since <= RETRAIN_SHARE * corpus.snippets:
+        template = faiss.read_index(str(out / TRAINED))
+        training = {**previous, "embedded_since_training": since, "reused": True}
+    else:
+        sample = _training_sample(out, corpus, dimension)
+        template = _train(template, sample)
+        temp = out / f".{TRAINED}.tmp-{os.getpid()}"
+        faiss.write_index(template, str(temp))
+        os.replace(temp, out / TRAINED)
+        training = {"trained_on_vectors": corpus.snippets, "sample": len(sample), "embedded_since_training": 0,
+                    "reused": False}  # fmt: skip
+    training["sha256"] = sha256_file(out / TRAINED)[0]
+    training["retrain_share"] = RETRAIN_SHARE
+    return template, training
+
+
 def build_dense(corpus: Corpus, out: Path, encoder: DenseEncoder, *, index_factory: str = "Flat",
                 metric: str = "ip", batch_size: int = 32, log=None, executor=None, devices: list[str] | None = None,
                 fp16: bool = False) -> dict:  # fmt: skip
@@ -244,6 +290,7 @@ def build_dense(corpus: Corpus, out: Path, encoder: DenseEncoder, *, index_facto
     out.mkdir(parents=True, exist_ok=True)
     remove_stale_temps(out)  # half-written embeddings or FAISS files of a killed earlier run
     identity = encoder.identity()
+    previous_training = _reusable_training(out, index_factory, metric, identity)
     identity_file = out / "encoder.json"
     if identity_file.is_file() and orjson.loads(identity_file.read_bytes()) != identity:
         for stale in out.glob("emb-*"):  # embeddings (and counts) of another model: never mix them
@@ -259,8 +306,10 @@ def build_dense(corpus: Corpus, out: Path, encoder: DenseEncoder, *, index_facto
     dimension = identity["dimension"]
     index_started = time.perf_counter()
     template = faiss.index_factory(dimension, index_factory, _metric(metric))
+    training = None
     if not template.is_trained:
-        template = _train(template, _training_sample(out, corpus, dimension))
+        template, training = _trained_template(out, corpus, template, previous_training, snippets_embedded,
+                                               dimension)  # fmt: skip
     shard_entries = []
     for shard in corpus.shards:
         vectors = np.load(out / _emb_name(shard.index)).astype(np.float32)
@@ -281,6 +330,7 @@ def build_dense(corpus: Corpus, out: Path, encoder: DenseEncoder, *, index_facto
                    "embeddings_dtype": "float16", "device": ",".join(devices)},
         engine={"faiss": faiss.__version__},
         shards=shard_entries,
+        **({"training": training} if training else {}),
         counts={"vectors": sum(entry["rows"] for entry in shard_entries),
                 "embedded_this_run": len(embedded_now),
                 "snippets_embedded_this_run": snippets_embedded,

@@ -99,3 +99,43 @@ def test_a_dense_rebuild_embeds_only_changed_text_and_never_keeps_stale_vectors(
     assert np.allclose(rebuilt.astype(np.float32), expected.astype(np.float32), atol=2e-3)
     counts = read_build_record(corpus / "dense-minilm")["counts"]
     assert counts["embedded_this_run"] == 2 and counts["snippets_embedded_this_run"] == 2
+
+
+def test_an_ivf_index_keeps_its_quantizer_across_updates_until_the_retrain_share(tmp_path, run_corpusbuild):
+    """IVF over 60 real abstracts. An update that changes 5 texts assigns them with the trained index of
+    the build before (trained.index kept, no training), and finds each changed abstract by its own text;
+    a later one that changes 20 more (25 of 60 embedded since training, past RETRAIN_SHARE) trains again."""
+    from conftest import SAMPLES, run_indexer
+    from indexer.dense import RETRAIN_SHARE, TRAINED, DenseIndex
+    from indexer.encoders import DenseEncoder, preset
+
+    lines = [
+        orjson.loads(line) for line in (SAMPLES / "ir" / "pubmedqa-beir" / "corpus.jsonl").read_bytes().splitlines()
+    ]
+    first = lines[:60]
+    second = [dict(line) for line in first]
+    for position in range(5):
+        second[position]["text"] = lines[100 + position]["text"]
+    third = [dict(line) for line in second]
+    for position in range(10, 30):
+        third[position]["text"] = lines[200 + position]["text"]
+    corpus = tmp_path / "corpus"
+    records, trained = [], []
+    for number, version in enumerate((first, second, third)):
+        (tmp_path / f"v{number}.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in version))
+        result = run_corpusbuild("jsonl", tmp_path / f"v{number}.jsonl", "--source", "q", "--no-chunk", "--out",
+                                 corpus, "--shards", 2, "--workers", 1, "--quiet")  # fmt: skip
+        assert result.exit_code == 0, result.output
+        run_indexer("dense", corpus, "--preset", "minilm", "--batch-size", 64, "--index-factory", "IVF4,Flat")
+        records.append(read_build_record(corpus / "dense-minilm")["training"])
+        trained.append((corpus / "dense-minilm" / TRAINED).read_bytes())
+        if number == 1:  # the changed abstracts are found by their own text with the reused quantizer
+            encoder = DenseEncoder(preset("minilm"))
+            index = DenseIndex(corpus / "dense-minilm", Corpus.open(corpus), nprobe=4)
+            texts = [line["text"] for line in second[:5]]
+            hits = index.search(encoder.encode_queries(texts), 1)
+            assert [found[0][0] for found in hits] == [f"q:{line['_id']}:0" for line in second[:5]]
+    assert [record["reused"] for record in records] == [False, True, False]
+    assert [record["embedded_since_training"] for record in records] == [0, 5, 0]
+    assert trained[0] == trained[1] != trained[2]
+    assert records[1]["retrain_share"] == RETRAIN_SHARE and 25 > RETRAIN_SHARE * 60
