@@ -176,6 +176,44 @@ def _apply(root: Path, updates: Path, log: Path) -> dict:
     return json.loads(finished.stdout.splitlines()[-1])
 
 
+def _bm25_check(corpus: Path, here: Path, questions: list[str], log: Path) -> dict:
+    """The updated BM25 index against a full rebuild of the same corpus, built now (`--full`): rankings
+    at depth 100 for every question, and queries/s of each (2 threads)."""
+    fresh = here / "bm25-fresh"
+    shutil.rmtree(fresh, ignore_errors=True)
+    seconds = _run(["-m", "indexer.cli", "bm25", corpus, "--full", "--threads", 2, "--out", fresh], log)
+    from indexer.bm25 import BM25Index
+    from medsnip.corpus import Corpus
+
+    opened = Corpus.open(corpus)
+    started = time.perf_counter()
+    updated = BM25Index(corpus / "bm25", opened)
+    open_seconds = time.perf_counter() - started
+    rebuilt = BM25Index(fresh, opened)
+    results, rates = {}, {}
+    for name, index in (("updated", updated), ("rebuilt", rebuilt)):
+        index.search(questions[:50], 100, threads=2)  # warm the JIT and the page cache
+        started = time.perf_counter()
+        results[name] = index.search(questions, 100, threads=2)
+        rates[name] = len(questions) / (time.perf_counter() - started)
+    updated.close()
+    rebuilt.close()
+    shutil.rmtree(fresh, ignore_errors=True)
+    equal = sum(a == b for a, b in zip(results["updated"], results["rebuilt"], strict=True))
+    held = orjson.loads((corpus / "bm25" / "build.json").read_bytes())["counts"]["deleted_held"]
+    return {"full_seconds": seconds, "questions": len(questions), "equal_rankings": equal,
+            "hits": sum(len(hits) for hits in results["rebuilt"]), "qps": rates, "open_seconds": open_seconds,
+            "deleted_held": held}  # fmt: skip
+
+
+def _prune(corpus: Path) -> dict:
+    from medsnip.generations import kept_generations, prune
+
+    before = kept_generations(corpus)
+    removed = prune(corpus)
+    return {"kept": len(before), "removed": len(removed), "bytes_freed": sum(k.bytes_only_here for k in removed)}
+
+
 def _stage_runs(corpus: Path) -> dict:
     return {name: orjson.loads((corpus / name / "build.json").read_bytes())["run"]
             for name in ("store", "bm25", "dense-static")}  # fmt: skip
@@ -205,11 +243,15 @@ def measure(work: Path) -> dict:
     results["update_records"] = _stage_runs(corpus)
     results["dense_counts"] = orjson.loads((corpus / "dense-static" / "build.json").read_bytes())["counts"]
     results["snippets"] = orjson.loads((corpus / "build.json").read_bytes())["counts"]["snippets"]
+    results["training"] = orjson.loads((corpus / "dense-static" / "build.json").read_bytes()).get("training")
+    results["bm25_check"] = _bm25_check(corpus, here, questions, log)
+    results["prune_day1"] = _prune(corpus)
     # day 2, under load: the update, then SIGHUP and the swap
     day2 = here / "updates-day2"
     shutil.rmtree(day2, ignore_errors=True)
     results["update_file_day2"] = _update_file(files[8:10], day2 / "update-0003.xml", 99_300_000)
     results["live"] = _swap_under_load(root, day2, questions, log)
+    results["prune_day2"] = _prune(corpus)
     return results
 
 
