@@ -198,12 +198,39 @@ def _bm25_check(corpus: Path, here: Path, questions: list[str], log: Path) -> di
         rates[name] = len(questions) / (time.perf_counter() - started)
     updated.close()
     rebuilt.close()
+    scaling = _bm25_update_scaling(opened, fresh, here)
     shutil.rmtree(fresh, ignore_errors=True)
     equal = sum(a == b for a, b in zip(results["updated"], results["rebuilt"], strict=True))
     held = orjson.loads((corpus / "bm25" / "build.json").read_bytes())["counts"]["deleted_held"]
     return {"full_seconds": seconds, "questions": len(questions), "equal_rankings": equal,
             "hits": sum(len(hits) for hits in results["rebuilt"]), "qps": rates, "open_seconds": open_seconds,
-            "deleted_held": held}  # fmt: skip
+            "deleted_held": held, "scaling": scaling}  # fmt: skip
+
+
+def _bm25_update_scaling(corpus, index: Path, here: Path) -> list[dict]:
+    """What applying a change set of n snippets costs a 1M-document index, for growing n: the corpus's
+    own change set cut to its first n ids of each kind, applied (UpdateIndex, deletions kept) to a
+    hard-linked copy of a fully built index. The fixed part (JVM start, commit) and the part that grows
+    with n (analysis of the added lines) show what a day costs at any corpus size."""
+    from indexer.bm25_update import _apply
+    from indexer.store import lines_of
+    from medsnip.generations import link_tree
+
+    change_set = corpus.change_set()
+    rows = []
+    for size in (100, 1_000, 10_000, len(change_set.new)):
+        new, gone = change_set.new[:size], change_set.gone[:size]
+        copy = here / "bm25-scaling"
+        shutil.rmtree(copy, ignore_errors=True)
+        link_tree(index, copy)
+        started = time.perf_counter()
+        lines = [line for shard_lines in lines_of(corpus, new).values() for line in shard_lines]
+        read = time.perf_counter() - started
+        _apply(copy / "index", gone, lines, "en", 1.0)
+        rows.append({"added": len(new), "deleted": len(gone), "read_seconds": read,
+                     "seconds": time.perf_counter() - started})  # fmt: skip
+        shutil.rmtree(copy, ignore_errors=True)
+    return rows
 
 
 def _prune(corpus: Path) -> dict:

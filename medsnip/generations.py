@@ -43,21 +43,29 @@ def generation_dir(folder: Path, lineage: str) -> Path:
     return Path(folder) / GENERATIONS / lineage[:16]
 
 
+def _kept(entry: Path) -> bool:
+    """Temp files of a running or killed build, and Lucene's lock, are not part of a generation."""
+    return entry.name not in _NOT_KEPT and not entry.name.startswith(".")
+
+
+def _link(source: Path, target: Path) -> None:
+    """A file or a whole folder rebuilt at `target` from hard links (copies where links are refused)."""
+    if source.is_dir() and not source.is_symlink():
+        target.mkdir(parents=True)
+        for entry in sorted(filter(_kept, source.iterdir())):
+            _link(entry, target / entry.name)
+    elif source.is_symlink():
+        os.symlink(os.readlink(source), target)
+    else:
+        try:
+            os.link(source, target)
+        except OSError:
+            shutil.copy2(source, target)
+
+
 def link_tree(source: Path, target: Path) -> None:
-    """`source` rebuilt at `target` from hard links (copies where the filesystem refuses links)."""
-    target.mkdir(parents=True)
-    for entry in sorted(source.iterdir()):
-        if entry.name in _NOT_KEPT or entry.name.startswith("."):
-            continue  # temp files of a running or killed build are not part of the generation
-        if entry.is_dir() and not entry.is_symlink():
-            link_tree(entry, target / entry.name)
-        elif entry.is_symlink():
-            os.symlink(os.readlink(entry), target / entry.name)
-        else:
-            try:
-                os.link(entry, target / entry.name)
-            except OSError:
-                shutil.copy2(entry, target / entry.name)
+    """`source` (a folder) rebuilt at `target` from hard links, leaving out temp files and locks."""
+    _link(Path(source), Path(target))
 
 
 def _keep(entries: list[Path], target: Path) -> Path:
@@ -65,18 +73,14 @@ def _keep(entries: list[Path], target: Path) -> Path:
     A generation kept before (the same lineage) stays as it is."""
     if target.exists():
         return target
+    target.parent.mkdir(parents=True, exist_ok=True)
     temp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
     shutil.rmtree(temp, ignore_errors=True)
-    temp.mkdir(parents=True)
+    temp.mkdir()
     try:
         for entry in entries:
-            if entry.is_dir():
-                link_tree(entry, temp / entry.name)
-            elif entry.is_file():
-                try:
-                    os.link(entry, temp / entry.name)
-                except OSError:
-                    shutil.copy2(entry, temp / entry.name)
+            if entry.exists():
+                _link(entry, temp / entry.name)
         os.replace(temp, target)
     except BaseException:
         shutil.rmtree(temp, ignore_errors=True)
@@ -92,9 +96,7 @@ def keep_corpus(corpus_dir: Path, old_record: dict, shard_names: list[str]) -> P
     changes = old_record.get("changes") or {}
     if changes.get("file"):
         entries.append(corpus_dir / changes["file"])
-    target = generation_dir(corpus_dir, lineage_hash(old_record)) / "corpus"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    return _keep(entries, target)
+    return _keep(entries, generation_dir(corpus_dir, lineage_hash(old_record)) / "corpus")
 
 
 def keep_index(out: Path, new_lineage: str) -> Path | None:
@@ -112,19 +114,7 @@ def keep_index(out: Path, new_lineage: str) -> Path | None:
     old_lineage = record.get("upstream", {}).get("lineage_sha256")
     if not record.get("complete") or not old_lineage or old_lineage == new_lineage:
         return None
-    target = generation_dir(out.parent, old_lineage) / out.name
-    target.parent.mkdir(parents=True, exist_ok=True)
-    temp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-    if target.exists():
-        return target
-    shutil.rmtree(temp, ignore_errors=True)
-    try:
-        link_tree(out, temp)
-        os.replace(temp, target)
-    except BaseException:
-        shutil.rmtree(temp, ignore_errors=True)
-        raise
-    return target
+    return _keep(sorted(filter(_kept, out.iterdir())), generation_dir(out.parent, old_lineage) / out.name)
 
 
 # ---- leases: which generations running servers use ----------------------------------------------

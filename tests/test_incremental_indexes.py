@@ -8,6 +8,7 @@ statistic off by one document shows."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -208,3 +209,23 @@ def test_replaced_versions_are_kept_as_generations_until_no_server_uses_them(upd
     assert not kept.exists()
     # the current generation is untouched
     assert ranking(live) == ranking(updated["fresh"])
+
+
+def test_watch_sees_a_generation_only_once_every_served_index_cites_its_corpus(updated, tmp_path):
+    """searchd --watch reads root_state: a root in the middle of an update (an index of the earlier
+    corpus version, or an index folder without its record while it is rebuilt) is not a generation."""
+    from searchd.generations import root_state
+
+    corpus = tmp_path / "pubmedqa"
+    shutil.copytree(updated["live"], corpus, ignore=shutil.ignore_patterns(GENERATIONS, "bm25-parts"))
+    state = root_state([corpus])
+    assert state is not None and [name for name, _ in state[0][2]] == ["store", "bm25"]
+    record = read_build_record(corpus / "bm25")
+    (corpus / "bm25" / "build.json").write_text(
+        json.dumps({**record, "upstream": {**record["upstream"], "lineage_sha256": updated["parent"]}})
+    )
+    assert root_state([corpus]) is None  # BM25 still of the earlier version: an update under way
+    (corpus / "bm25" / "build.json").write_text(json.dumps(record))
+    assert root_state([corpus]) == state
+    (corpus / "dense-minilm").mkdir()  # a dense build under way: no build.json yet
+    assert root_state([corpus]) is None
