@@ -51,6 +51,10 @@ def _full_build(corpus: Path, files: list[Path], model: Path, log: Path) -> dict
     seconds["bm25"] = _run(["-m", "indexer.cli", "bm25", corpus, "--threads", 2], log)
     seconds["dense"] = _run(["-m", "indexer.cli", "dense", corpus, *_dense_args(model), "--out",
                              corpus / "dense-static"], log)  # fmt: skip
+    # each stage's own time from its record (process start-up left out, as the update's stages are timed)
+    seconds["corpusbuild_own"] = orjson.loads((corpus / "build.json").read_bytes())["run"]["seconds"]
+    seconds["store_own"] = orjson.loads((corpus / "store" / "build.json").read_bytes())["run"]["seconds"]
+    seconds["bm25_own"] = orjson.loads((corpus / "bm25" / "build.json").read_bytes())["run"]["seconds"]["total"]
     record = orjson.loads((corpus / "dense-static" / "build.json").read_bytes())
     seconds["dense_embed"], seconds["dense_index"] = (
         record["run"]["seconds"]["embed"],
@@ -292,16 +296,34 @@ def report(results: dict) -> list[str]:
     summary = results["summary"]
     changes = summary["changes"]
     dense_run = records["dense-static"]["seconds"]
+    bm25_update = records["bm25"].get("update", {})
+    training = results.get("training") or {}
+
+    def own(stage: str) -> float:
+        return full.get(f"{stage}_own", full[stage])
+
     rows = [
-        ("corpusbuild (parse, merge, change set)", full["corpusbuild"], summary["seconds"]["corpusbuild"]),
-        ("store", full["store"], _seconds(records["store"])),
-        ("bm25", full["bm25"], _seconds(records["bm25"])),
-        ("dense: embedding", full["dense_embed"], dense_run["embed"]),
-        ("dense: IVF index", full["dense_index"], dense_run["index"]),
-    ]
-    table = ["| stage | full rebuild s | daily update s | ratio |", "|---|---:|---:|---:|"]
+        ("corpusbuild (parse the new file, merge every shard, change set)", own("corpusbuild"),
+         summary["seconds"]["corpusbuild"]),
+        ("store (every shard's rows move: re-read, ids from line heads)", own("store"), _seconds(records["store"])),
+        ("bm25 (the change set applied by id)", own("bm25"), _seconds(records["bm25"])),
+        ("dense: embedding (changed text only)", full["dense_embed"], dense_run["embed"]),
+        ("dense: IVF index" + (" (quantizer reused)" if training.get("reused") else ""), full["dense_index"],
+         dense_run["index"]),
+    ]  # fmt: skip
+    table = ["| stage (each stage's own time) | full rebuild s | daily update s | ratio |", "|---|---:|---:|---:|"]
     table += [f"| {name} | {a:,.1f} | {b:,.1f} | {b / a:.2f} |" for name, a, b in rows]
     counts = results["dense_counts"]
+    check = results["bm25_check"]
+    changed_share = (changes["added"] + changes["changed"]) / results["snippets"]
+    scaling = ["| snippets added / deleted | reading their lines s | applying (JVM, analysis, commit) s | total s |",
+               "|---:|---:|---:|---:|"]  # fmt: skip
+    for row in check["scaling"]:
+        applying = row["seconds"] - row["read_seconds"]
+        scaling.append(f"| {row['added']:,} / {row['deleted']:,} | {row['read_seconds']:.2f} | {applying:.1f} | "
+                       f"{row['seconds']:.1f} |")  # fmt: skip
+    small, large = check["scaling"][0], check["scaling"][-1]
+    per_snippet = (large["seconds"] - small["seconds"]) / max(large["added"] - small["added"], 1)
 
     def window(name: str, part: dict) -> str:
         p50 = "-" if part["p50"] is None else f"{part['p50']:,.1f}"
@@ -309,25 +331,57 @@ def report(results: dict) -> list[str]:
         return f"| {name} | {part['queries']:,} | {part['failed']} | {p50} | {p99} |"
 
     update_file = results["update_file"]
+    freed = results["prune_day1"]["bytes_freed"] + results["prune_day2"]["bytes_freed"]
     return [
         "## Daily update at 1M snippets",
         "",
         f"The retrieval-scale root ({results['snippets']:,} PubMed snippets after the update; recombined real "
-        "sentences; BM25 and dense IVF4096,SQ8 on static-model vectors) takes one update file of "
-        f"{update_file['revised'] + update_file['new']:,} citations ({update_file['revised']:,} revisions with "
-        f"another real abstract, {update_file['new']:,} new) and a DeleteCitation of {update_file['deleted']:,}: "
-        f"{changes['added']:,} snippets added, {changes['changed']:,} changed, {changes['removed']:,} removed. "
-        "`medsnip update` applies it (work kept from the previous build), alone on the machine as the full build "
-        "was:",
+        "sentences; BM25 and dense IVF4096,SQ8 on static-model vectors) is built in full (timed: the full "
+        f"rebuild), then takes one update file of {update_file['revised'] + update_file['new']:,} citations "
+        f"({update_file['revised']:,} revisions with another real abstract, {update_file['new']:,} new) and a "
+        f"DeleteCitation of {update_file['deleted']:,}: {changes['added']:,} snippets added, "
+        f"{changes['changed']:,} changed, {changes['removed']:,} removed ({changed_share:.1%} of the root new or "
+        "changed). `medsnip update` applies it, alone on the machine as the full build was:",
         "",
         *table,
         "",
-        f"Dense embedded {counts['snippets_embedded_this_run']:,} snippets of {counts['vectors']:,} (the rest "
-        "reused by text digest); most of the embedding stage is reading every shard, hashing every snippet's text "
-        "and writing every shard's vectors again, not the encoder. corpusbuild re-merges every shard and BM25 and "
-        "the store are rebuilt whole, "
-        "so their ratio stays near 1: the issue's target of at most 5% of a full rebuild for BM25 and the store "
-        "is not reached; it needs corpus shards that take deltas and Lucene updates by id (not built yet).",
+        f"- **BM25** deleted {bm25_update.get('deleted', 0):,} ids and added {bm25_update.get('added', 0):,} "
+        f"snippets in Lucene; the index holds the {check['deleted_held']:,} deleted documents until a merge "
+        f"(compaction share {bm25_update.get('compact_above', 0.1):.0%}). Against a full rebuild of the same "
+        f"corpus made in this run ({check['full_seconds']:.1f} s, `--full`): **{check['equal_rankings']} of "
+        f"{check['questions']}** MedQA questions get the identical ranking and float32 scores at depth 100 "
+        f"({check['hits']:,} hits). Searching the updated index (LiveSearcher, statistics without the deleted "
+        f"documents) runs {check['qps']['updated']:.1f} queries/s against the rebuilt one's "
+        f"{check['qps']['rebuilt']:.1f} (2 threads, depth 100: the deleted documents are still walked in the "
+        "postings); opening it, with the correction read from the deleted documents' term vectors, took "
+        f"{check['open_seconds']:.1f} s, right after the full rebuild had pushed its files out of the page cache; "
+        "the swap below (searchd loading the next generation beside the serving one) includes this step.",
+        "- **How the BM25 update grows** with the change set (the corpus's own set cut to its first n ids, "
+        "applied to a copy of the full index):",
+        "",
+        *scaling,
+        "",
+        f"  A fixed ~{small['seconds']:.1f} s (JVM start, opening the index, commit) plus about "
+        f"{per_snippet * 1000:.2f} ms per changed snippet. The 5%-of-a-rebuild target holds once a day changes "
+        f"less than about {max(0.05 * own('bm25') - small['seconds'], 0) / max(per_snippet, 1e-9):,.0f} "
+        f"snippets of this root; this synthetic day changes {changed_share:.1%} of it, because the update file "
+        "is a real-size file (30,000 citations) against a root 1/40 of PubMed's size. On the full baseline "
+        "(about 38M citations, about 60M snippets) the same file is about 0.1% of the root and the update "
+        "stays at the fixed cost plus the analysis of its own snippets, while a full rebuild grows with the root.",
+        "- **The store** cannot reach the 5% target here: corpusbuild rewrites every shard a changed document "
+        "falls in, and with 30,000 citations that is every shard, so every row's offset moves and every shard "
+        "is read again. Instead every build was made a single pass of line ends and ids read at the lines' "
+        f"heads, no JSON parse ({own('store'):.1f} s for the full build in this run, 15.6 s before, "
+        "about 2.2 s per million snippets), and shards whose bytes did not change are reused unread; an "
+        "update costs what a full build costs, which is now a few seconds a day at this size.",
+        f"- **Dense** embedded {counts['snippets_embedded_this_run']:,} snippets of {counts['vectors']:,} (the "
+        "rest reused by text digest); most of the embedding stage is reading every shard, hashing every "
+        "snippet's text and writing every shard's vectors again, not the encoder. The IVF index "
+        + ("reused the trained quantizer of the full build " if training.get("reused") else "was trained again ")
+        + f"({training.get('embedded_since_training', 0):,} vectors embedded since training; retrained past "
+        f"{training.get('retrain_share', 0.2):.0%}), so its time is assigning and writing every vector.",
+        f"- **Generations**: each update keeps the version it replaced as hard links; `medsnip prune` after each "
+        f"day (no server left holding them) freed {freed / 2**30:.1f} GiB.",
         "",
         "The next day's file (the same mix from other records) is applied while searchd serves the root to 8 "
         "clients running hybrid queries (MedQA questions, nprobe 32), all on the same 2 cores; then SIGHUP:",
