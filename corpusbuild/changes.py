@@ -25,7 +25,7 @@ from pathlib import Path
 
 import orjson
 
-from medsnip.buildrecord import BUILD_RECORD, lineage_hash, read_json, sha256_file
+from medsnip.buildrecord import lineage_hash, read_complete_record, read_json, sha256_file
 from medsnip.corpus import CHANGES, KINDS
 
 
@@ -47,28 +47,22 @@ def _diff(old: dict[str, bytes], new: dict[str, bytes]) -> list[tuple[str, str]]
 
 def previous_record(out_dir: Path, source: str) -> dict | None:
     """The complete build of `source` that `out_dir` holds now, if any."""
-    path = out_dir / BUILD_RECORD
-    if not path.is_file():
-        return None
-    try:
-        record = read_json(path)
-    except (OSError, ValueError):
-        return None
-    if not record.get("complete") or record.get("source") != source or not isinstance(record.get("outputs"), list):
+    record = read_complete_record(out_dir)
+    if record is None or record.get("source") != source or not isinstance(record.get("outputs"), list):
         return None
     return record
 
 
-def compute_changes(out_dir: Path, reduce_dir: Path, new_shards: dict[str, Path], record: dict) -> dict | None:
-    """The change set of `record` (about to be published from `new_shards`) against the build in
-    `out_dir`: written to reduce_dir/changes.jsonl, its summary returned for build.json; None when there
-    is no earlier complete build of the same source.
+def compute_changes(out_dir: Path, reduce_dir: Path, new_shards: dict[str, Path], record: dict,
+                    parent: dict | None) -> dict | None:  # fmt: skip
+    """The change set of `record` (about to be published from `new_shards`) against `parent`, the build
+    `out_dir` holds now (previous_record): written to reduce_dir/changes.jsonl, its summary returned for
+    build.json; None when there is no earlier complete build of the same source.
 
     A publish killed mid-swap has already removed the parent's build.json: the set computed before the
     swap (kept in `reduce_dir`, or already moved to `out_dir`) is reused. A set kept from a build against
     another parent (the same inputs built twice) is computed again."""
     summary_path = reduce_dir / "changes.json"
-    parent = previous_record(out_dir, record["source"])
     if summary_path.is_file():
         kept = read_json(summary_path)
         written = [path for path in (reduce_dir / CHANGES, out_dir / CHANGES) if path.is_file()]

@@ -134,10 +134,10 @@ def publish(out_dir: Path, reduce_dir: Path, names: list[str], record: dict) -> 
     """
     sources = {name: reduce_dir / name if (reduce_dir / name).is_file() else out_dir / name for name in names}
     record["run"]["shard_mtime_ns"] = {name: path.stat().st_mtime_ns for name, path in sources.items()}
-    changes = compute_changes(out_dir, reduce_dir, sources, record)
+    parent = previous_record(out_dir, record["source"])
+    changes = compute_changes(out_dir, reduce_dir, sources, record, parent)
     if changes is not None:
         record["changes"] = changes
-    parent = previous_record(out_dir, record["source"])
     if parent is not None and lineage_hash(parent) != lineage_hash(record):
         keep_corpus(out_dir, parent, [output["path"] for output in parent["outputs"]])
     record_path = out_dir / BUILD_RECORD

@@ -24,11 +24,12 @@ import time
 from pathlib import Path
 
 from indexer.anserini_index import java_version, medsnip_java_command, run_java
-from medsnip.buildrecord import read_build_record, write_build_record
+from indexer.bm25 import STAGE, index_dirs
+from indexer.store import lines_of
+from medsnip.buildrecord import read_build_record, read_complete_record, write_build_record
 from medsnip.corpus import ChangeSet, Corpus, LineageError, index_record, replace_dir
 from medsnip.generations import keep_index, link_tree
 
-STAGE = "indexer.bm25"
 COMPACT_ABOVE = 0.10  # deletions held, as a share of the index, past which an update merges them away
 
 
@@ -36,13 +37,8 @@ def updatable(corpus: Corpus, out: Path, language: str) -> ChangeSet | None:
     """The corpus's change set, if the index in `out` is a complete BM25 index of its parent build
     analyzed as `language`; else None (build in full)."""
     change_set = corpus.change_set()
-    if change_set is None or not (out / "build.json").is_file():
-        return None
-    try:
-        record = read_build_record(out)
-    except (OSError, ValueError):
-        return None
-    if record.get("stage") != STAGE or not record.get("complete"):
+    record = read_complete_record(out) if change_set is not None else None
+    if record is None or record.get("stage") != STAGE:
         return None
     if record.get("upstream", {}).get("lineage_sha256") != change_set.parent:
         return None
@@ -72,9 +68,6 @@ def update_bm25(corpus: Corpus, out: Path, change_set: ChangeSet, log=None, *,
     """Apply `change_set` to the BM25 index in `out` (see the module docstring); returns the new record.
     `compact_above`: the share of deleted documents the index may hold (default COMPACT_ABOVE)."""
     compact_above = COMPACT_ABOVE if compact_above is None else compact_above
-    from indexer.bm25 import index_dirs
-    from indexer.store import lines_of
-
     started = time.perf_counter()
     old = read_build_record(out)
     params = old["params"]
@@ -98,7 +91,9 @@ def update_bm25(corpus: Corpus, out: Path, change_set: ChangeSet, log=None, *,
     documents = sum(result["documents"] for result in results)
     if documents != corpus.snippets:
         shutil.rmtree(temp, ignore_errors=True)
-        raise LineageError(f"the updated index holds {documents} documents, the corpus has {corpus.snippets} snippets")
+        raise LineageError(
+            f"{out}: the updated index holds {documents} documents, the corpus has {corpus.snippets} snippets"
+        )
     seconds = round(time.perf_counter() - started, 3)
     record = index_record(
         STAGE, corpus,

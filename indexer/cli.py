@@ -15,7 +15,7 @@ from rich.markup import escape
 from indexer.bm25_sharded import LAYOUTS
 from indexer.encoders import POOLINGS, PRESETS, EncoderSpec, EncoderUnavailable, preset
 from medsnip import __version__
-from medsnip.buildrecord import read_build_record
+from medsnip.buildrecord import read_build_record, read_complete_record
 from medsnip.corpus import Corpus, LineageError, default_out
 from medsnip.executor_options import executor_from_options, executor_options, with_options
 
@@ -214,10 +214,8 @@ def dense(corpus_dir: Path, out: Path | None, batch_size: int, index_factory: st
             _fail(str(error))
         started = time.perf_counter()
         try:
-            store_record = corpus_dir / "store" / "build.json"
-            if not store_record.is_file() or (
-                read_build_record(corpus_dir / "store").get("upstream", {}).get("lineage_sha256") != corpus.record_hash
-            ):
+            store_record = read_complete_record(corpus_dir / "store") or {}
+            if store_record.get("upstream", {}).get("lineage_sha256") != corpus.record_hash:
                 build_store(corpus, corpus_dir / "store")
             build_dense(corpus, out, encoder, index_factory=index_factory, metric=metric, batch_size=batch_size,
                         log=_log, executor=runner, devices=device_list, fp16=fp16)  # fmt: skip

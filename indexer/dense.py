@@ -26,7 +26,7 @@ import orjson
 
 from indexer.encoders import DenseEncoder, EncoderSpec
 from indexer.store import SnippetStore
-from medsnip.buildrecord import read_build_record, sha256_file, write_build_record
+from medsnip.buildrecord import read_complete_record, sha256_file, write_build_record
 from medsnip.corpus import Corpus, LineageError, index_record, open_index_record
 from medsnip.generations import keep_index
 from medsnip.processes import remove_stale_temps
@@ -237,9 +237,8 @@ def _training_sample(out: Path, corpus: Corpus, dimension: int) -> np.ndarray:
 def _reusable_training(out: Path, index_factory: str, metric: str, identity: dict) -> dict | None:
     """The training record of the index in `out`, when its trained.index can start this build too: the
     same index type, metric and encoder, and the file the record names."""
-    try:
-        record = read_build_record(out)
-    except (OSError, ValueError):
+    record = read_complete_record(out)
+    if record is None:
         return None
     training = record.get("training")
     params = record.get("params", {})

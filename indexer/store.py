@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from medsnip.buildrecord import read_build_record, write_build_record
+from medsnip.buildrecord import read_complete_record, write_build_record
 from medsnip.corpus import Corpus, LineageError, index_record, open_index_record, replace_dir
 from medsnip.generations import keep_index
 from medsnip.processes import remove_stale_temps
@@ -53,19 +53,26 @@ def _line_id(mapped, start: int, stop: int) -> str:
     return orjson.loads(head + b"}")["id"]
 
 
+def _line_spans(mapped) -> Iterator[tuple[int, int]]:
+    """(start, end) of every line of a mapped shard, its newline included."""
+    start, size = 0, len(mapped)
+    while start < size:
+        stop = mapped.find(b"\n", start)
+        stop = size if stop < 0 else stop + 1
+        yield start, stop
+        start = stop
+
+
 def _scan_shard(shard) -> tuple[np.ndarray, np.ndarray]:
     """(line offsets with the end appended, id hashes) of a shard: one pass over a map of the file that
     finds each line's end and reads its id from the head (no line is parsed whole)."""
     mapped = _map_file(shard.path)
     try:
         offsets, hashes = [], []
-        start, size = 0, len(mapped)
-        while start < size:
-            stop = mapped.find(b"\n", start)
-            stop = size if stop < 0 else stop + 1
+        for start, stop in _line_spans(mapped):
             offsets.append(start)
             hashes.append(id_hash(_line_id(mapped, start, stop)))
-            start = stop
+        size = len(mapped)
         offsets.append(size)
     finally:
         if isinstance(mapped, mmap.mmap):
@@ -76,18 +83,14 @@ def _scan_shard(shard) -> tuple[np.ndarray, np.ndarray]:
     return np.array(offsets, dtype=np.uint64), np.array(hashes, dtype=np.uint64)
 
 
-def _reusable_shards(out: Path, corpus: Corpus) -> dict[int, str]:
+def _reusable_shards(out: Path, corpus: Corpus) -> set[int]:
     """Shards of the store in `out` whose bytes the corpus still has (same name, same sha256): their
     offsets and id hashes are reused as they are. Only a complete store records its shards."""
-    try:
-        record = read_build_record(out)
-    except (OSError, ValueError):
-        return {}
-    if record.get("stage") != STAGE or not record.get("complete"):
-        return {}
+    record = read_complete_record(out)
+    if record is None or record.get("stage") != STAGE:
+        return set()
     before = {entry["path"]: entry["sha256"] for entry in record.get("shards", [])}
-    return {shard.index: shard.sha256 for shard in corpus.shards
-            if before.get(shard.path.name) == shard.sha256}  # fmt: skip
+    return {shard.index for shard in corpus.shards if before.get(shard.path.name) == shard.sha256}
 
 
 def build_store(corpus: Corpus, out: Path) -> dict:
@@ -253,13 +256,9 @@ def lines_of(corpus: Corpus, ids: list[str]) -> dict[int, list[bytes]]:
         for shard in corpus.shards:
             mapped = _map_file(shard.path)
             try:
-                start, size, row = 0, len(mapped), 0
-                while start < size:
-                    stop = mapped.find(b"\n", start)
-                    stop = size if stop < 0 else stop + 1
+                for row, (start, stop) in enumerate(_line_spans(mapped)):
                     if _line_id(mapped, start, stop) in wanted:
                         found.setdefault(shard.index, []).append((row, bytes(mapped[start:stop])))
-                    start, row = stop, row + 1
             finally:
                 if isinstance(mapped, mmap.mmap):
                     mapped.close()

@@ -125,6 +125,20 @@ def read_build_record(directory: Path) -> dict[str, Any]:
     return record
 
 
+def read_complete_record(directory: Path) -> dict[str, Any] | None:
+    """The build record in `directory` if there is a readable one marked complete, else None: what a
+    build looks at to decide whether an earlier output can be reused, kept or updated (anything else
+    is built again)."""
+    path = Path(directory) / BUILD_RECORD
+    if not path.is_file():
+        return None
+    try:
+        record = read_json(path)
+    except (OSError, ValueError):
+        return None
+    return record if record.get("complete") else None
+
+
 class NotACorpus(ValueError):
     """A folder whose build record is not one source's corpusbuild output."""
 

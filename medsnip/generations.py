@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from medsnip.buildrecord import BUILD_RECORD, lineage_hash, read_json
+from medsnip.buildrecord import BUILD_RECORD, lineage_hash, read_complete_record
 from medsnip.processes import is_alive
 
 GENERATIONS = ".generations"
@@ -104,15 +104,9 @@ def keep_index(out: Path, new_lineage: str) -> Path | None:
     than `new_lineage` (a rebuild for the same corpus replaces an equal generation: nothing to keep).
     Returns where it was kept, or None."""
     out = Path(out)
-    record_path = out / BUILD_RECORD
-    if not record_path.is_file():
-        return None
-    try:
-        record = read_json(record_path)
-    except (OSError, ValueError):
-        return None
-    old_lineage = record.get("upstream", {}).get("lineage_sha256")
-    if not record.get("complete") or not old_lineage or old_lineage == new_lineage:
+    record = read_complete_record(out)
+    old_lineage = record.get("upstream", {}).get("lineage_sha256") if record else None
+    if not old_lineage or old_lineage == new_lineage:
         return None
     return _keep(sorted(filter(_kept, out.iterdir())), generation_dir(out.parent, old_lineage) / out.name)
 
@@ -120,8 +114,9 @@ def keep_index(out: Path, new_lineage: str) -> Path | None:
 # ---- leases: which generations running servers use ----------------------------------------------
 
 
-def _lease_name(pid: int | None = None, host: str | None = None) -> str:
-    return f"{host or socket.gethostname()}-{pid or os.getpid()}.json"
+def _lease_name() -> str:
+    """This server's lease file name: host and process id."""
+    return f"{socket.gethostname()}-{os.getpid()}.json"
 
 
 def write_lease(folders: set[Path], lineages: set[str]) -> list[Path]:

@@ -71,12 +71,9 @@ def rebuild_indexes(corpus_dir: Path, log) -> dict[str, dict]:
 
     corpus = Corpus.open(corpus_dir, verify="full")
     records = {}
-    folders = [path for path in corpus_dir.iterdir() if (path / "build.json").is_file()]
-    stores_first = sorted(
-        folders, key=lambda path: (read_build_record(path).get("stage") != "indexer.store", path.name)
-    )
-    for folder in stores_first:  # BM25's update reads the changed snippets' lines through the store
-        old = read_build_record(folder)
+    built = [(path, read_build_record(path)) for path in corpus_dir.iterdir() if (path / "build.json").is_file()]
+    stores_first = sorted(built, key=lambda item: (item[1].get("stage") != "indexer.store", item[0].name))
+    for folder, old in stores_first:  # BM25's update reads the changed snippets' lines through the store
         stage, params = old.get("stage"), old.get("params", {})
         if old.get("upstream", {}).get("lineage_sha256") == corpus.record_hash:
             log(f"{folder.name}: current")
