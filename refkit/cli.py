@@ -18,6 +18,7 @@ import contextlib
 import functools
 import hashlib
 import json
+import signal
 import sys
 from collections import Counter
 from pathlib import Path
@@ -31,6 +32,7 @@ from rich.table import Table
 from medsnip import __version__
 from medsnip.languages import language_callback
 from medsnip.queries import FORMATS, QueryFileError, read_query_file
+from refkit.relatedness import ANSWER_CEILING, DENSE_FLOOR
 from searchd.cli import client_options
 
 console = Console(stderr=True, highlight=False)
@@ -259,7 +261,15 @@ def lexicon(out, address, corpus_dirs, corpora, token_file, tls, ca_file, mesh_p
               help="Hits per rewrite: as deep as --top-m (rewrites share the original's top hits).")  # fmt: skip
 @click.option("--attribute-swaps", default=2, show_default=True, type=click.IntRange(0), help="Aspect rewrites.")
 @click.option("--entity-swaps", default=2, show_default=True, type=click.IntRange(0), help="Entity rewrites.")
-@click.option("--refs", type=PathIn, help="refs.jsonl from collect: noise must not duplicate these.")
+@click.option("--refs", type=PathIn,
+              help="refs.jsonl from collect (or labeled.jsonl from label): noise must not duplicate these; those "
+              "labelled relevant are the gold references kept noise is compared with.")  # fmt: skip
+@click.option("--related-floor", default=DENSE_FLOOR, show_default=True, type=click.FloatRange(-1, 1),
+              help="MiniLM similarity to the question that makes a candidate naming none of its entities related "
+              "(a hard negative); below it, it is rejected as unrelated.")  # fmt: skip
+@click.option("--answer-ceiling", default=ANSWER_CEILING, show_default=True, type=click.FloatRange(-1, 1),
+              help="MiniLM similarity to the question at which a candidate is rejected as a likely answer "
+              "(1 turns the check off).")  # fmt: skip
 @click.option("--aspects", "aspects_path", type=PathIn,
               help="Your aspect lexicon [default: refkit's table for --language].")  # fmt: skip
 @click.option("--language", default="en", show_default=True, callback=language_callback,
@@ -270,7 +280,8 @@ def lexicon(out, address, corpus_dirs, corpora, token_file, tls, ca_file, mesh_p
 @dedup_options
 @_friendly_errors
 def noise(queries_file, lexicon_path, seed, out, judge_name, judge_threshold, per_query, top_m, candidates,
-          attribute_swaps, entity_swaps, refs, aspects_path, language, address, token_file, tls, ca_file, retrievers,
+          attribute_swaps, entity_swaps, refs, related_floor, answer_ceiling, aspects_path, language, address,
+          token_file, tls, ca_file, retrievers,
           corpora, fusion, rrf_k, query_format, limit, dedup_threshold, shingle_words) -> None:  # fmt: skip
     """Entity/attribute substitutions and the filtered hard-negative references they retrieve."""
     from medsnip.jsonl import read_jsonl, write_jsonl
@@ -290,6 +301,8 @@ def noise(queries_file, lexicon_path, seed, out, judge_name, judge_threshold, pe
         "aspects": str(aspects_path) if aspects_path else f"refkit/{aspects_table(language)}",
         "language": language,
         "dedup": {"threshold": dedup_threshold, "shingle_words": shingle_words},
+        "related_floor": related_floor,
+        "answer_ceiling": answer_ceiling,
     }
     judge = None
     if judge_name:
@@ -304,7 +317,7 @@ def noise(queries_file, lexicon_path, seed, out, judge_name, judge_threshold, pe
             RetrievalOptions(candidates, tuple(corpora), tuple(retrievers), rrf_k, fusion=fusion),
             NoiseOptions(seed, per_query, top_m, candidates, attribute_swaps, entity_swaps),
             DedupOptions(dedup_threshold, shingle_words),
-            collected, provenance, judge,
+            collected, provenance, judge, related_floor, answer_ceiling,
         )  # fmt: skip
         with _progress("noise searches", None) as advance:  # the count is known once queries are analysed
             records = list(generator.run(queries, progress=advance))
@@ -343,23 +356,86 @@ def label(refs, qrels, out, unjudged) -> None:
 @main.command()
 @click.option("--relevant", "labeled_path", required=True, type=PathIn, help="Labelled references (JSONL).")
 @click.option("--noise", "noise_path", type=PathIn, help="noise.jsonl from `refkit noise`.")
+@click.option("--judgements", "judgements_path", type=PathIn,
+              help="judgements.jsonl from `refkit review`: drop noise judged as answering, or by most as "
+              "unrelated.")  # fmt: skip
 @click.option("--n-relevant", required=True, help="A..B relevant references per item.")
 @click.option("--n-irrelevant", required=True, help="C..D irrelevant references per item.")
 @click.option("--seed", required=True, type=int)
 @click.option("--out", required=True, type=PathOut, help="items.jsonl to write.")
 @_friendly_errors
-def assemble(labeled_path, noise_path, n_relevant, n_irrelevant, seed, out) -> None:
+def assemble(labeled_path, noise_path, judgements_path, n_relevant, n_irrelevant, seed, out) -> None:
     """CRAB-style items: the query and numbered references in a seeded order, labels hidden in answer_key."""
     from medsnip.jsonl import write_jsonl
     from refkit.assemble import CountRange, assemble, read_labeled, read_noise
 
     relevant = CountRange.parse(n_relevant, "--n-relevant")
     irrelevant = CountRange.parse(n_irrelevant, "--n-irrelevant")
-    items = list(assemble(read_labeled(labeled_path), read_noise(noise_path) if noise_path else {}, relevant,
-                          irrelevant, seed))  # fmt: skip
+    noise = read_noise(noise_path) if noise_path else {}
+    if judgements_path:
+        from refkit.review import read_judgements, reviewed_noise
+
+        noise, dropped = reviewed_noise(noise, read_judgements(judgements_path))
+        console.print(f"review: {dropped['answers']} noisy references dropped as answering, {dropped['unrelated']} "
+                      "as unrelated")  # fmt: skip
+    items = list(assemble(read_labeled(labeled_path), noise, relevant, irrelevant, seed))
     write_jsonl(out, items)
     short = sum(1 for item in items if item["shortfall"])
     console.print(f"{len(items)} items ({short} below a minimum, see their 'shortfall') -> {out}")
+
+
+@main.command()
+@click.argument("noise_path", metavar="NOISE", type=PathIn)
+@click.option("--judgements", "judgements_path", required=True, type=PathOut,
+              help="judgements.jsonl: each judgement is appended as it is made; an existing file is "
+              "resumed.")  # fmt: skip
+@click.option("--annotator", required=True, help="Your name or initials, recorded with each judgement.")
+@click.option("--port", default=0, show_default=True, type=click.IntRange(0, 65535),
+              help="Loopback port to serve the page on (0: any free one).")  # fmt: skip
+@click.option("--open/--no-open", "open_browser", default=True, show_default=True,
+              help="Open the page in this machine's web browser.")  # fmt: skip
+@_friendly_errors
+def review(noise_path, judgements_path, annotator, port, open_browser) -> None:
+    """Judge kept noise by hand in a local web page: answers (a), related (r), unrelated (u)."""
+    from refkit.review import JudgementLog, make_server, review_items
+
+    if not annotator.strip():
+        raise click.BadParameter("must not be empty", param_hint="--annotator")
+    items = review_items(noise_path)
+    log = JudgementLog(judgements_path)
+    server = make_server(items, log, annotator.strip(), port=port)
+    url = f"http://127.0.0.1:{server.server_address[1]}/"
+    mine = sum(1 for item in items if (item["id"], item["snippet_id"], annotator.strip()) in log.known)
+    click.echo(f"review: {url} ({len(items)} candidates, {mine} judged by {annotator.strip()}); "
+               f"judgements -> {judgements_path}; Ctrl-C to stop", err=True)  # fmt: skip
+    sys.stderr.flush()
+    if open_browser:
+        import webbrowser
+
+        webbrowser.open(url)
+    signal.signal(signal.SIGTERM, _interrupt)  # a stop by the service manager ends it like Ctrl-C
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+
+
+def _interrupt(*_) -> None:
+    raise KeyboardInterrupt
+
+
+@main.command()
+@click.argument("judgements_paths", metavar="JUDGEMENTS...", nargs=-1, required=True, type=PathIn)
+@_friendly_errors
+def agreement(judgements_paths) -> None:
+    """Agreement between annotators of `refkit review`: share judged alike and Cohen's kappa per pair."""
+    from refkit.review import agreement as measure
+    from refkit.review import read_judgements
+
+    judgements = [line for path in judgements_paths for line in read_judgements(path)]
+    click.echo(json.dumps(measure(judgements), indent=2))
 
 
 @main.command()
@@ -413,29 +489,35 @@ def score(items_path, responses_path, out) -> None:
 )
 @click.option("--min-noise", default=3, show_default=True, type=click.IntRange(1),
               help="A question is covered with at least this many kept noisy references.")  # fmt: skip
+@click.option("--lexicon", "lexicon_path", type=PathIn,
+              help="The lexicon the run used: check its entity swaps by refkit.sense's entity rules too.")  # fmt: skip
 @click.option("--out", type=PathOut, help="Write the audit JSON here instead of to stdout.")
 @_friendly_errors
-def audit(noise_path, qrels, min_noise, out) -> None:
-    """Coverage of a `refkit noise` output, and its leak rate against relevance judgements."""
+def audit(noise_path, qrels, min_noise, lexicon_path, out) -> None:
+    """Coverage of a `refkit noise` output in hard negatives, the sense of its rewrites, and its leak rate
+    against relevance judgements."""
     from medsnip.buildrecord import atomic_write_bytes
     from refkit.audit import audit_noise
+    from refkit.lexicon import read_lexicon
 
     judgements = None
     if qrels:
         from medsnip.irformats import read_qrels
 
         judgements = read_qrels(qrels)
-    result = audit_noise(noise_path, judgements, min_noise)
+    result = audit_noise(noise_path, judgements, min_noise, read_lexicon(lexicon_path) if lexicon_path else None)
     text = json.dumps(result, indent=2)
     if out:
         atomic_write_bytes(out, (text + "\n").encode("utf-8"))
     leak = "n/a (no judgements)" if result["leak_rate"] is None else (
         f"{result['leaked']} of {result['judged_kept']} judged = {result['leak_rate']:.1%}")  # fmt: skip
-    console.print(f"coverage: {result['covered']} of {result['questions']} questions have {min_noise}+ kept noisy "
-                  f"references ({result['coverage']:.1%}); shortfall {result['shortfall']}; leak rate {leak}; "
+    console.print(f"coverage: {result['covered']} of {result['questions']} questions have {min_noise}+ hard "
+                  f"negatives ({result['coverage']:.1%}); shortfall {result['shortfall']}; leak rate {leak}; "
                   f"entity swaps by rule {result['entity_swap_rules']}; "
-                  f"{result['rewrites_with_grammar_problems']} of {result['rewrites']} rewrites read wrong"
-                  )  # fmt: skip
+                  f"{result['rewrites_with_grammar_problems']} of {result['rewrites']} rewrites read wrong, "
+                  f"{result['rewrites_without_sense']} break a sense rule"
+                  f"{'' if result['sense_checked_with_lexicon'] else ' (entity rules unchecked: no --lexicon)'}; "
+                  f"swap candidates refused by rule {result['refused_swaps']}")  # fmt: skip
     if not out:
         click.echo(text)
 

@@ -9,6 +9,7 @@ is a whole token there ("HbA1c" in "HbA1c升高"); Latin phrases inside Latin wo
 from __future__ import annotations
 
 import csv
+import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -45,18 +46,41 @@ class PhraseMatcher:
         lowered = text.lower()
         if len(lowered) != len(text):  # a few characters change length when lower-cased: match on an aligned copy
             lowered = "".join(c.lower() if len(c.lower()) == 1 else c for c in text)
+        # Vocabularies name eponyms without the possessive ("Alzheimer Disease") that texts write
+        # ("Alzheimer's disease"): matching runs on a copy without possessive endings, and `position` maps
+        # each of its offsets back to the text.
+        plain, position = _without_possessives(lowered)
         found = []
-        for end_index, (length, payload) in self._automaton.iter(lowered):
+        for end_index, (length, payload) in self._automaton.iter(plain):
             start, end = end_index - length + 1, end_index + 1
-            if _edge(lowered, start, start - 1) and _edge(lowered, end - 1, end):
+            if _edge(plain, start, start - 1) and _edge(plain, end - 1, end):
                 found.append((start, -(end - start), end, payload))
         chosen: list[Match] = []
         covered_until = -1
         for start, _, end, payload in sorted(found, key=lambda m: (m[0], m[1])):
             if start >= covered_until:
-                chosen.append(Match(start, end, text[start:end], payload))
+                first, last = position[start], position[end - 1] + 1
+                chosen.append(Match(first, last, text[first:last], payload))
                 covered_until = end
         return chosen
+
+
+_POSSESSIVE = re.compile(r"(?<=\w)['\u2019]s?(?=\s|[^\w]|$)")
+
+
+def _without_possessives(text: str) -> tuple[str, list[int]]:
+    """`text` without possessive endings ("alzheimer's" -> "alzheimer", "patients'" -> "patients"), and the
+    offset in `text` of each of its characters."""
+    if "'" not in text and "\u2019" not in text:
+        return text, list(range(len(text) + 1))
+    kept, position, at = [], [], 0
+    for possessive in _POSSESSIVE.finditer(text):
+        kept.append(text[at : possessive.start()])
+        position.extend(range(at, possessive.start()))
+        at = possessive.end()
+    kept.append(text[at:])
+    position.extend(range(at, len(text) + 1))
+    return "".join(kept), position
 
 
 def with_variants(phrases: list[tuple[str, Any]], english: bool = True) -> list[tuple[str, Any]]:
@@ -90,7 +114,7 @@ def other_number(phrase: str) -> str | None:
         return None
     if lower.endswith("ies"):
         word = last[:-3] + "y"
-    elif lower.endswith("es") and lower[:-2].endswith(_SIBILANT_ENDINGS):
+    elif lower.endswith("es") and _plural_adds_es(lower):
         word = last[:-2]
     elif lower.endswith("s"):
         word = last[:-1]
@@ -101,6 +125,14 @@ def other_number(phrase: str) -> str | None:
     else:
         word = last + "s"
     return f"{head} {word}" if head else word
+
+
+def _plural_adds_es(plural: str) -> bool:
+    """Was "-es" added to make this plural ("abscesses", "viruses", "boxes", "approaches"), rather than
+    "-s" to a word ending in e ("diseases", "doses", "headaches")?"""
+    if plural.endswith(("sses", "xes", "zzes", "shes", "iruses", "inuses", "tuses")):
+        return True
+    return plural.endswith("ches") and (not plural.endswith("aches") or plural.endswith("oaches"))
 
 
 # Words ending in -s that are singular (diseases, fields of study); -ics words (genetics) are too.

@@ -35,11 +35,25 @@ from medsnip.queries import QueryItem
 from refkit.collect import DedupOptions, RetrievalOptions, reference_from_hit, search_many
 from refkit.connection import ServerError, describe_rpc_error
 from refkit.lexicon import REWRITTEN_TYPES, Entity, Lexicon, natural_name, profile_similarity
-from refkit.matcher import Aspect, Match, PhraseMatcher, agree_number, other_number, with_variants
-from refkit.related import nested_names
+from refkit.matcher import Aspect, Match, PhraseMatcher, agree_number, is_plural, other_number, with_variants
+from refkit.related import NameSimilarity
+from refkit.relatedness import ANSWER_CEILING, DENSE_FLOOR, PoolBM25, RelatednessTest, TextSimilarity, similarity_record
+from refkit.sense import (
+    aspect_position_problem,
+    entity_swap_problem,
+    generic_keys,
+    inside_a_name,
+    next_to_generic,
+    possessive_before,
+    predicate_problem,
+)
 from searchd.client import SearchClient
 
 ENTITY_POOL = 5  # the seed picks entity swaps among this many best-ranked candidates
+# Swaps chosen by name (related) or by co-occurrence need names at least this similar (MiniLM): below it
+# they are mostly other things that sound alike ("Pulse" / "Blinking", "Smoking Cessation" /
+# "Retirement") or merely appear together (the sweetener of a risperidone trial in rats), not siblings.
+SIBLING_NAME_FLOOR = 0.50
 
 
 @dataclass
@@ -62,17 +76,23 @@ class Analysis:
     aspects: list[Match]
     entity: Match | None = None  # the target
     aspect: Match | None = None
+    generic: frozenset[str] = frozenset()  # keys of the generic entities found (never targets)
+    out_of_position: list[dict] = field(default_factory=list)  # aspect words that are not what is asked
+    refused_swaps: list[dict] = field(default_factory=list)  # swap candidates the sense rules refused
 
     def as_dict(self) -> dict:
         return {
             "entities": [{"name": m.payload.name, "ui": m.payload.ui, "type": m.payload.type, "text": m.text,
-                          "span": [m.start, m.end]} for m in self.entities],  # fmt: skip
+                          "span": [m.start, m.end], **({"generic": True} if m.payload.key in self.generic else {})}
+                         for m in self.entities],  # fmt: skip
             "aspects": [{"aspect": m.payload.name, "type": m.payload.type, "text": m.text, "span": [m.start, m.end]}
                         for m in self.aspects],  # fmt: skip
             "target": None if self.entity is None else {
                 "entity": self.entity.payload.name,
                 "aspect": None if self.aspect is None else self.aspect.payload.name,
             },
+            "aspects_out_of_position": self.out_of_position,
+            "refused_swaps": self.refused_swaps,
         }  # fmt: skip
 
 
@@ -106,57 +126,95 @@ class QueryRewriter:
         self.aspect_matcher = PhraseMatcher([(phrase, tuple(found)) for phrase, found in by_phrase.items()])
         self._by_type = {kind: sorted((e for e in typed if e.type == kind), key=lambda e: e.key)
                          for kind in REWRITTEN_TYPES}  # fmt: skip
+        self.generic = generic_keys(lexicon)
+        self.name_similarity = NameSimilarity()
 
     def analyse(self, query: str) -> Analysis:
         """Entities, aspects and the target pair. Questions end with what they ask ("... which of the
         following adverse effects?"), so aspects are tried from the last one back, each paired with the
-        nearest entity of its type; a query with no such pair targets its last entity, aspect-less."""
+        nearest entity of its type; a query with no such pair targets its last entity, aspect-less.
+        Generic entities (refkit.sense), entities after a possessive, next to a generic word or inside a
+        longer name are never targets, and an aspect word counts only where it is what the question asks about an
+        entity (refkit.sense's aspect-position rule)."""
         entities = self.entity_matcher.find(query)
         entity_spans = [(m.start, m.end) for m in entities]
-        aspects = [Match(m.start, m.end, m.text, aspect) for m in self.aspect_matcher.find(query)
-                   if not any(s < m.end and m.start < e for s, e in entity_spans) for aspect in m.payload]  # fmt: skip
-        analysis = Analysis(entities, aspects)
-        for aspect in reversed(aspects):
-            compatible = [e for e in entities if e.payload.type == aspect.payload.type]
+        generic_spans = [(m.start, m.end) for m in entities if m.payload.key in self.generic]
+        targets = [m for m in entities if m.payload.key not in self.generic and not possessive_before(query, m.start)
+                   and not next_to_generic((m.start, m.end), generic_spans, query)
+                   and not inside_a_name(query, (m.start, m.end))]  # fmt: skip
+        analysis = Analysis(entities, [], generic=frozenset(m.payload.key for m in entities) & self.generic)
+        for found in self.aspect_matcher.find(query):
+            if any(s < found.end and found.start < e for s, e in entity_spans):
+                continue
+            for aspect in found.payload:
+                spans = [(m.start, m.end) for m in targets if m.payload.type == aspect.type]
+                problem = aspect_position_problem(query, (found.start, found.end), spans) if spans else None
+                if problem:
+                    analysis.out_of_position.append({"aspect": aspect.name, "text": found.text, "why": problem})
+                else:
+                    analysis.aspects.append(Match(found.start, found.end, found.text, aspect))
+        for aspect in reversed(analysis.aspects):
+            compatible = [e for e in targets if e.payload.type == aspect.payload.type]
             if compatible:
                 analysis.entity = min(compatible, key=lambda e: (_distance(e, aspect), -e.start))
                 analysis.aspect = aspect
                 return analysis
-        if entities:
-            analysis.entity = entities[-1]
+        if targets:
+            analysis.entity = targets[-1]
         return analysis
 
-    def entity_candidates(self, original: Entity, exclude: set[str]) -> list[tuple[Entity, str]]:
-        """(entity, the rule that chose it), best first, from the first rule that finds any:
+    def entity_candidates(self, original: Entity, exclude: set[str],
+                          refused: list[dict] | None = None) -> list[tuple[Entity, str]]:  # fmt: skip
+        """(entity, the rule that chose it), best first, at most ENTITY_POOL, from the first rule that
+        finds any that refkit.sense accepts:
         1. `sibling`: with MeSH trees, entities sharing a tree parent with the original (another drug of
            the class, another disease of the family);
-        2. `cooccurrence`: entities the indexed records carry together with it;
-        3. `related`: its nearest same-type names (refkit.related; vocabularies without trees);
-        4. `same-type`: any other entity of its type, ranked by qualifier-profile similarity and frequency.
+        2. `cooccurrence`: entities the indexed records carry together with it, named alike (MiniLM
+           similarity of the names at SIBLING_NAME_FLOOR or above);
+        3. `related`: its nearest same-type names at SIBLING_NAME_FLOOR or above (refkit.related;
+           vocabularies without trees).
         Never one of its own names, an ancestor or a descendant (by trees, and by names nested word for
-        word: "Asthma" and "Asthma, Exercise-Induced"). For a query not in English, only entities with a
-        name in its language, when there are any. Siblings and co-occurring entities are ranked by
+        word), a near-synonym (names' MiniLM similarity at or above refkit.related.SAME_CONCEPT), a
+        generic entity, or for a drug a class for a substance; each candidate refused for that is
+        appended to `refused` with its reason. For a query not in English, only entities with a name in
+        its language, when there are any. Siblings and co-occurring entities are ranked by
         co-occurrence, then qualifier-profile similarity, then frequency."""
         names = {form.casefold() for form in original.surface_forms(self.language)}
         candidates = [e for e in self._by_type.get(original.type, [])
-                      if e.key != original.key and e.key not in exclude and e.key not in names
-                      and not _nested(original.trees, e.trees) and not nested_names(original.name, e.name)]  # fmt: skip
+                      if e.key != original.key and e.key not in exclude and e.key not in names]  # fmt: skip
         if self.language != "en":  # a swap is written in the query's language: entities named in it, if any are
             candidates = [e for e in candidates if e.translations.get(self.language)] or candidates
         candidates.sort(key=lambda e: (-original.cooccurrence.get(e.name, 0), -profile_similarity(original, e),
                                        -e.frequency, e.key))  # fmt: skip
-        siblings = [e for e in candidates if _siblings(original.trees, e.trees)]
-        if siblings:
-            return [(e, "sibling") for e in siblings]
-        cooccurring = [e for e in candidates if original.cooccurrence.get(e.name, 0)]
-        if cooccurring:
-            return [(e, "cooccurrence") for e in cooccurring]
         allowed = {e.name: e for e in candidates}
-        related = sorted((name for name in original.related if name in allowed),
+        related = sorted((name for name in original.related if name in allowed
+                          and original.related[name] >= SIBLING_NAME_FLOOR * 1000),
                          key=lambda name: (-original.related[name], name.casefold()))  # fmt: skip
-        if related:
-            return [(allowed[name], "related") for name in related]
-        return [(e, "same-type") for e in candidates]
+        rules = (
+            ("sibling", [e for e in candidates if _siblings(original.trees, e.trees)]),
+            ("cooccurrence", [e for e in candidates if original.cooccurrence.get(e.name, 0)]),
+            ("related", [allowed[name] for name in related]),
+        )
+        for rule, members in rules:
+            chosen = []
+            for entity in members:
+                problem = entity_swap_problem(original, entity, self.generic)
+                if problem is None and rule != "sibling":  # siblings in a tree are distinct concepts by MeSH's word
+                    similarity = self.name_similarity(original, entity)
+                    problem = entity_swap_problem(original, entity, self.generic, similarity)
+                    if problem is None and similarity < SIBLING_NAME_FLOOR:
+                        problem = (f"not a sibling: {original.name} / {entity.name} names similar at only "
+                                   f"{similarity:.2f} (below {SIBLING_NAME_FLOOR:.2f})")  # fmt: skip
+                if problem is not None:
+                    if refused is not None:
+                        refused.append({"to": entity.name, "rule": rule, "why": problem})
+                    continue
+                chosen.append((entity, rule))
+                if len(chosen) == ENTITY_POOL:
+                    break
+            if chosen:
+                return chosen
+        return []
 
     def rewrites(self, query: QueryItem, analysis: Analysis, options: NoiseOptions) -> list[Rewrite]:
         if analysis.entity is None:
@@ -165,16 +223,22 @@ class QueryRewriter:
         entity: Entity = analysis.entity.payload
         attribute_targets: list[Aspect] = []
         if analysis.aspect is not None:
-            others = [a for a in self.aspects if a.type == entity.type and a.name != analysis.aspect.payload.name]
+            others = [a for a in self.aspects if a.type == entity.type and a.name != analysis.aspect.payload.name
+                      and predicate_problem(query.query, analysis.aspect.start, analysis.aspect.payload.name,
+                                            a.name) is None]  # fmt: skip
             attribute_targets = rng.sample(others, min(options.attribute_swaps, len(others)))
         present = {m.payload.key for m in analysis.entities}
-        pool = self.entity_candidates(entity, present)[:ENTITY_POOL]
+        pool = self.entity_candidates(entity, present, analysis.refused_swaps)
         entity_targets = rng.sample(pool, min(options.entity_swaps, len(pool)))
         swap = functools.partial(self._swap, query.query, analysis, self.language)
         rewrites = [swap(aspect=target) for target in attribute_targets]
         rewrites += [swap(entity=target) for target in entity_targets]
         if attribute_targets and entity_targets:
             rewrites.append(swap(entity=entity_targets[0], aspect=attribute_targets[0]))
+        for rewrite in rewrites:
+            for edit in rewrite.replaced:
+                if edit["what"] == "entity":
+                    edit["name_similarity"] = self.name_similarity(entity, self.lexicon.get(edit["to"]))
         unique, seen = [], {query.query.casefold()}
         for rewrite in rewrites:
             if rewrite.query.casefold() not in seen:
@@ -201,8 +265,13 @@ class QueryRewriter:
             edits.append((match.start, match.end, words, {
                 "what": "aspect", "type": aspect.type, "from": match.payload.name, "to": aspect.name,
                 "text": match.text, "written": words, "span": [match.start, match.end]}))  # fmt: skip
-        for start, end, words, _ in sorted(edits, key=lambda e: -e[0]):
-            text = (agree_article(text[:start], words) if english else text[:start]) + words + text[end:]
+        for start, end, words, record in sorted(edits, key=lambda e: -e[0]):
+            prefix = text[:start]
+            if english:
+                prefix = agree_article(prefix, words)
+                if record["what"] == "aspect":
+                    prefix = agree_verb(prefix, record["text"], words)
+            text = prefix + words + text[end:]
         kind = "both" if len(edits) == 2 else edits[0][3]["what"].replace("aspect", "attribute")
         return Rewrite(kind, text, [record for *_, record in sorted(edits, key=lambda e: e[0])])
 
@@ -214,11 +283,6 @@ def _parents(trees: list[str]) -> set[str]:
 def _siblings(a: list[str], b: list[str]) -> bool:
     """Do two entities share a tree parent (C19.246.099 and C19.246.267 under C19.246)?"""
     return bool(a and b and _parents(a) & _parents(b))
-
-
-def _nested(a: list[str], b: list[str]) -> bool:
-    """Is one entity an ancestor of the other in some tree (C19.246 above C19.246.099)?"""
-    return any(x == y or x.startswith(y + ".") or y.startswith(x + ".") for x in a for y in b)
 
 
 ARTICLE_BEFORE = re.compile(r"\b(an|a)(\s+)$", re.IGNORECASE)
@@ -245,6 +309,25 @@ def agree_article(prefix: str, word: str) -> str:
     return prefix[: match.start(1)] + article + match.group(2)
 
 
+VERB_BEFORE = re.compile(r"\b(is|are)(\s+(?:the\s+)?(?:\w+\s+){0,2})$", re.IGNORECASE)
+
+
+def _head_is_plural(phrase: str) -> bool:
+    """The number of an aspect phrase's head noun: "mechanism of action" (mechanism), "adverse effects"."""
+    return is_plural(phrase.lower().split(" of ")[0])
+
+
+def agree_verb(prefix: str, replaced: str, written: str) -> str:
+    """`prefix` with an "is"/"are" just before the replaced aspect made to agree with the new one: "What
+    are the side effects of X" -> "What is the mechanism of action of X"."""
+    match = VERB_BEFORE.search(prefix)
+    if match is None or _head_is_plural(replaced) == _head_is_plural(written):
+        return prefix
+    verb = "are" if _head_is_plural(written) else "is"
+    verb = verb.capitalize() if match.group(1)[0].isupper() else verb
+    return prefix[: match.start(1)] + verb + match.group(2)
+
+
 def _distance(a: Match, b: Match) -> int:
     return max(a.start - b.end, b.start - a.end, 0)
 
@@ -261,13 +344,17 @@ class NoiseGenerator:
     def __init__(self, client: SearchClient, address: str, lineage: dict, rewriter: QueryRewriter,
                  retrieval: RetrievalOptions, options: NoiseOptions, dedup: DedupOptions,
                  collected: dict[str, list[dict]] | None = None, provenance: dict | None = None,
-                 judge=None):  # fmt: skip
-        """`judge` (refkit.judge.Judge, optional): rejects candidates it scores as likely answers."""
+                 judge=None, floor: float = DENSE_FLOOR, ceiling: float = ANSWER_CEILING):  # fmt: skip
+        """`judge` (refkit.judge.Judge, optional): rejects candidates it scores as likely answers; `floor`: the
+        MiniLM similarity to the question that makes a candidate naming none of its entities related
+        (refkit.relatedness); `ceiling`: the similarity at which a candidate is taken for an answer."""
         self.client, self.address, self.lineage = client, address, lineage
         self.rewriter, self.retrieval, self.options, self.dedup = rewriter, retrieval, options, dedup
         self.collected = collected or {}
         self.provenance = provenance or {}
         self.judge = judge
+        self.similarity = TextSimilarity()
+        self.floor, self.ceiling = floor, ceiling
 
     def run(
         self, queries: list[QueryItem], batch: int = 32, progress: Callable[[int], None] | None = None
@@ -289,16 +376,25 @@ class NoiseGenerator:
             record = {"id": query.id, "query": query.query, **analysis.as_dict()}
             if not rewrites[index]:
                 reason = "no entity of the lexicon (of a type that is rewritten) in the query"
-                yield {**record, "rewrites": [], "noise": [], "rejected": [], "skipped": reason, **self._footer()}
+                yield {**record, "rewrites": [], "noise": [], "rejected": [], "skipped": reason, "shortfall": None,
+                       **self._footer()}  # fmt: skip
                 continue
             hits_per_rewrite = [next(rewritten_hits) for _ in rewrites[index]]
-            noise, rejected = self._filter(query, analysis, top_m[index], hits_per_rewrite)
+            noise, rejected = self._filter(query, analysis, rewrites[index], top_m[index], hits_per_rewrite)
+            shortfall = None
+            if len(noise) < self.options.per_query:
+                unrelated = sum(1 for r in rejected if r["reason"].startswith("unrelated"))
+                shortfall = (f"{len(noise)} hard negatives: of the {len(rejected) + len(noise)} candidates the "
+                             f"rewrites retrieved, the others may answer the question, duplicate what is kept, or are "
+                             f"unrelated to it ({unrelated}); the corpus holds no more related references that "
+                             f"cannot answer")  # fmt: skip
             yield {
                 **record,
                 "rewrites": [r.as_dict(n) for n, r in enumerate(rewrites[index], 1)],
                 "noise": noise,
                 "rejected": rejected,
                 "skipped": None,
+                "shortfall": shortfall,
                 **self._footer(),
             }
 
@@ -310,8 +406,21 @@ class NoiseGenerator:
         return {"params": {**self.options.as_dict(), "retrieval": self.retrieval.as_dict(), **self.provenance},
                 "lineage": self.lineage["corpora"]}  # fmt: skip
 
-    def _filter(self, query: QueryItem, analysis: Analysis, original_hits: list, hits_per_rewrite: list[list]):
+    def _relatedness(self, query: QueryItem, analysis: Analysis, rewrites: list[Rewrite]) -> RelatednessTest:
+        key = list({m.payload.key: m.payload for m in analysis.entities
+                    if m.payload.key not in analysis.generic}.values())  # fmt: skip
+        swapped_in = {number: [e for edit in rewrite.replaced if edit["what"] == "entity"
+                               and (e := self.rewriter.lexicon.get(edit["to"])) is not None]
+                      for number, rewrite in enumerate(rewrites, 1)}  # fmt: skip
+        return RelatednessTest(query.query, key, swapped_in, self.similarity, self.rewriter.language, self.floor,
+                               ceiling=self.ceiling)  # fmt: skip
+
+    def _filter(self, query: QueryItem, analysis: Analysis, rewrites: list[Rewrite], original_hits: list,
+                hits_per_rewrite: list[list]):  # fmt: skip
         entity: Entity = analysis.entity.payload
+        related = self._relatedness(query, analysis, rewrites)
+        gold = [f"{r.get('title', '')} {r.get('content', '')}".strip() for r in self.collected.get(query.id, [])
+                if r.get("label") == "relevant"]  # fmt: skip
         aspect: Aspect | None = None if analysis.aspect is None else analysis.aspect.payload
         pairing = PairingTest(entity, aspect, self.rewriter.language)
         original_rank = {hit.id: hit.rank for hit in original_hits}
@@ -322,7 +431,6 @@ class NoiseGenerator:
             deduplicator.add(hit.id, hit.content)
         order = _round_robin(hits_per_rewrite)
         meta = self._meta([hit.id for _, hit in order if hit.id not in original_rank])
-        judged = self._judged(query.query, [hit for _, hit in order])
         noise, rejected, considered = [], [], set()
         for rewrite_number, hit in order:
             if len(noise) >= self.options.per_query:
@@ -331,8 +439,6 @@ class NoiseGenerator:
                 continue
             considered.add(hit.id)
             where = {"snippet_id": hit.id, "rewrite": rewrite_number, "rewrite_rank": hit.rank}
-            if hit.id in judged:
-                where["judge"] = judged[hit.id]
             reason = None
             if hit.id in original_rank:
                 reason = f"in the original query's top-{self.options.top_m} (rank {original_rank[hit.id]})"
@@ -345,28 +451,41 @@ class NoiseGenerator:
                 if duplicate is not None:
                     reason = (f"duplicate ({duplicate.kind}, Jaccard {duplicate.jaccard:.2f}) of "
                               f"{duplicate.of}")  # fmt: skip
-            if reason is None and hit.id in judged and judged[hit.id]["score"] >= judged[hit.id]["threshold"]:
-                reason = (f"the judge ({judged[hit.id]['model']}) scores it {judged[hit.id]['score']:.4f}, at or above "
-                          f"{judged[hit.id]['threshold']}: it may answer the original question")  # fmt: skip
+            if reason is None and self.judge is not None:  # the model only sees what passed the cheaper tests
+                judged = where["judge"] = self._judged(query.query, hit)
+                if judged["score"] >= judged["threshold"]:
+                    reason = (f"the judge ({judged['model']}) scores it {judged['score']:.4f}, at or above "
+                              f"{judged['threshold']}: it may answer the original question")  # fmt: skip
+            how = None
+            if reason is None:
+                how, why = related.check(f"{hit.title} {hit.content}", rewrite_number)
+                if how is None:
+                    reason = why
             if reason is not None:
                 rejected.append({**where, "reason": reason})
                 continue
             deduplicator.add(hit.id, hit.content)
             kept_reason = (
                 f"retrieved for rewrite {rewrite_number} at rank {hit.rank}; not in the original's "
-                f"top-{self.options.top_m}; {pairing.describe()}; {mesh_description(entity, aspect)}; not a duplicate"
+                f"top-{self.options.top_m}; {pairing.describe()}; {mesh_description(entity, aspect)}; not a duplicate; "
+                f"related: {why}"
             )
             noise.append({**reference_from_hit(hit, self.lineage), **where, "label": "irrelevant",
-                          "origin": "noise", "reason": kept_reason})  # fmt: skip
+                          "origin": "noise", "reason": kept_reason,
+                          "related": {"how": how.how, "entities": list(how.entities)}})  # fmt: skip
+        if noise:
+            pool = [f"{h.title} {h.content}".strip() for h in original_hits] + [f"{h.title} {h.content}".strip()
+                                                                                for _, h in order] + gold  # fmt: skip
+            bm25 = PoolBM25(pool)
+            for kept in noise:
+                text = f"{kept.get('title', '')} {kept.get('content', '')}".strip()
+                kept["related"].update(similarity_record(query.query, text, gold, self.similarity, bm25))
         return noise, rejected
 
-    def _judged(self, question: str, hits: list) -> dict[str, dict]:
-        """The judge's record (model, score, threshold) of every candidate, scored in one batch."""
-        if self.judge is None:
-            return {}
-        unique = list({hit.id: hit for hit in hits}.values())
-        scores = self.judge.scores(question, [f"{hit.title} {hit.content}".strip() for hit in unique])
-        return {hit.id: self.judge.record(score) for hit, score in zip(unique, scores, strict=True)}
+    def _judged(self, question: str, hit) -> dict:
+        """The judge's record (model, score, threshold) of one candidate."""
+        [score] = self.judge.scores(question, [f"{hit.title} {hit.content}".strip()])
+        return self.judge.record(score)
 
     def _meta(self, ids: list[str]) -> dict[str, dict]:
         """The meta (MeSH) of candidate snippets, from GetSnippets."""

@@ -77,3 +77,30 @@ def _nearest(entity: Entity, members: list[Entity], scores: np.ndarray) -> Count
         if len(kept) == RELATED_KEPT:
             break
     return kept
+
+
+class NameSimilarity:
+    """MiniLM cosine similarity of two entities' natural names, for swap candidates the `related` column
+    does not score (siblings, co-occurring entities). The model loads on first use; vectors are cached."""
+
+    def __init__(self):
+        self._encoder = None
+        self._vectors: dict[str, np.ndarray] = {}
+
+    def __call__(self, a: Entity, b: Entity) -> float:
+        if b.name in a.related:
+            return a.related[b.name] / 1000
+        if a.name in b.related:
+            return b.related[a.name] / 1000
+        first, second = self._vector(natural_name(a)), self._vector(natural_name(b))
+        return round(float(first @ second), 4)
+
+    def _vector(self, name: str) -> np.ndarray:
+        if name not in self._vectors:
+            if self._encoder is None:
+                from indexer.encoders import DenseEncoder, preset
+
+                self._encoder = DenseEncoder(preset("minilm"), queries_only=True)
+            vector = self._encoder.encode_queries([name])[0].astype(np.float32)
+            self._vectors[name] = vector / max(float(np.linalg.norm(vector)), 1e-12)
+        return self._vectors[name]

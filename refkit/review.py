@@ -1,0 +1,184 @@
+"""`refkit review`: experts judge the kept noise, as CRAB's curators do, in a local web page.
+
+`refkit noise` keeps references it believes cannot answer the question but are related to it; an
+expert confirms each. The review page (served on loopback only, no network: refkit/review_page.html)
+shows one candidate at a time: the original question, the rewrite that retrieved it, the reference and
+why it was kept. The annotator answers with the keyboard:
+
+- `a`: it **answers** the original question (a leak: never used as noise);
+- `r`: **related** but does not answer (a hard negative: what noise should be);
+- `u`: **unrelated** (easy noise: not used either);
+- arrows move between candidates, `n` jumps to the next one this annotator has not judged.
+
+Every judgement is appended to the judgements file the moment it is made (one JSON line: query id,
+snippet id, annotator, judgement), so closing the page or killing the server loses nothing and a
+restart resumes at the first candidate not yet judged by that annotator. Several annotators can share
+one file; a later line by the same annotator for the same candidate replaces the earlier one.
+`refkit assemble --judgements` uses them (`reviewed_noise`): a noisy reference any annotator marked as
+answering is dropped, one the majority marked unrelated is dropped, the rest are kept.
+`agreement` reports, per pair of annotators, the share of common candidates judged alike and Cohen's
+kappa.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from importlib import resources
+from itertools import combinations
+from pathlib import Path
+
+from medsnip.jsonl import InputFileError, read_jsonl
+
+JUDGEMENTS = ("answers", "related", "unrelated")
+PAGE = "review_page.html"
+
+
+def review_items(noise_path: Path) -> list[dict]:
+    """Every kept noisy reference of a noise run, in file order: what the page shows."""
+    items = []
+    for _, record in read_jsonl(noise_path, ("id", "query", "noise")):
+        rewrites = {r["number"]: r["query"] for r in record.get("rewrites", [])}
+        for reference in record["noise"]:
+            items.append({
+                "id": str(record["id"]), "snippet_id": reference["snippet_id"], "question": record["query"],
+                "rewrite": rewrites.get(reference.get("rewrite"), ""), "title": reference.get("title", ""),
+                "content": reference.get("content", ""), "why": reference.get("reason", ""),
+            })  # fmt: skip
+    return items
+
+
+def read_judgements(path: Path) -> list[dict]:
+    """The judgements file's lines in order (an absent file has none); a bad line names its number."""
+    if not Path(path).exists():
+        return []
+    judgements = []
+    for number, line in read_jsonl(path, ("id", "snippet_id", "annotator", "judgement")):
+        if line["judgement"] not in JUDGEMENTS:
+            raise InputFileError(f"{path}:{number}: judgement is {line['judgement']!r}, expected one of "
+                                 f"{', '.join(JUDGEMENTS)}")  # fmt: skip
+        judgements.append(line)
+    return judgements
+
+
+def latest(judgements: Iterable[dict]) -> dict[tuple[str, str, str], str]:
+    """(query id, snippet id, annotator) -> that annotator's last judgement."""
+    return {(str(j["id"]), j["snippet_id"], j["annotator"]): j["judgement"] for j in judgements}
+
+
+class JudgementLog:
+    """Appends judgements to the file, one flushed and fsynced line each, from any request thread."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        self.known = latest(read_judgements(self.path))
+
+    def add(self, query_id: str, snippet_id: str, annotator: str, judgement: str) -> None:
+        line = json.dumps({"id": query_id, "snippet_id": snippet_id, "annotator": annotator, "judgement": judgement},
+                          ensure_ascii=False)  # fmt: skip
+        with self._lock:
+            with open(self.path, "a", encoding="utf-8") as out:
+                out.write(line + "\n")
+                out.flush()
+                os.fsync(out.fileno())
+            self.known[(query_id, snippet_id, annotator)] = judgement
+
+
+def make_server(items: list[dict], log: JudgementLog, annotator: str, host: str = "127.0.0.1",
+                port: int = 0) -> ThreadingHTTPServer:  # fmt: skip
+    """The review page and its two calls: GET /api/items (items with this annotator's judgements) and
+    POST /api/judgement ({"index", "judgement"})."""
+    page = resources.files("refkit").joinpath(PAGE).read_bytes()
+    valid = {(item["id"], item["snippet_id"]) for item in items}
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *_):  # the terminal shows progress, not every request
+            pass
+
+        def _send(self, status: int, body: bytes, kind: str = "application/json") -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Cache-Control", "no-store")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self):  # noqa: N802 (http.server's name)
+            if self.path in ("/", "/index.html"):
+                return self._send(200, page, "text/html; charset=utf-8")
+            if self.path == "/api/items":
+                shown = [{**item, "judgement": log.known.get((item["id"], item["snippet_id"], annotator))}
+                         for item in items]  # fmt: skip
+                return self._send(200, json.dumps({"annotator": annotator, "items": shown}).encode("utf-8"))
+            return self._send(404, b'{"error": "not found"}')
+
+        def do_POST(self):  # noqa: N802
+            if self.path != "/api/judgement":
+                return self._send(404, b'{"error": "not found"}')
+            try:
+                length = int(self.headers.get("Content-Length", "0"))
+                body = json.loads(self.rfile.read(min(length, 65536)) or b"{}")
+                item = items[int(body["index"])]
+                judgement = body["judgement"]
+                if judgement not in JUDGEMENTS or (item["id"], item["snippet_id"]) not in valid:
+                    raise ValueError(judgement)
+            except (ValueError, KeyError, IndexError, TypeError, json.JSONDecodeError):
+                return self._send(
+                    400, b'{"error": "expected {\\"index\\": N, \\"judgement\\": answers|related|unrelated}"}'
+                )
+            log.add(item["id"], item["snippet_id"], annotator, judgement)
+            return self._send(200, b'{"saved": true}')
+
+    return ThreadingHTTPServer((host, port), Handler)
+
+
+def reviewed_noise(noise: dict[str, list[dict]], judgements: list[dict]) -> tuple[dict[str, list[dict]], Counter]:
+    """The noise that survives review, each kept reference with its judgements; and what was dropped why."""
+    by_reference: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for (query_id, snippet_id, _), judgement in sorted(latest(judgements).items()):
+        by_reference[(query_id, snippet_id)].append(judgement)
+    kept: dict[str, list[dict]] = {}
+    dropped: Counter = Counter()
+    for query_id, references in noise.items():
+        kept[query_id] = []
+        for reference in references:
+            votes = by_reference.get((query_id, reference["snippet_id"]), [])
+            if "answers" in votes:
+                dropped["answers"] += 1
+            elif votes and votes.count("unrelated") * 2 > len(votes):
+                dropped["unrelated"] += 1
+            else:
+                kept[query_id].append(
+                    {**reference, "review": dict(sorted(Counter(votes).items()))} if votes else reference
+                )
+    return kept, dropped
+
+
+def agreement(judgements: list[dict]) -> dict:
+    """Per pair of annotators: candidates both judged, the share judged alike, and Cohen's kappa."""
+    by_annotator: dict[str, dict[tuple[str, str], str]] = defaultdict(dict)
+    for (query_id, snippet_id, annotator), judgement in latest(judgements).items():
+        by_annotator[annotator][(query_id, snippet_id)] = judgement
+    pairs = {}
+    for first, second in combinations(sorted(by_annotator), 2):
+        common = sorted(set(by_annotator[first]) & set(by_annotator[second]))
+        if not common:
+            pairs[f"{first} / {second}"] = {"common": 0, "agreement": None, "kappa": None}
+            continue
+        a = [by_annotator[first][key] for key in common]
+        b = [by_annotator[second][key] for key in common]
+        observed = sum(x == y for x, y in zip(a, b, strict=True)) / len(common)
+        expected = sum((a.count(label) / len(a)) * (b.count(label) / len(b)) for label in JUDGEMENTS)
+        kappa = 1.0 if expected == 1 else (observed - expected) / (1 - expected)
+        pairs[f"{first} / {second}"] = {
+            "common": len(common),
+            "agreement": round(observed, 4),
+            "kappa": round(kappa, 4),
+        }
+    counts = {annotator: dict(sorted(Counter(v.values()).items())) for annotator, v in sorted(by_annotator.items())}
+    return {"annotators": counts, "pairs": pairs}

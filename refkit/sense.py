@@ -1,0 +1,266 @@
+"""Does a rewrite still make sense as a question? The rules `refkit noise` applies before it writes a
+rewrite and `refkit audit` applies again to every rewrite of a run.
+
+CRAB's irrelevant references come from a query with one entity or one aspect replaced; the rewrite must
+still be a question an expert would ask, about something else. The rules, each with the name that
+`refkit audit` reports:
+
+- `generic`: a generic descriptor ("Disease", "Cells", "Neoplasms", "Syndrome") is never replaced on
+  its own and never written in: it names a category, not a concept, and inside a longer concept
+  ("Alzheimer's disease", "B cell malignancies") replacing it breaks the concept. Generic means any of:
+  - where trees are known, every tree number of depth 1 or 2 (C10, C10.228; Diabetes Mellitus, also at
+    C18.452.394.750, is specific);
+  - a name that at least `GENERIC_SHARE` of the vocabulary's names (and at least
+    `GENERIC_MIN_CONTAINING`) contain word for word: on every MeSH name, Acids, Antigens, Blood, Cells,
+    Disease, DNA, Genes, Growth, Health, Infections, Medicine, Neoplasms, Nursing, Proteins, RNA, Syndrome;
+  - a one-word name that is an everyday English word: Zipf frequency at least `EVERYDAY_ZIPF` in
+    general English (the `wordfreq` package's data: Wikipedia, subtitles, news, books, web text), such
+    as Family, Work, Water, Back, Head, Light, Records, Blood, Skin, Pain, Sleep (MeSH has descriptors by those
+    names, and a question that says "family" or "back" rarely means them).
+- `possessive`: the replaced words follow a possessive ("Alzheimer's <disease>"): they belong to a longer
+  concept the vocabulary did not know.
+- `same-concept` (entity swaps): never an ancestor or a descendant (trees; names nested word for word),
+  never one of its own names, never a near-synonym (the names' MiniLM similarity at or above
+  `refkit.related.SAME_CONCEPT`), and never a group for one concept or one concept for a group: MeSH
+  names groups in the plural ("Antipsychotic Agents", "Brain Diseases", "Memory Disorders") and single
+  concepts in the singular ("Risperidone", "Alzheimer Disease"), so a swap keeps the number of the name.
+  Groups swap with groups ("Breast Neoplasms" / "Lung Neoplasms").
+- `compound`: an entity written right next to a generic word ("lung" in "non-small cell lung cancer",
+  "cell" in "B cell malignancies"), or inside a longer proper name ("Granzyme B", "γ-cyclodextrin"), is
+  part of a concept the vocabulary does not know; it is never the one replaced.
+- `aspect-position`: an aspect is replaced only where it is what the question asks about the entity:
+  "the X of|for|in ... <entity>", "<entity>('s) X", or a question's head ("which of the following X",
+  "what X"); never inside a compound ("gene therapies": a word that is neither a function word nor a
+  usual modifier stands right before it).
+- `predicate`: the replacement must fit the words that govern the aspect, staying in the group of the
+  aspect it replaces: after "effective for the", "used for", "approved for" ... only therapeutic aspects
+  (treatment, indications); after "risk for", "risk of" only harms (adverse effects, complications);
+  after "is/are (they, smoking, ...) a/an" (the aspect said of a subject) a cause for a cause (risk factors,
+  etiology), a sign for a sign (symptoms, complications). "Is eteplirsen effective for the treatment of
+  DMD?" gets no aspect swap, as no other therapeutic aspect of a disease exists; "Fast foods - are they
+  a risk factor for asthma?" may become "... an etiology for asthma?", never "... a prognosis for".
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections import Counter
+from collections.abc import Iterable
+
+import ahocorasick
+
+from refkit.lexicon import Entity, Lexicon, natural_name
+from refkit.matcher import is_plural
+from refkit.related import nested_names
+
+GENERIC_SHARE = 0.0025  # of the vocabulary's names that contain a generic name word for word
+GENERIC_MIN_CONTAINING = 20  # a small vocabulary has no generic names by share alone
+GENERIC_TREE_DEPTH = 2
+EVERYDAY_ZIPF = (
+    4.8  # "family" 5.7, "pain" 5.0, "skin" 4.9; "cells" 4.75, "depression" 4.6, "fever" 4.2, "asthma" 3.7 are not
+)
+
+_WORD = re.compile(r"\w+(?:['\u2019]\w+)?")
+# Words that may stand right before an aspect without making it part of a compound noun.
+FUNCTION_WORDS = frozenset(
+    "the a an of for in on to and or its their his her what which are is was were be been does do did how "
+    "with by as from about following this these that those any all some main major most common known "
+    "possible potential usual typical primary first best new current recommended serious severe long-term "
+    "short-term early late clinical other key underlying associated related specific exact precise likely "
+    "genetic molecular than between among there it they".split()
+)  # fmt: skip
+# Words that govern an aspect, and the groups of aspects that fit after them: a swap stays inside the
+# group of the aspect it replaces. Every other pairing is left as the aspect table allows.
+THERAPEUTIC = frozenset({"treatment", "indications"})
+HARMS = frozenset({"adverse effects", "complications"})
+CAUSES = frozenset({"risk factors", "etiology"})
+MANIFESTATIONS = frozenset({"symptoms", "complications"})
+GOVERNORS = (
+    (
+        re.compile(
+            r"\b(effective|efficacy|efficacious|used|use|approved|indicated|useful|beneficial|safe|option|options|"
+            r"choice|drugs?|agents?|therapy|therapies|licensed|recommended)\s+(for|in)\s+(the\s+|a\s+|an\s+)?$",
+            re.I,
+        ),
+        (THERAPEUTIC,),
+        "a therapeutic use",
+    ),  # fmt: skip
+    (re.compile(r"\brisk\s+(for|of)\b[^.?!;]*$", re.I), (HARMS,), "a harm"),
+    # "Fast foods - are they a risk factor for asthma?": the aspect is said of a subject, so only an
+    # aspect that can be said of the same subject fits (a cause for a cause, a sign for a sign).
+    (
+        re.compile(r"\b(is|are|was|were|be|being|been)\s+((?!the\b)\w+\s+){0,4}(a|an)\s+$", re.I),
+        (CAUSES, MANIFESTATIONS, THERAPEUTIC),
+        "what its subject can be",
+    ),  # fmt: skip
+)
+_QUESTION_HEAD = re.compile(r"\b(which|what)(\s+of\s+the\s+following)?(\s+\w+){0,2}\s*$", re.I)
+_PREPOSITION_AFTER = re.compile(r"^\s*(of|for|in|on|with|to|from|after|during|among|associated\s+with|caused\s+by)\b",
+                                re.I)  # fmt: skip
+ENTITY_WINDOW = 60  # characters between an aspect's preposition and its entity
+
+
+def generic_keys(lexicon: Lexicon) -> frozenset[str]:
+    """Keys of the lexicon's generic entities (see the module's `generic` rule)."""
+    generic = {
+        e.key for e in lexicon.entities.values() if e.trees and max(_depth(t) for t in e.trees) <= GENERIC_TREE_DEPTH
+    }
+    phrases = {e.key: " ".join(w.lower() for w in _WORD.findall(natural_name(e))) for e in lexicon.entities.values()}
+    automaton = ahocorasick.Automaton()
+    for key, phrase in phrases.items():
+        if phrase and phrase not in automaton:
+            automaton.add_word(phrase, (key, len(phrase)))
+    if len(automaton) == 0:
+        return frozenset(generic)
+    automaton.make_automaton()
+    containing: Counter = Counter()
+    for key, phrase in phrases.items():
+        for end, (inner, length) in automaton.iter(phrase):
+            start = end - length + 1
+            if (
+                inner != key
+                and (start == 0 or phrase[start - 1] == " ")
+                and (end + 1 == len(phrase) or phrase[end + 1] == " ")
+            ):
+                containing[inner] += 1
+    floor = max(GENERIC_MIN_CONTAINING, GENERIC_SHARE * len(phrases))
+    generic |= {key for key, count in containing.items() if count >= floor}
+    generic |= {key for key, phrase in phrases.items() if " " not in phrase and everyday_word(phrase)}
+    return frozenset(generic)
+
+
+@functools.cache
+def everyday_word(word: str) -> bool:
+    from wordfreq import zipf_frequency  # its tables load on first use
+
+    return zipf_frequency(word, "en") >= EVERYDAY_ZIPF
+
+
+def _depth(tree: str) -> int:
+    return tree.count(".") + 1
+
+
+def entity_swap_problem(original: Entity, replacement: Entity, generic: frozenset[str],
+                        similarity: float | None = None, same_concept: float = 0.70) -> str | None:  # fmt: skip
+    """Why replacing `original` by `replacement` would not make another meaningful question (None: it would)."""
+    if original.key in generic:
+        return f"generic: {original.name} names a category, not a concept"
+    if replacement.key in generic:
+        return f"generic: {replacement.name} names a category, not a concept"
+    if replacement.key == original.key or replacement.key in {f.casefold() for f in original.surface_forms()}:
+        return f"same-concept: {replacement.name} is a name of {original.name}"
+    if any(x == y or x.startswith(y + ".") or y.startswith(x + ".") for x in original.trees for y in replacement.trees):
+        return f"same-concept: {replacement.name} is an ancestor or a descendant of {original.name} (trees)"
+    if nested_names(original.name, replacement.name):
+        return f"same-concept: one of {original.name} / {replacement.name} holds the other's words"
+    if group_name(original) != group_name(replacement):
+        kinds = ("a group", "one concept") if group_name(original) else ("one concept", "a group")
+        return (
+            f"same-concept: {original.name} is {kinds[0]}, {replacement.name} {kinds[1]} (MeSH names groups "
+            "in the plural)"
+        )
+    if similarity is not None and similarity >= same_concept:
+        return f"same-concept: {original.name} / {replacement.name} names similar at {similarity:.2f} (near-synonyms)"
+    return None
+
+
+def group_name(entity: Entity) -> bool:
+    """Is the entity named as a group (a plural head: "Antipsychotic Agents", "Epilepsies, Partial")?"""
+    return is_plural(natural_name(entity))
+
+
+_DESIGNATOR_AFTER = re.compile(r"^[ -]?([A-Z]|\d+[a-z]?|I{1,3}|IV|VI{0,3}|[\u0370-\u03ff])\b")
+_DESIGNATOR_BEFORE = re.compile(r"(\b[A-Za-z]|[\u0370-\u03ff]|\d+)-$")
+
+
+def inside_a_name(text: str, span: tuple[int, int]) -> bool:
+    """Is the match part of a longer proper name: followed by a designator ("Granzyme B", "type 2",
+    "Factor VIII") or preceded by a letter prefix ("γ-cyclodextrin", "N-acetylcysteine")?"""
+    start, end = span
+    return bool(_DESIGNATOR_AFTER.match(text[end:]) or _DESIGNATOR_BEFORE.search(text[:start]))
+
+
+def next_to_generic(match_span: tuple[int, int], generic_spans: Iterable[tuple[int, int]], text: str) -> bool:
+    """Is the entity at `match_span` written right next to a generic word (only spaces or a hyphen between)?"""
+    start, end = match_span
+    return any((0 <= g_start - end <= 1 and text[end:g_start] in ("", " ", "-"))
+               or (0 <= start - g_end <= 1 and text[g_end:start] in ("", " ", "-"))
+               for g_start, g_end in generic_spans)  # fmt: skip
+
+
+def possessive_before(text: str, start: int) -> bool:
+    """Do the words at `start` follow a possessive ("Alzheimer's disease": at "disease")?"""
+    before = text[:start].rstrip()
+    return bool(before) and before != text[:start] and bool(re.search(r"\w['\u2019]s?$", before))
+
+
+def aspect_position_problem(
+    query: str, aspect_span: tuple[int, int], entity_spans: Iterable[tuple[int, int]]
+) -> str | None:
+    """Why the aspect at `aspect_span` is not what the question asks about one of `entity_spans` (None: it is)."""
+    start, end = aspect_span
+    before, after = query[:start], query[end:]
+    previous = _WORD.findall(before)
+    spans = list(entity_spans)
+    entity_right_before = any(0 <= start - e_end <= 4 and re.fullmatch(r"(['\u2019]s)?\s*", query[e_end:start])
+                              for _, e_end in spans)  # fmt: skip
+    if previous and not entity_right_before and previous[-1].lower() not in FUNCTION_WORDS:
+        return f"aspect-position: {query[start:end]!r} is part of a compound ({previous[-1]!r} before it)"
+    if entity_right_before:
+        return None
+    if _PREPOSITION_AFTER.match(after):
+        window = (end, end + ENTITY_WINDOW)
+        if any(window[0] <= e_start <= window[1] for e_start, _ in spans):
+            return None
+    if _QUESTION_HEAD.search(before) and spans:
+        return None
+    return (
+        f"aspect-position: {query[start:end]!r} is not said of the entity (no 'X of <entity>', '<entity> X' or "
+        "question head)"
+    )
+
+
+def predicate_problem(query: str, aspect_start: int, original_aspect: str, new_aspect: str) -> str | None:
+    """Why `new_aspect` cannot stand where the words before `aspect_start` govern `original_aspect` (None:
+    it can)."""
+    clause = re.split(r"[.?!;]", query[:aspect_start])[-1]
+    for pattern, groups, what in GOVERNORS:
+        governing = pattern.search(clause)
+        if governing and not any(original_aspect in group and new_aspect in group for group in groups):
+            return f"predicate: {governing.group(0).strip()!r} asks for {what}; {new_aspect!r} does not fit there"
+    return None
+
+
+def rewrite_sense_problems(record: dict, rewrite: dict, lexicon: Lexicon | None = None,
+                           generic: frozenset[str] | None = None) -> list[str]:  # fmt: skip
+    """Every sense rule's complaint about one rewrite of a noise record (its `query`, `entities` and
+    `aspects` as refkit noise writes them). With `lexicon` the entity rules are checked as well."""
+    query = str(record.get("query", ""))
+    entity_spans = [tuple(e["span"]) for e in record.get("entities", [])]
+    generic_spans = [tuple(e["span"]) for e in record.get("entities", []) if e.get("generic")]
+    problems = []
+    for edit in rewrite.get("replaced", []):
+        start, end = edit.get("span", (0, 0))
+        if possessive_before(query, start):
+            problems.append(f"possessive: {edit['text']!r} follows a possessive, inside a longer concept")
+        if edit["what"] == "aspect":
+            position = aspect_position_problem(query, (start, end), entity_spans)
+            if position:
+                problems.append(position)
+            predicate = predicate_problem(query, start, edit["from"], edit["to"])
+            if predicate:
+                problems.append(predicate)
+        elif next_to_generic((start, end), generic_spans, query):
+            problems.append(f"compound: {edit['text']!r} stands next to a generic word, inside a longer concept")
+        elif inside_a_name(query, (start, end)):
+            problems.append(f"compound: {edit['text']!r} is part of a longer name")
+        if edit["what"] == "entity" and lexicon is not None:
+            original, replacement = lexicon.get(edit["from"]), lexicon.get(edit["to"])
+            if original is not None and replacement is not None:
+                known = generic if generic is not None else generic_keys(lexicon)
+                problem = entity_swap_problem(original, replacement, known,
+                                              edit.get("name_similarity"))  # fmt: skip
+                if problem:
+                    problems.append(problem)
+    return problems

@@ -1,0 +1,157 @@
+"""refkit's sense rules on real questions and every real MeSH name: concepts matched whole (possessive
+eponyms), generic descriptors never swapped, aspects swapped only where the question asks them and only
+for aspects its predicate accepts, entity swaps never to a near-synonym or a class of the substance,
+and `refkit audit` flagging each nonsense rewrite the issue reported. No server: the rewriter alone."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+
+from conftest import SAMPLES
+from medsnip.queries import QueryItem, read_query_file
+from refkit.audit import audit_noise
+from refkit.lexicon import Entity, Lexicon
+from refkit.matcher import read_aspects
+from refkit.mesh_names import read_mesh_names
+from refkit.noise import NoiseOptions, QueryRewriter
+from refkit.sense import entity_swap_problem, generic_keys, rewrite_sense_problems
+
+IR = SAMPLES / "ir"
+
+
+@pytest.fixture(scope="module")
+def mesh_names() -> Lexicon:
+    return read_mesh_names()
+
+
+@pytest.fixture(scope="module")
+def rewriter(mesh_names) -> QueryRewriter:
+    return QueryRewriter(mesh_names, read_aspects())
+
+
+def real_question(path, query_id) -> str:
+    [query] = [q.query for q in read_query_file(path) if q.id == query_id]
+    return query
+
+
+def test_generic_descriptors_come_from_the_vocabulary(mesh_names):
+    """Names that many other MeSH names contain word for word are categories; specific diseases are not."""
+    generic = generic_keys(mesh_names)
+    assert {"disease", "cells", "neoplasms", "syndrome", "infections", "proteins"} <= generic
+    assert not generic & {"hypertension", "asthma", "leukemia", "alzheimer disease", "crohn disease", "risperidone"}
+    with_trees = Lexicon([Entity("Neoplasms", "disease", trees=["C04"]),
+                          Entity("Nervous System Diseases", "disease", trees=["C10"]),
+                          Entity("Central Nervous System Diseases", "disease", trees=["C10.228"]),
+                          Entity("Diabetes Mellitus", "disease", trees=["C19.246", "C18.452.394.750"]),
+                          Entity("Alzheimer Disease", "disease", trees=["C10.228.140.380.100"])])  # fmt: skip
+    assert generic_keys(with_trees) == {"neoplasms", "nervous system diseases", "central nervous system diseases"}
+
+
+@pytest.mark.parametrize("path, query_id, written, name", [
+    (IR / "bioasq_10B1_golden.json", "61f593f8882a024a1000000f", "Crohn's disease", "Crohn Disease"),
+    (IR / "pubmedqa_test_set.json", "18274917", "Meniere's disease", "Meniere Disease"),
+    (IR / "pubmedqa_test_set.json", "22382608", "Parkinson's disease", "Parkinson Disease"),
+    (IR / "pubmedqa_test_set.json", "22534881", "Hirschsprung's disease", "Hirschsprung Disease"),
+])  # fmt: skip
+def test_possessive_eponyms_are_matched_whole_and_never_split(rewriter, path, query_id, written, name):
+    """Real questions write eponyms with a possessive; the concept is matched as MeSH names it, and no
+    rewrite replaces "disease" alone ("Crohn's deficiency diseases")."""
+    question = real_question(path, query_id)
+    analysis = rewriter.analyse(question)
+    assert (written, name) in {(m.text, m.payload.name) for m in analysis.entities}
+    for rewrite in rewriter.rewrites(QueryItem(query_id, question), analysis, NoiseOptions(seed=13)):
+        assert written.split("'")[0] not in rewrite.query or written in rewrite.query, rewrite.query
+        assert all(edit["from"].casefold() != "disease" for edit in rewrite.replaced)
+
+
+def test_the_patients_disease_is_never_a_target(rewriter):
+    """MedQA 1100 ends "... the patient's disease?": "Disease" is generic and follows a possessive."""
+    question = real_question(IR / "medqa_us_4options_test.jsonl", "medqa-1100")
+    analysis = rewriter.analyse(question)
+    assert analysis.entity is None or analysis.entity.payload.key != "disease"
+    assert "disease" in analysis.generic
+
+
+def test_aspects_are_swapped_only_where_asked_and_as_the_predicate_allows(rewriter):
+    """MedQA 57 asks for adverse effects after "at increased risk for": no aspect but a harm fits there,
+    so no attribute swap writes "indications"; Risperidone is never swapped for a drug class."""
+    question = real_question(IR / "medqa_us_4options_test.jsonl", "medqa-57")
+    analysis = rewriter.analyse(question)
+    assert analysis.entity.payload.name == "Risperidone" and analysis.aspect.payload.name == "adverse effects"
+    rewrites = rewriter.rewrites(QueryItem("medqa-57", question), analysis, NoiseOptions(seed=13))
+    assert not [r for r in rewrites if r.kind != "entity"]
+    for rewrite in rewrites:
+        [edit] = rewrite.replaced
+        assert not edit["to"].endswith(("Agents", "Drugs")), edit
+    eteplirsen = "Is eteplirsen effective for the treatment of Duchenne muscular dystrophy?"
+    analysis = rewriter.analyse(eteplirsen)
+    assert analysis.aspect.payload.name == "treatment"
+    assert all(
+        r.kind == "entity" for r in rewriter.rewrites(QueryItem("e", eteplirsen), analysis, NoiseOptions(seed=1))
+    )
+    compound = rewriter.analyse("Which gene therapies are under investigation for Duchenne muscular dystrophy?")
+    assert compound.aspect is None and compound.out_of_position[0]["text"] == "therapies"
+    asked = rewriter.analyse("What are the risk factors for asthma?")
+    assert asked.aspect.payload.name == "risk factors"
+    kinds = Counter(r.kind for r in rewriter.rewrites(QueryItem("a", "What are the risk factors for asthma?"), asked,
+                                                       NoiseOptions(seed=1)))  # fmt: skip
+    assert kinds["attribute"] == 2
+
+
+def test_entity_swap_rules_refuse_near_synonyms_classes_and_generic_names():
+    risperidone = Entity("Risperidone", "drug")
+    generic = frozenset({"disease"})
+    assert "a group" in entity_swap_problem(risperidone, Entity("Antipsychotic Agents", "drug"), generic)
+    assert "a group" in entity_swap_problem(Entity("Alzheimer Disease", "disease"), Entity("Brain Diseases", "disease"),
+                                            generic)  # fmt: skip
+    assert entity_swap_problem(risperidone, Entity("Olanzapine", "drug"), generic, similarity=0.55) is None
+    failure = Entity("Kidney Failure, Chronic", "disease")
+    assert "near-synonyms" in entity_swap_problem(failure, Entity("Renal Insufficiency", "disease"), generic, 0.74)
+    assert "generic" in entity_swap_problem(Entity("Disease", "disease"), Entity("Asthma", "disease"), generic)
+
+
+def test_audit_flags_the_nonsense_rewrites(mesh_names, tmp_path):
+    """The rewrites the issue reported, written as refkit noise records them: each breaks a rule."""
+
+    def record(query, rewrite, edits, entities=()):
+        return {"id": query[:12], "query": query, "entities": [{"span": list(span)} for span in entities],
+                "rewrites": [{"number": 1, "kind": "x", "query": rewrite, "replaced": edits}], "noise": []}  # fmt: skip
+
+    def edit(what, text, written, query, from_, to):
+        start = query.index(text)
+        return {
+            "what": what,
+            "text": text,
+            "written": written,
+            "from": from_,
+            "to": to,
+            "span": [start, start + len(text)],
+        }
+
+    alzheimer = "Can losartan reduce brain atrophy in Alzheimer's disease?"
+    dmd = "Is eteplirsen effective for the treatment of DMD?"
+    gene = "Which gene therapies are under investigation for DMD?"
+    medqa = real_question(IR / "medqa_us_4options_test.jsonl", "medqa-57")
+    records = [
+        record(alzheimer, alzheimer.replace("disease", "deficiency diseases"),
+               [edit("entity", "disease", "deficiency diseases", alzheimer, "Disease", "Deficiency Diseases")]),
+        record(dmd, dmd.replace("treatment", "risk factors"),
+               [edit("aspect", "treatment", "risk factors", dmd, "treatment", "risk factors")], [(dmd.index("DMD"), len(dmd) - 1)]),
+        record(gene, gene.replace("therapies", "complications"),
+               [edit("aspect", "therapies", "complications", gene, "treatment", "complications")], [(gene.index("DMD"), len(gene) - 1)]),
+        record(medqa, medqa.replace("adverse effects", "indications"),
+               [edit("aspect", "adverse effects", "indications", medqa, "adverse effects", "indications")],
+               [(medqa.index("Risperidone"), medqa.index("Risperidone") + 11)]),
+        record(medqa, medqa.replace("Risperidone", "Antipsychotic Agents"),
+               [edit("entity", "Risperidone", "Antipsychotic Agents", medqa, "Risperidone", "Antipsychotic Agents")]),
+    ]  # fmt: skip
+    for one in records:
+        assert rewrite_sense_problems(one, one["rewrites"][0], mesh_names), one["rewrites"][0]["query"]
+    noise = tmp_path / "noise.jsonl"
+    noise.write_text("".join(json.dumps(r) + "\n" for r in records))
+    audited = audit_noise(noise, lexicon=mesh_names)
+    assert audited["rewrites_without_sense"] == len(records) and audited["sense_checked_with_lexicon"]
+    assert audit_noise(noise)["rewrites_without_sense"] == len(records) - 1  # the class swap needs the lexicon
