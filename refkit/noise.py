@@ -41,15 +41,19 @@ from refkit.relatedness import ANSWER_CEILING, DENSE_FLOOR, PoolBM25, Relatednes
 from refkit.sense import (
     aspect_position_problem,
     entity_swap_problem,
+    everyday_word,
     generic_keys,
     inside_a_name,
     next_to_generic,
     possessive_before,
     predicate_problem,
+    question_part,
 )
 from searchd.client import SearchClient
 
 ENTITY_POOL = 5  # the seed picks entity swaps among this many best-ranked candidates
+# A question without an aspect targets its last entity of the first type here that it names.
+TARGET_PRIORITY = ("drug", "disease", "organism", "gene", "procedure", "anatomy", "process")
 # Swaps chosen by name (related) or by co-occurrence need names at least this similar (MiniLM): below it
 # they are mostly other things that sound alike ("Pulse" / "Blinking", "Smoking Cessation" /
 # "Retirement") or merely appear together (the sweetener of a risperidone trial in rats), not siblings.
@@ -132,16 +136,22 @@ class QueryRewriter:
     def analyse(self, query: str) -> Analysis:
         """Entities, aspects and the target pair. Questions end with what they ask ("... which of the
         following adverse effects?"), so aspects are tried from the last one back, each paired with the
-        nearest entity of its type; a query with no such pair targets its last entity, aspect-less.
-        Generic entities (refkit.sense), entities after a possessive, next to a generic word or inside a
-        longer name are never targets, and an aspect word counts only where it is what the question asks about an
-        entity (refkit.sense's aspect-position rule)."""
+        nearest entity of its type; a query with no such pair targets its last entity of the first type of
+        TARGET_PRIORITY it names, aspect-less (a vignette's disease, not the biopsy it mentions).
+        Generic entities (refkit.sense), entities after a possessive, next to a generic word, inside a
+        longer name or written as an everyday word ("emergency department") are never targets, nor, in a
+        case vignette, the findings before its last two sentences (refkit.sense.question_part); an aspect
+        word counts only where it is what the question asks about an entity (refkit.sense's
+        aspect-position rule)."""
         entities = self.entity_matcher.find(query)
         entity_spans = [(m.start, m.end) for m in entities]
         generic_spans = [(m.start, m.end) for m in entities if m.payload.key in self.generic]
+        asked_from = question_part(query)
         targets = [m for m in entities if m.payload.key not in self.generic and not possessive_before(query, m.start)
                    and not next_to_generic((m.start, m.end), generic_spans, query)
-                   and not inside_a_name(query, (m.start, m.end))]  # fmt: skip
+                   and not inside_a_name(query, (m.start, m.end))
+                   and not (" " not in m.text and everyday_word(m.text.lower()))
+                   and m.start >= asked_from]  # fmt: skip
         analysis = Analysis(entities, [], generic=frozenset(m.payload.key for m in entities) & self.generic)
         for found in self.aspect_matcher.find(query):
             if any(s < found.end and found.start < e for s, e in entity_spans):
@@ -159,8 +169,9 @@ class QueryRewriter:
                 analysis.entity = min(compatible, key=lambda e: (_distance(e, aspect), -e.start))
                 analysis.aspect = aspect
                 return analysis
-        if targets:
-            analysis.entity = targets[-1]
+        if targets:  # what a question is about is its drugs and diseases more than the tests and organs it names
+            best = min(TARGET_PRIORITY.index(m.payload.type) for m in targets)
+            analysis.entity = [m for m in targets if TARGET_PRIORITY.index(m.payload.type) == best][-1]
         return analysis
 
     def entity_candidates(self, original: Entity, exclude: set[str],
@@ -407,8 +418,9 @@ class NoiseGenerator:
                 "lineage": self.lineage["corpora"]}  # fmt: skip
 
     def _relatedness(self, query: QueryItem, analysis: Analysis, rewrites: list[Rewrite]) -> RelatednessTest:
+        asked_from = question_part(query.query)  # a vignette's findings are not what it asks about
         key = list({m.payload.key: m.payload for m in analysis.entities
-                    if m.payload.key not in analysis.generic}.values())  # fmt: skip
+                    if m.payload.key not in analysis.generic and m.start >= asked_from}.values())  # fmt: skip
         swapped_in = {number: [e for edit in rewrite.replaced if edit["what"] == "entity"
                                and (e := self.rewriter.lexicon.get(edit["to"])) is not None]
                       for number, rewrite in enumerate(rewrites, 1)}  # fmt: skip
@@ -432,7 +444,7 @@ class NoiseGenerator:
         order = _round_robin(hits_per_rewrite)
         meta = self._meta([hit.id for _, hit in order if hit.id not in original_rank])
         noise, rejected, considered = [], [], set()
-        for rewrite_number, hit in order:
+        for position, (rewrite_number, hit) in enumerate(order):
             if len(noise) >= self.options.per_query:
                 break
             if hit.id in considered:
@@ -458,6 +470,7 @@ class NoiseGenerator:
                               f"{judged['threshold']}: it may answer the original question")  # fmt: skip
             how = None
             if reason is None:
+                self._embed_ahead(order, position, original_rank)
                 how, why = related.check(f"{hit.title} {hit.content}", rewrite_number)
                 if how is None:
                     reason = why
@@ -481,6 +494,12 @@ class NoiseGenerator:
                 text = f"{kept.get('title', '')} {kept.get('content', '')}".strip()
                 kept["related"].update(similarity_record(query.query, text, gold, self.similarity, bm25))
         return noise, rejected
+
+    def _embed_ahead(self, order: list, position: int, original_rank: dict, ahead: int = 16) -> None:
+        """Embed the next candidates outside the original's top-M in one batch (a CPU encodes a batch
+        several times faster than its texts one by one); the order is fixed, so the batches are too."""
+        texts = [f"{hit.title} {hit.content}" for _, hit in order[position:] if hit.id not in original_rank][:ahead]
+        self.similarity.vectors(texts)
 
     def _judged(self, question: str, hit) -> dict:
         """The judge's record (model, score, threshold) of one candidate."""
