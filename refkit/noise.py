@@ -58,6 +58,7 @@ TARGET_PRIORITY = ("drug", "disease", "organism", "gene", "procedure", "anatomy"
 # they are mostly other things that sound alike ("Pulse" / "Blinking", "Smoking Cessation" /
 # "Retirement") or merely appear together (the sweetener of a risperidone trial in rats), not siblings.
 SIBLING_NAME_FLOOR = 0.50
+SAME_TYPE_SCAN = 50  # lexicons without related names: how many best-ranked same-type entities are tried
 
 
 @dataclass
@@ -132,6 +133,7 @@ class QueryRewriter:
                          for kind in REWRITTEN_TYPES}  # fmt: skip
         self.generic = generic_keys(lexicon)
         self.name_similarity = NameSimilarity()
+        self._has_related = any(e.related for e in typed)
 
     def analyse(self, query: str) -> Analysis:
         """Entities, aspects and the target pair. Questions end with what they ask ("... which of the
@@ -150,7 +152,7 @@ class QueryRewriter:
         targets = [m for m in entities if m.payload.key not in self.generic and not possessive_before(query, m.start)
                    and not next_to_generic((m.start, m.end), generic_spans, query)
                    and not inside_a_name(query, (m.start, m.end))
-                   and not (" " not in m.text and everyday_word(m.text.lower()))
+                   and not (self.language == "en" and " " not in m.text and everyday_word(m.text.lower()))
                    and m.start >= asked_from]  # fmt: skip
         analysis = Analysis(entities, [], generic=frozenset(m.payload.key for m in entities) & self.generic)
         for found in self.aspect_matcher.find(query):
@@ -158,7 +160,8 @@ class QueryRewriter:
                 continue
             for aspect in found.payload:
                 spans = [(m.start, m.end) for m in targets if m.payload.type == aspect.type]
-                problem = aspect_position_problem(query, (found.start, found.end), spans) if spans else None
+                english = self.language == "en"  # the position rule reads English word order
+                problem = aspect_position_problem(query, (found.start, found.end), spans) if spans and english else None
                 if problem:
                     analysis.out_of_position.append({"aspect": aspect.name, "text": found.text, "why": problem})
                 else:
@@ -183,7 +186,9 @@ class QueryRewriter:
         2. `cooccurrence`: entities the indexed records carry together with it, named alike (MiniLM
            similarity of the names at SIBLING_NAME_FLOOR or above);
         3. `related`: its nearest same-type names at SIBLING_NAME_FLOOR or above (refkit.related;
-           vocabularies without trees).
+           vocabularies without trees);
+        4. `same-type`, only for a lexicon built without related names (`--no-related`): the first
+           SAME_TYPE_SCAN other entities of its type, ranked as below, named alike as for 2 and 3.
         Never one of its own names, an ancestor or a descendant (by trees, and by names nested word for
         word), a near-synonym (names' MiniLM similarity at or above refkit.related.SAME_CONCEPT), a
         generic entity, or for a drug a class for a substance; each candidate refused for that is
@@ -201,11 +206,13 @@ class QueryRewriter:
         related = sorted((name for name in original.related if name in allowed
                           and original.related[name] >= SIBLING_NAME_FLOOR * 1000),
                          key=lambda name: (-original.related[name], name.casefold()))  # fmt: skip
-        rules = (
+        rules = [
             ("sibling", [e for e in candidates if _siblings(original.trees, e.trees)]),
             ("cooccurrence", [e for e in candidates if original.cooccurrence.get(e.name, 0)]),
             ("related", [allowed[name] for name in related]),
-        )
+        ]
+        if not self._has_related:  # a lexicon built without related names: the best-ranked others, named alike
+            rules.append(("same-type", candidates[:SAME_TYPE_SCAN]))
         for rule, members in rules:
             chosen = []
             for entity in members:
@@ -235,8 +242,8 @@ class QueryRewriter:
         attribute_targets: list[Aspect] = []
         if analysis.aspect is not None:
             others = [a for a in self.aspects if a.type == entity.type and a.name != analysis.aspect.payload.name
-                      and predicate_problem(query.query, analysis.aspect.start, analysis.aspect.payload.name,
-                                            a.name) is None]  # fmt: skip
+                      and (self.language != "en" or predicate_problem(query.query, analysis.aspect.start,
+                                                                      analysis.aspect.payload.name, a.name) is None)]  # fmt: skip
             attribute_targets = rng.sample(others, min(options.attribute_swaps, len(others)))
         present = {m.payload.key for m in analysis.entities}
         pool = self.entity_candidates(entity, present, analysis.refused_swaps)

@@ -43,6 +43,9 @@ still be a question an expert would ask, about something else. The rules, each w
   etiology), a sign for a sign (symptoms, complications). "Is eteplirsen effective for the treatment of
   DMD?" gets no aspect swap, as no other therapeutic aspect of a disease exists; "Fast foods - are they
   a risk factor for asthma?" may become "... an etiology for asthma?", never "... a prognosis for".
+
+The `aspect-position`, `predicate` and everyday-word rules read English word order and frequency; a
+query in another language is not held to them.
 """
 
 from __future__ import annotations
@@ -251,6 +254,7 @@ def rewrite_sense_problems(record: dict, rewrite: dict, lexicon: Lexicon | None 
     """Every sense rule's complaint about one rewrite of a noise record (its `query`, `entities` and
     `aspects` as refkit noise writes them). With `lexicon` the entity rules are checked as well."""
     query = str(record.get("query", ""))
+    english = (record.get("params") or {}).get("language", "en") == "en"  # word-order rules read English
     entity_spans = [tuple(e["span"]) for e in record.get("entities", [])]
     generic_spans = [tuple(e["span"]) for e in record.get("entities", []) if e.get("generic")]
     problems = []
@@ -258,7 +262,9 @@ def rewrite_sense_problems(record: dict, rewrite: dict, lexicon: Lexicon | None 
         start, end = edit.get("span", (0, 0))
         if possessive_before(query, start):
             problems.append(f"possessive: {edit['text']!r} follows a possessive, inside a longer concept")
-        if edit["what"] == "aspect":
+        if edit["what"] == "aspect" and not english:
+            pass
+        elif edit["what"] == "aspect":
             position = aspect_position_problem(query, (start, end), entity_spans)
             if position:
                 problems.append(position)
@@ -267,7 +273,7 @@ def rewrite_sense_problems(record: dict, rewrite: dict, lexicon: Lexicon | None 
                 problems.append(predicate)
         elif start < question_part(query):
             problems.append(f"question: {edit['text']!r} is a finding of the case, not what the question asks")
-        elif " " not in edit["text"] and everyday_word(edit["text"].lower()):
+        elif english and " " not in edit["text"] and everyday_word(edit["text"].lower()):
             problems.append(f"question: {edit['text']!r} is an everyday word here, not a concept")
         elif next_to_generic((start, end), generic_spans, query):
             problems.append(f"compound: {edit['text']!r} stands next to a generic word, inside a longer concept")
