@@ -140,6 +140,9 @@ def collect(queries_file, out, k, address, token_file, tls, ca_file, retrievers,
                    "know a descriptor.")  # fmt: skip
 @click.option("--mesh-qualifiers", "qualifiers_path", type=PathIn,
               help="NLM's qualifier XML (qual2026.xml) typing --mesh-names [default: a qual2014 table].")  # fmt: skip
+@click.option("--mesh-trees", "trees_path", default="shipped", show_default=True,
+              help="Tree numbers joined to --mesh-names by descriptor UI: a TSV of mesh_id, mesh_name, "
+                   "mesh_tree_number (gzipped or not), 'shipped' (MeSH 2015's, bundled) or 'none'.")  # fmt: skip
 @click.option("--related/--no-related", default=True, show_default=True,
               help="Rank each entity's nearest same-type names with the bundled MiniLM (the swap rule used when "
                    "neither trees nor co-occurrence choose; minutes for all of MeSH on 2 CPU cores).")  # fmt: skip
@@ -149,7 +152,7 @@ def collect(queries_file, out, k, address, token_file, tls, ca_file, retrievers,
               "(repeatable).")  # fmt: skip
 @_friendly_errors
 def lexicon(out, address, corpus_dirs, corpora, token_file, tls, ca_file, mesh_path, supplementary, names_path,
-            qualifiers_path, related, translation_specs) -> None:  # fmt: skip
+            qualifiers_path, trees_path, related, translation_specs) -> None:  # fmt: skip
     """An entity lexicon: MeSH (--mesh, --mesh-names) merged with what the indexed PubMed records' headings and
     chemicals say (--server or --corpus: frequencies, qualifier profiles, co-occurrence); either alone works."""
     from refkit.lexicon import LexiconMiner
@@ -215,7 +218,10 @@ def lexicon(out, address, corpus_dirs, corpora, token_file, tls, ca_file, mesh_p
 
         names = Lexicon([])
         if names_path:
-            names = read_mesh_names(None if names_path == "installed" else Path(names_path), qualifiers_path)
+            if trees_path not in ("shipped", "none") and not Path(trees_path).is_file():
+                raise click.BadParameter(f"{trees_path}: no such file", param_hint="--mesh-trees")
+            trees = {"shipped": None, "none": False}.get(trees_path, Path(trees_path))
+            names = read_mesh_names(None if names_path == "installed" else Path(names_path), qualifiers_path, trees)
         try:
             known_types = {e.ui: e.type for e in names.entities.values()}
             vocabulary = overlay(read_mesh(mesh_path, supplementary, known_types), names)

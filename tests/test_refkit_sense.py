@@ -17,7 +17,8 @@ from refkit.lexicon import Entity, Lexicon
 from refkit.matcher import read_aspects
 from refkit.mesh_names import read_mesh_names
 from refkit.noise import NoiseOptions, QueryRewriter
-from refkit.sense import entity_swap_problem, generic_keys, rewrite_sense_problems
+from refkit.mesh_names import read_tree_numbers
+from refkit.sense import entity_swap_problem, generic_keys, modifier_problem, question_part, rewrite_sense_problems
 
 IR = SAMPLES / "ir"
 
@@ -155,3 +156,75 @@ def test_audit_flags_the_nonsense_rewrites(mesh_names, tmp_path):
     audited = audit_noise(noise, lexicon=mesh_names)
     assert audited["rewrites_without_sense"] == len(records) and audited["sense_checked_with_lexicon"]
     assert audit_noise(noise)["rewrites_without_sense"] == len(records) - 1  # the class swap needs the lexicon
+
+
+@pytest.mark.parametrize("path, query_id, phrase", [
+    (IR / "medqa_us_4options_test.jsonl", "medqa-48", "pedal pulses"),
+    (IR / "medqa_us_4options_test.jsonl", "medqa-3", "Urea nitrogen"),
+    (IR / "medqa_us_4options_test.jsonl", "medqa-63", "physical examination"),
+    (IR / "bioasq-beir" / "queries.tsv", "62057b35c9dfcb9c0900002d", "CYP1A2 enzyme"),
+    (IR / "bioasq-beir" / "queries.tsv", "6024a6871cb411341a0000a4", "Brodifacoum poisoning"),
+])  # fmt: skip
+def test_findings_and_words_of_longer_phrases_are_never_replaced(rewriter, path, query_id, phrase):
+    """The nonsense rewrites of the first hand review (docs/noise-review.md: "pedal heart rate", "serum
+    urobilin nitrogen", "breast self-examination is unremarkable", "the CYP1A2 aminohydrolase",
+    "Brodifacoum vomiting"): a finding before the sentence that asks, or one word of a noun phrase the
+    vocabulary matched only in part, is never the target, and no rewrite changes the phrase."""
+    question = real_question(path, query_id)
+    analysis = rewriter.analyse(question)
+    start = question.index(phrase)
+    if analysis.entity is not None:
+        assert not (analysis.entity.start < start + len(phrase) and start < analysis.entity.end), analysis.entity
+    for rewrite in rewriter.rewrites(QueryItem(query_id, question), analysis, NoiseOptions(seed=13)):
+        assert phrase in rewrite.query, rewrite.query
+
+
+def test_the_asking_sentence_of_a_vignette():
+    """MedQA 63's lab list runs into its question without a full stop; MedQA 57 names its drug in the
+    sentence before the question, which has no number and so is part of what is asked."""
+    lab = real_question(IR / "medqa_us_4options_test.jsonl", "medqa-63")
+    assert lab[question_part(lab):].startswith("Which of the following tests is required")
+    drug = real_question(IR / "medqa_us_4options_test.jsonl", "medqa-57")
+    assert drug[question_part(drug):].startswith("Risperidone therapy is initiated.")
+    assert question_part("Is AGO2 related to cytokinesis?") == 0
+
+
+def test_modifier_rule_tells_phrases_from_words_that_stand_alone():
+    def problem(text, word, others=()):
+        start = text.index(word)
+        return modifier_problem(text, (start, start + len(word)), [(text.index(o), text.index(o) + len(o)) for o in others])
+
+    assert "adjective" not in (problem("Which drug lowers serum urea nitrogen?", "urea", ["serum", "nitrogen"]) or "")
+    assert problem("Which drug lowers serum urea nitrogen?", "urea", ["serum", "nitrogen"]).startswith("compound")
+    assert problem("What is the therapeutic index of lithium?", "therapeutic").startswith("compound")
+    assert problem("Is a man treated for anal carcinoma?", "carcinoma").startswith("compound")
+    for text, word in [("Can losartan reduce brain atrophy in Alzheimer's disease?", "losartan"),
+                       ("Are complex coronary lesions more frequent in patients with diabetes mellitus?",
+                        "diabetes mellitus"),
+                       ("Is AGO2 related to cytokinesis?", "cytokinesis"),
+                       ("Fast foods - are they a risk factor for asthma?", "asthma")]:  # fmt: skip
+        assert problem(text, word) is None, (text, word)
+
+
+def test_mesh_names_carry_2015_trees_and_swap_to_tree_siblings(mesh_names, rewriter):
+    """The shipped tree table (dhimmel/mesh, MeSH 2015) joins trees to the names by UI: siblings decide
+    the swaps, and a parent is generic or refused ("Androgens" never becomes "Hormones")."""
+    epilepsy = mesh_names.get("Epilepsy")
+    assert any(tree.startswith("C10.228.140.490") for tree in epilepsy.trees)
+    assert sum(bool(e.trees) for e in mesh_names.entities.values()) > 26_000
+    question = real_question(IR / "pubmedqa_test_set.json", "25475395")  # androgens and sexual desire
+    analysis = rewriter.analyse(question)
+    pool = rewriter.entity_candidates(analysis.entity.payload, set())
+    assert pool and {rule for _, rule in pool} == {"sibling"}
+    assert "Hormones" not in {e.name for e, _ in pool}
+    assert "Estrogens" in {e.name for e, _ in pool}
+
+
+def test_a_bad_tree_table_is_named_by_file_line_and_column(tmp_path):
+    table = tmp_path / "trees.tsv"
+    table.write_text("mesh_id\tmesh_name\tmesh_tree_number\nD000001\tCalcimycin\tD03.438\nD000002\tTemefos\tD02/705\n")
+    with pytest.raises(ValueError, match=r"trees.tsv:3: column 'mesh_tree_number'"):
+        read_tree_numbers(table)
+    table.write_text("ui\tname\ttree\n")
+    with pytest.raises(ValueError, match=r"trees.tsv:1: expected the columns"):
+        read_tree_numbers(table)
