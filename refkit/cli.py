@@ -250,6 +250,23 @@ def lexicon(out, address, corpus_dirs, corpora, token_file, tls, ca_file, mesh_p
     console.print(f"{miner.documents} documents: {len(built)} entities ({dict(sorted(types.items()))}) -> {out}")
 
 
+@main.command("warm-cache")
+@_friendly_errors
+def warm_cache() -> None:
+    """Embed every MeSH name once with the bundled MiniLM and keep the vectors in the user cache folder
+    ($MEDSNIP_CACHE, else ~/.cache/medsnip): `lexicon --mesh-names` (related names) and `noise` (sibling
+    similarity) then read them instead of embedding (`make setup` runs it; about 1.5 minutes on 2 cores)."""
+    from refkit.lexicon import REWRITTEN_TYPES, natural_name
+    from refkit.mesh_names import read_mesh_names
+    from refkit.vector_cache import TextVectors
+
+    names = sorted({natural_name(e) for e in read_mesh_names().entities.values() if e.type in REWRITTEN_TYPES})
+    store = TextVectors()
+    with _progress("MeSH names", len(names)) as advance:
+        store.matrix(names, progress=advance)
+    console.print(f"{len(names):,} MeSH name vectors in {store.path}")
+
+
 @main.command()
 @click.argument("queries_file", metavar="QUERIES", type=PathIn)
 @click.option("--lexicon", "lexicon_path", required=True, type=PathIn, help="lexicon.tsv (mined or your own).")

@@ -53,10 +53,10 @@ def judge_spec(name_or_path: str, threshold: float | None = None) -> JudgeSpec:
 class Judge:
     def __init__(self, spec: JudgeSpec):
         self.spec = spec
-        if spec.kind == "bi-encoder":
-            from indexer.encoders import DenseEncoder, preset
+        if spec.kind == "bi-encoder":  # the minilm preset: vectors kept between runs (refkit.vector_cache)
+            from refkit.vector_cache import TextVectors
 
-            self._encoder = DenseEncoder(preset(spec.model))
+            self._vectors = TextVectors()
         else:  # through transformers itself: sentence-transformers is only a development dependency
             from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
@@ -75,8 +75,7 @@ class Judge:
         if not texts:
             return []
         if self.spec.kind == "bi-encoder":
-            vectors = self._encoder.encode_queries([question, *texts])  # each vector independent of its batch
-            vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+            vectors = self._vectors.matrix([question, *texts])  # normalised, each independent of its batch
             return [round(float(score), 4) for score in vectors[1:] @ vectors[0]]
         import torch
 

@@ -40,8 +40,8 @@ from refkit.related import NameSimilarity
 from refkit.relatedness import ANSWER_CEILING, DENSE_FLOOR, PoolBM25, RelatednessTest, TextSimilarity, similarity_record
 from refkit.sense import (
     aspect_position_problem,
-    entity_swap_problem,
     doubled_word,
+    entity_swap_problem,
     everyday_word,
     generic_keys,
     inside_a_name,
@@ -64,6 +64,11 @@ SIBLING_NAME_FLOOR = 0.50
 # siblings under some of them are far ("Epilepsy" / "Amblyopia", "Aspirin" / "Dicamba"): siblings are
 # ranked by how alike their names are (after co-occurrence) and the least alike are left out.
 SIBLING_TREE_FLOOR = 0.35
+# Chemicals sit in the trees by structure, not use: Risperidone's siblings are Ritanserin (0.51) but also
+# Uracil (0.42) and Sparsomycin (0.43). Names of one class share a stem (Metformin / Phenformin 0.55,
+# Buformin 0.48), so chemical siblings need names more alike.
+CHEMICAL_SIBLING_FLOOR = 0.45
+CHEMICAL_TYPES = ("drug", "gene")
 SAME_TYPE_SCAN = 50  # lexicons without related names: how many best-ranked same-type entities are tried
 
 
@@ -190,7 +195,8 @@ class QueryRewriter:
         """(entity, the rule that chose it), best first, at most ENTITY_POOL, from the first rule that
         finds any that refkit.sense accepts:
         1. `sibling`: with MeSH trees, entities sharing a tree parent with the original (another drug of
-           the class, another disease of the family), named at least SIBLING_TREE_FLOOR alike, ranked by
+           the class, another disease of the family), named at least SIBLING_TREE_FLOOR alike
+           (CHEMICAL_SIBLING_FLOOR for drugs and genes, placed by structure), ranked by
            co-occurrence, then by how alike the names are;
         2. `cooccurrence`: entities the indexed records carry together with it, named alike (MiniLM
            similarity of the names at SIBLING_NAME_FLOOR or above);
@@ -217,14 +223,11 @@ class QueryRewriter:
                           and original.related[name] >= SIBLING_NAME_FLOOR * 1000),
                          key=lambda name: (-original.related[name], name.casefold()))  # fmt: skip
         siblings = [e for e in candidates if _siblings(original.trees, e.trees)]
+        alike: dict[str, float] = {}
+        floor = CHEMICAL_SIBLING_FLOOR if original.type in CHEMICAL_TYPES else SIBLING_TREE_FLOOR
         if siblings:
-            alike = dict(zip((e.key for e in siblings), self.name_similarity.many(original, siblings)))
-            siblings = sorted((e for e in siblings if alike[e.key] >= SIBLING_TREE_FLOOR),
-                              key=lambda e: (-original.cooccurrence.get(e.name, 0), -alike[e.key], e.key))  # fmt: skip
-            refused_far = len(alike) - len(siblings)
-            if refused is not None and refused_far:
-                refused.append({"to": f"{refused_far} tree siblings", "rule": "sibling",
-                                "why": f"not a sibling: names similar below {SIBLING_TREE_FLOOR:.2f}"})  # fmt: skip
+            alike = dict(zip((e.key for e in siblings), self.name_similarity.many(original, siblings), strict=True))
+            siblings.sort(key=lambda e: (-original.cooccurrence.get(e.name, 0), -alike[e.key], e.key))
         rules = [
             ("sibling", siblings),
             ("cooccurrence", [e for e in candidates if original.cooccurrence.get(e.name, 0)]),
@@ -233,9 +236,12 @@ class QueryRewriter:
         if not self._has_related:  # a lexicon built without related names: the best-ranked others, named alike
             rules.append(("same-type", candidates[:SAME_TYPE_SCAN]))
         for rule, members in rules:
-            chosen = []
+            chosen, far = [], 0
             for entity in members:
                 problem = entity_swap_problem(original, entity, self.generic)
+                if problem is None and rule == "sibling" and alike[entity.key] < floor:
+                    far += 1  # counted, not listed: a drug can have hundreds of structural siblings
+                    continue
                 if problem is None and rule != "sibling":  # siblings in a tree are distinct concepts by MeSH's word
                     similarity = self.name_similarity(original, entity)
                     problem = entity_swap_problem(original, entity, self.generic, similarity)
@@ -249,6 +255,9 @@ class QueryRewriter:
                 chosen.append((entity, rule))
                 if len(chosen) == ENTITY_POOL:
                     break
+            if far and refused is not None:
+                refused.append({"to": f"{far} tree siblings", "rule": rule,
+                                "why": f"not a sibling: names similar below {floor:.2f}"})  # fmt: skip
             if chosen:
                 return chosen
         return []

@@ -7,7 +7,8 @@ has neither, and ranking the other same-type entities by name alone would pick "
 for "Abdomen, Acute". Here every name of a rewritten type is embedded with the bundled MiniLM (the
 natural reading of inverted headings, each vector independent of its batch, so the table is
 reproducible) and each entity keeps its `RELATED_KEPT` nearest same-type names by cosine similarity,
-in the lexicon's `related` column as `name=similarity x 1000`. Left out: names nested in each other
+in the lexicon's `related` column as `name=similarity x 1000`. The names' vectors are kept between runs
+(refkit.vector_cache), so all of MeSH is embedded once per machine. Left out: names nested in each other
 word for word ("Asthma" / "Asthma, Exercise-Induced": likely ancestor and descendant) and names at or
 above `SAME_CONCEPT`, which on MeSH names are mostly one concept under two names ("Influenza, Human" /
 "Human Influenza"), or a concept and its broader or narrower one (Depression / Depressive Disorder
@@ -23,6 +24,7 @@ from collections.abc import Callable
 import numpy as np
 
 from refkit.lexicon import REWRITTEN_TYPES, Entity, Lexicon, natural_name
+from refkit.vector_cache import TextVectors
 
 RELATED_KEPT = 10
 SAME_CONCEPT = 0.70
@@ -39,20 +41,15 @@ def nested_names(a: str, b: str) -> bool:
     return bool(words_a and words_b) and (words_a <= words_b or words_b <= words_a)
 
 
-def add_related(lexicon: Lexicon, progress: Callable[[int], None] | None = None, block: int = 1024) -> None:
-    """Fill each rewritten-type entity's `related` (in place)."""
-    from indexer.encoders import DenseEncoder, preset
-
+def add_related(lexicon: Lexicon, progress: Callable[[int], None] | None = None, block: int = 1024,
+                vectors: TextVectors | None = None) -> None:  # fmt: skip
+    """Fill each rewritten-type entity's `related` (in place); the names' vectors come from `vectors`
+    (refkit.vector_cache)."""
     typed = [e for e in lexicon.entities.values() if e.type in REWRITTEN_TYPES]
     if not typed:
         return
-    encoder = DenseEncoder(preset("minilm"), queries_only=True)
     typed.sort(key=lambda e: e.key)
-    vectors = np.concatenate([
-        encoder.encode_queries([natural_name(e) for e in typed[start:start + 512]])
-        for start in range(0, len(typed), 512)
-    ]).astype(np.float32)  # fmt: skip
-    vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    vectors = (vectors or TextVectors()).matrix([natural_name(e) for e in typed])
     for kind in REWRITTEN_TYPES:
         rows = [i for i, e in enumerate(typed) if e.type == kind]
         if not rows:
@@ -81,40 +78,26 @@ def _nearest(entity: Entity, members: list[Entity], scores: np.ndarray) -> Count
 
 class NameSimilarity:
     """MiniLM cosine similarity of two entities' natural names, for swap candidates the `related` column
-    does not score (siblings, co-occurring entities). The model loads on first use; vectors are cached."""
+    does not score (siblings, co-occurring entities). Vectors come from refkit.vector_cache, opened on
+    first use."""
 
     def __init__(self):
-        self._encoder = None
-        self._vectors: dict[str, np.ndarray] = {}
+        self._vectors: TextVectors | None = None
 
     def __call__(self, a: Entity, b: Entity) -> float:
         if b.name in a.related:
             return a.related[b.name] / 1000
         if a.name in b.related:
             return b.related[a.name] / 1000
-        first, second = self._vector(natural_name(a)), self._vector(natural_name(b))
+        first, second = self._store().matrix([natural_name(a), natural_name(b)])
         return round(float(first @ second), 4)
 
     def many(self, a: Entity, others: list[Entity]) -> list[float]:
-        """`self(a, b)` for each of `others`, the names not yet seen embedded in one batch."""
-        self._embed([natural_name(e) for e in [a, *others]])
+        """`self(a, b)` for each of `others`, the names not yet stored embedded in one batch."""
+        self._store().matrix([natural_name(e) for e in [a, *others]])
         return [self(a, b) for b in others]
 
-    def _embed(self, names: list[str]) -> None:
-        missing = sorted({name for name in names if name not in self._vectors})
-        if not missing:
-            return
-        if self._encoder is None:
-            from indexer.encoders import DenseEncoder, preset
-
-            self._encoder = DenseEncoder(preset("minilm"), queries_only=True)
-        for start in range(0, len(missing), 256):
-            batch = missing[start : start + 256]
-            # encode_queries' vectors are independent of their batch: the same name, the same bits
-            for name, vector in zip(batch, self._encoder.encode_queries(batch)):
-                vector = vector.astype(np.float32)
-                self._vectors[name] = vector / max(float(np.linalg.norm(vector)), 1e-12)
-
-    def _vector(self, name: str) -> np.ndarray:
-        self._embed([name])
-        return self._vectors[name]
+    def _store(self) -> TextVectors:
+        if self._vectors is None:
+            self._vectors = TextVectors()
+        return self._vectors

@@ -46,24 +46,18 @@ class Related:
 
 
 class TextSimilarity:
-    """MiniLM cosine similarity of texts (each vector independent of its batch); the model loads on
-    first use and vectors are cached by text."""
+    """MiniLM cosine similarity of texts (each vector independent of its batch); vectors come from
+    refkit.vector_cache, opened on first use."""
 
     def __init__(self):
-        self._encoder = None
-        self._vectors: dict[str, np.ndarray] = {}
+        self._store = None
 
     def vectors(self, texts: list[str]) -> np.ndarray:
-        missing = [t for t in dict.fromkeys(texts) if t not in self._vectors]
-        if missing:
-            if self._encoder is None:
-                from indexer.encoders import DenseEncoder, preset
+        if self._store is None:
+            from refkit.vector_cache import TextVectors
 
-                self._encoder = DenseEncoder(preset("minilm"), queries_only=True)
-            for text, vector in zip(missing, self._encoder.encode_queries(missing), strict=True):
-                vector = np.asarray(vector, dtype=np.float32)
-                self._vectors[text] = vector / max(float(np.linalg.norm(vector)), 1e-12)
-        return np.stack([self._vectors[t] for t in texts]) if texts else np.zeros((0, 1), np.float32)
+            self._store = TextVectors()
+        return self._store.matrix(texts)
 
     def cosine(self, text: str, others: list[str]) -> list[float]:
         if not others:

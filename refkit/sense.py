@@ -21,10 +21,10 @@ still be a question an expert would ask, about something else. The rules, each w
   concept the vocabulary did not know.
 - `same-concept` (entity swaps): never an ancestor or a descendant (trees; names nested word for word),
   never one of its own names, never a near-synonym (the names' MiniLM similarity at or above
-  `refkit.related.SAME_CONCEPT`), and never a group for one concept or one concept for a group: MeSH
-  names groups in the plural ("Antipsychotic Agents", "Brain Diseases", "Memory Disorders") and single
-  concepts in the singular ("Risperidone", "Alzheimer Disease"), so a swap keeps the number of the name.
-  Groups swap with groups ("Breast Neoplasms" / "Lung Neoplasms").
+  `refkit.related.SAME_CONCEPT`, unless the trees make them siblings: Androgens / Estrogens 0.83),
+  and never a group for one concept or one concept for a group: MeSH names groups in the plural
+  ("Antipsychotic Agents", "Brain Diseases", "Memory Disorders") and single concepts in the singular
+  ("Risperidone", "Alzheimer Disease"), so a swap keeps the number of the name. Groups swap with groups ("Breast Neoplasms" / "Lung Neoplasms").
 - `question`: in a text of more than two sentences (a case vignette) only the last one asks (from its
   question word, where a lab list runs into it without a full stop), with the sentence before it when
   that one has no number ("Risperidone therapy is initiated."); an entity of the findings before is
@@ -171,7 +171,9 @@ def entity_swap_problem(original: Entity, replacement: Entity, generic: frozense
             f"same-concept: {original.name} is {kinds[0]}, {replacement.name} {kinds[1]} (MeSH names groups "
             "in the plural)"
         )
-    if similarity is not None and similarity >= same_concept:
+    tree_siblings = any(x.rpartition(".")[0] and x.rpartition(".")[0] == y.rpartition(".")[0]
+                        for x in original.trees for y in replacement.trees)  # fmt: skip
+    if similarity is not None and similarity >= same_concept and not tree_siblings:  # siblings are distinct by MeSH
         return f"same-concept: {original.name} / {replacement.name} names similar at {similarity:.2f} (near-synonyms)"
     return None
 

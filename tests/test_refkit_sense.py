@@ -15,9 +15,8 @@ from medsnip.queries import QueryItem, read_query_file
 from refkit.audit import audit_noise
 from refkit.lexicon import Entity, Lexicon
 from refkit.matcher import read_aspects
-from refkit.mesh_names import read_mesh_names
+from refkit.mesh_names import read_mesh_names, read_tree_numbers
 from refkit.noise import NoiseOptions, QueryRewriter
-from refkit.mesh_names import read_tree_numbers
 from refkit.sense import entity_swap_problem, generic_keys, modifier_problem, question_part, rewrite_sense_problems
 
 IR = SAMPLES / "ir"
@@ -183,16 +182,18 @@ def test_the_asking_sentence_of_a_vignette():
     """MedQA 63's lab list runs into its question without a full stop; MedQA 57 names its drug in the
     sentence before the question, which has no number and so is part of what is asked."""
     lab = real_question(IR / "medqa_us_4options_test.jsonl", "medqa-63")
-    assert lab[question_part(lab):].startswith("Which of the following tests is required")
+    assert lab[question_part(lab) :].startswith("Which of the following tests is required")
     drug = real_question(IR / "medqa_us_4options_test.jsonl", "medqa-57")
-    assert drug[question_part(drug):].startswith("Risperidone therapy is initiated.")
+    assert drug[question_part(drug) :].startswith("Risperidone therapy is initiated.")
     assert question_part("Is AGO2 related to cytokinesis?") == 0
 
 
 def test_modifier_rule_tells_phrases_from_words_that_stand_alone():
     def problem(text, word, others=()):
         start = text.index(word)
-        return modifier_problem(text, (start, start + len(word)), [(text.index(o), text.index(o) + len(o)) for o in others])
+        return modifier_problem(
+            text, (start, start + len(word)), [(text.index(o), text.index(o) + len(o)) for o in others]
+        )
 
     assert "adjective" not in (problem("Which drug lowers serum urea nitrogen?", "urea", ["serum", "nitrogen"]) or "")
     assert problem("Which drug lowers serum urea nitrogen?", "urea", ["serum", "nitrogen"]).startswith("compound")
