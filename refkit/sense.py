@@ -24,7 +24,8 @@ still be a question an expert would ask, about something else. The rules, each w
   `refkit.related.SAME_CONCEPT`, unless the trees make them siblings: Androgens / Estrogens 0.83),
   and never a group for one concept or one concept for a group: MeSH names groups in the plural
   ("Antipsychotic Agents", "Brain Diseases", "Memory Disorders") and single concepts in the singular
-  ("Risperidone", "Alzheimer Disease"), so a swap keeps the number of the name. Groups swap with groups ("Breast Neoplasms" / "Lung Neoplasms").
+  ("Risperidone", "Alzheimer Disease"), so a swap keeps the number of the name. Groups swap with
+  groups ("Breast Neoplasms" / "Lung Neoplasms").
 - `question`: in a text of more than two sentences (a case vignette) only the last one asks (from its
   question word, where a lab list runs into it without a full stop), with the sentence before it when
   that one has no number ("Risperidone therapy is initiated."); an entity of the findings before is
