@@ -42,7 +42,8 @@ still be a question an expert would ask, about something else. The rules, each w
 - `aspect-position`: an aspect is replaced only where it is what the question asks about the entity:
   "the X of|for|in ... <entity>", "<entity>('s) X", or a question's head ("which of the following X",
   "what X"); never inside a compound ("gene therapies": a word that is neither a function word nor a
-  usual modifier stands right before it).
+  usual modifier stands right before it; "adenoma detection rate", "treatment options": a noun
+  follows it).
 - `predicate`: the replacement must fit the words that govern the aspect, staying in the group of the
   aspect it replaces: after "effective for the", "used for", "approved for" ... only therapeutic aspects
   (treatment, indications); after "risk for", "risk of" only harms (adverse effects, complications);
@@ -205,7 +206,11 @@ def question_part(query: str) -> int:
 
 
 def group_name(entity: Entity) -> bool:
-    """Is the entity named as a group (a plural head: "Antipsychotic Agents", "Epilepsies, Partial")?"""
+    """Is the entity named as a group (a plural head: "Antipsychotic Agents", "Epilepsies, Partial";
+    in an inverted heading the head comes before the first comma: "Neoplasms, Cystic, Mucinous, and
+    Serous")?"""
+    if "," in entity.name:
+        return is_plural(entity.name.partition(",")[0])
     return is_plural(natural_name(entity))
 
 
@@ -292,6 +297,10 @@ def aspect_position_problem(
                               for _, e_end in spans)  # fmt: skip
     if previous and not entity_right_before and previous[-1].lower() not in FUNCTION_WORDS:
         return f"aspect-position: {query[start:end]!r} is part of a compound ({previous[-1]!r} before it)"
+    following = re.match(r"[ -]([A-Za-z][\w-]*)", after)
+    if following and following.group(1).lower() not in FUNCTION_WORDS and not _PREPOSITION_AFTER.match(after):
+        # "adenoma detection rate", "treatment options": the aspect modifies the noun after it
+        return f"aspect-position: {query[start:end]!r} is part of a compound ({following.group(1)!r} after it)"
     if entity_right_before:
         return None
     if _PREPOSITION_AFTER.match(after):
