@@ -4,7 +4,7 @@
 The root is the demo root (`make demo`) plus the gold snippets of BioASQ 10b batch 1 as a corpus of
 their own (samples/ir/bioasq-beir), so every BioASQ question has its answers in the corpus and the
 leak rate can be measured for it as for PubMedQA (each question's own abstract). For BioASQ batch 1
-(all 90 questions), the first 100 PubMedQA and the first 100 MedQA questions: collect (k 16), label
+(all 90 questions), the first 300 PubMedQA and the first 300 MedQA questions: collect (k 16), label
 (qrels), noise (seed 13) at the default top-M 100 and at top-M 20, audit with qrels and the lexicon.
 Also: the relatedness floors and the minilm judge's threshold measured on labelled pairs (PubMedQA
 questions and abstracts, BioASQ questions and gold snippets), and a fixed-seed sample of kept noise for
@@ -29,7 +29,7 @@ from searchd.launch import start_background_server
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO / "samples"
 IR = SAMPLES / "ir"
-QUESTIONS = 100
+QUESTIONS = 300
 SETS = {  # name: (questions, qrels)
     "BioASQ 10b batch 1": (IR / "bioasq-beir" / "queries.tsv", IR / "bioasq-beir" / "qrels.tsv"),
     "PubMedQA test": (IR / "pubmedqa_test_set.json", IR / "pubmedqa-beir" / "qrels.tsv"),

@@ -39,6 +39,7 @@ from refkit.matcher import Aspect, Match, PhraseMatcher, agree_number, is_plural
 from refkit.related import NameSimilarity
 from refkit.relatedness import ANSWER_CEILING, DENSE_FLOOR, PoolBM25, RelatednessTest, TextSimilarity, similarity_record
 from refkit.sense import (
+    FUNCTION_WORDS,
     aspect_position_problem,
     doubled_word,
     entity_swap_problem,
@@ -55,7 +56,12 @@ from searchd.client import SearchClient
 
 ENTITY_POOL = 5  # the seed picks entity swaps among this many best-ranked candidates
 # A question without an aspect targets its last entity of the first type here that it names.
-TARGET_PRIORITY = ("drug", "disease", "organism", "gene", "procedure", "anatomy", "process")
+TARGET_PRIORITY = ("drug", "disease", "organism", "gene", "procedure", "anatomy")
+# In a case vignette the tests, organs, signs and the patient's pathogens are the case's findings ("a
+# blood culture", "the anterior chamber", "headache", "HIV" -> "Simian Immunodeficiency Virus"): only its
+# drugs, diseases and genes are what it asks about.
+VIGNETTE_TARGET_TYPES = ("drug", "disease", "gene")
+SIGNS_AND_SYMPTOMS_TREE = "C23.888"  # "Signs and Symptoms": findings, never a vignette's target
 # Swaps chosen by name (related) or by co-occurrence need names at least this similar (MiniLM): below it
 # they are mostly other things that sound alike ("Pulse" / "Blinking", "Smoking Cessation" /
 # "Retirement") or merely appear together (the sweetener of a risperidone trial in rats), not siblings.
@@ -66,9 +72,10 @@ SIBLING_NAME_FLOOR = 0.50
 SIBLING_TREE_FLOOR = 0.35
 # Chemicals sit in the trees by structure, not use: Risperidone's siblings are Ritanserin (0.51) but also
 # Uracil (0.42) and Sparsomycin (0.43). Names of one class share a stem (Metformin / Phenformin 0.55,
-# Buformin 0.48), so chemical siblings need names more alike.
+# Buformin 0.48), so chemical siblings need names more alike; so do organisms, whose siblings are the
+# other genera of a family (Pomegranate / Poa).
 CHEMICAL_SIBLING_FLOOR = 0.45
-CHEMICAL_TYPES = ("drug", "gene")
+CHEMICAL_TYPES = ("drug", "gene", "organism")
 SAME_TYPE_SCAN = 50  # lexicons without related names: how many best-ranked same-type entities are tried
 
 
@@ -144,6 +151,8 @@ class QueryRewriter:
                          for kind in REWRITTEN_TYPES}  # fmt: skip
         self.generic = generic_keys(lexicon)
         self.name_similarity = NameSimilarity()
+        self._name_bigrams = {pair for form, _ in phrases for words in [_WORDS.findall(form.lower())]
+                              for pair in zip(words, words[1:])}  # fmt: skip
         self._has_related = any(e.related for e in typed)
 
     def analyse(self, query: str) -> Analysis:
@@ -161,10 +170,15 @@ class QueryRewriter:
         entity_spans = [(m.start, m.end) for m in entities]
         generic_spans = [(m.start, m.end) for m in entities if m.payload.key in self.generic]
         asked_from = question_part(query)
-        targets = [m for m in entities if m.payload.key not in self.generic and not possessive_before(query, m.start)
+        vignette = asked_from > 0
+        targets = [m for m in entities if m.payload.type in TARGET_PRIORITY
+                   and not (vignette and not self._vignette_target(m.payload))
+                   and m.payload.key not in self.generic and not possessive_before(query, m.start)
                    and not next_to_generic((m.start, m.end), generic_spans, query)
                    and not inside_a_name(query, (m.start, m.end))
                    and not (self.language == "en" and modifier_problem(query, (m.start, m.end), entity_spans))
+                   and not (self.language == "en" and self._phrase_cut(query, m))
+                   and not _written_again(query, m)
                    and not (self.language == "en" and " " not in m.text and everyday_word(m.text.lower()))
                    and m.start >= asked_from]  # fmt: skip
         analysis = Analysis(entities, [], generic=frozenset(m.payload.key for m in entities) & self.generic)
@@ -190,13 +204,31 @@ class QueryRewriter:
             analysis.entity = [m for m in targets if TARGET_PRIORITY.index(m.payload.type) == best][-1]
         return analysis
 
+    @staticmethod
+    def _vignette_target(entity: Entity) -> bool:
+        signs = any(t.startswith(SIGNS_AND_SYMPTOMS_TREE) for t in entity.trees)
+        return entity.type in VIGNETTE_TARGET_TYPES and not signs
+
+    def _phrase_cut(self, query: str, match: Match) -> bool:
+        """Does the match stop inside a longer name ("gestational diabetes" before "mellitus", "urea"
+        after "serum")? Its first or last word and the word right beside it are two adjacent words of
+        one of the vocabulary's names."""
+        inside = _WORDS.findall(match.text.lower())
+        left = re.search(r"(\w+)[ -]$", query[: match.start])
+        right = re.match(r"[ -](\w+)", query[match.end :])
+        pairs = ([(left.group(1).lower(), inside[0])] if left and inside else []) + (
+            [(inside[-1], right.group(1).lower())] if right and inside else []
+        )
+        return any(a not in FUNCTION_WORDS and b not in FUNCTION_WORDS and (a, b) in self._name_bigrams
+                   for a, b in pairs)  # fmt: skip
+
     def entity_candidates(self, original: Entity, exclude: set[str],
                           refused: list[dict] | None = None) -> list[tuple[Entity, str]]:  # fmt: skip
         """(entity, the rule that chose it), best first, at most ENTITY_POOL, from the first rule that
         finds any that refkit.sense accepts:
         1. `sibling`: with MeSH trees, entities sharing a tree parent with the original (another drug of
            the class, another disease of the family), named at least SIBLING_TREE_FLOOR alike
-           (CHEMICAL_SIBLING_FLOOR for drugs and genes, placed by structure), ranked by
+           (CHEMICAL_SIBLING_FLOOR for drugs and genes, placed by structure, and organisms), ranked by
            co-occurrence, then by how alike the names are;
         2. `cooccurrence`: entities the indexed records carry together with it, named alike (MiniLM
            similarity of the names at SIBLING_NAME_FLOOR or above);
@@ -320,6 +352,16 @@ class QueryRewriter:
             text = prefix + words + text[end:]
         kind = "both" if len(edits) == 2 else edits[0][3]["what"].replace("aspect", "attribute")
         return Rewrite(kind, text, [record for *_, record in sorted(edits, key=lambda e: e[0])])
+
+
+_WORDS = re.compile(r"\w+")
+
+
+def _written_again(query: str, match: Match) -> bool:
+    """Is the matched text written elsewhere in the query too ("peak oxygen uptake reflect maximum
+    oxygen uptake")? Replacing one mention would make the question compare the concept with another."""
+    pattern = re.compile(rf"(?<!\w){re.escape(match.text)}(?!\w)", re.I)
+    return any(found.start() != match.start for found in pattern.finditer(query))
 
 
 def _parents(trees: list[str]) -> set[str]:

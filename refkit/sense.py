@@ -258,8 +258,10 @@ def modifier_problem(text: str, span: tuple[int, int], entity_spans: Iterable[tu
         sentence_start = where == "before" and re.search(r"(^|[.?!:;]\s*)$", text[:token_start])
         if re.search(r"\d", token) or token[1:] != token[1:].lower() or (token[:1].isupper() and not sentence_start):
             return f"compound: {text[start:end]!r} is part of a name ({token!r} {where} it)"
-        if where == "before" and _ADJECTIVE_ENDING.search(token):
+        if where == "before" and (_ADJECTIVE_ENDING.search(token) or re.search(r"\w-\w+ed$", token)):
             return f"compound: {text[start:end]!r} is modified by {token!r}, a phrase the vocabulary does not know"
+    if re.match(r"\s*\([^)]{1,20}\)", text[end:]):  # "Circular RNA (circRNA)": the abbreviation would stay
+        return f"compound: {text[start:end]!r} is defined by the abbreviation after it"
     if right is not None and right.group(1).lower() not in FUNCTION_WORDS and " " not in text[start:end].strip() \
             and _ADJECTIVE_ENDING.search(text[start:end]):  # fmt: skip
         return f"compound: {text[start:end]!r} modifies {right.group(1)!r}, a phrase the vocabulary does not know"
