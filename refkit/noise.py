@@ -183,7 +183,7 @@ class QueryRewriter:
                    and m.start >= asked_from]  # fmt: skip
         analysis = Analysis(entities, [], generic=frozenset(m.payload.key for m in entities) & self.generic)
         for found in self.aspect_matcher.find(query):
-            if any(s < found.end and found.start < e for s, e in entity_spans):
+            if found.start < asked_from or any(s < found.end and found.start < e for s, e in entity_spans):
                 continue
             for aspect in found.payload:
                 spans = [(m.start, m.end) for m in targets if m.payload.type == aspect.type]

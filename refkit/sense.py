@@ -19,6 +19,9 @@ still be a question an expert would ask, about something else. The rules, each w
     names, and a question that says "family" or "back" rarely means them).
 - `possessive`: the replaced words follow a possessive ("Alzheimer's <disease>"): they belong to a longer
   concept the vocabulary did not know.
+- `unwritable` (entity swaps): a name with no natural reading (an inverted heading with several
+  commas, "Anemia, Hemolytic, Congenital Nonspherocytic") or naming an experimental model
+  ("Neoplasms, Experimental") is never written in.
 - `same-concept` (entity swaps): never an ancestor or a descendant (trees; names nested word for word),
   never one of its own names, never a near-synonym (the names' MiniLM similarity at or above
   `refkit.related.SAME_CONCEPT`, unless the trees make them siblings: Androgens / Estrogens 0.83),
@@ -28,8 +31,8 @@ still be a question an expert would ask, about something else. The rules, each w
   groups ("Breast Neoplasms" / "Lung Neoplasms").
 - `question`: in a text of more than two sentences (a case vignette) only the last one asks (from its
   question word, where a lab list runs into it without a full stop), with the sentence before it when
-  that one has no number ("Risperidone therapy is initiated."); an entity of the findings before is
-  never replaced ("pedal edema" -> "pedal empyema" makes a case nobody would
+  that one is a short statement without numbers ("Risperidone therapy is initiated."); an entity or
+  aspect of the findings before is never replaced ("pedal edema" -> "pedal empyema" makes a case nobody would
   write), and neither is an entity written as one everyday word ("emergency" in "the emergency
   department").
 - `compound`: an entity written right next to a generic word ("lung" in "non-small cell lung cancer",
@@ -161,6 +164,11 @@ def entity_swap_problem(original: Entity, replacement: Entity, generic: frozense
         return f"generic: {original.name} names a category, not a concept"
     if replacement.key in generic:
         return f"generic: {replacement.name} names a category, not a concept"
+    written = natural_name(replacement)
+    if "," in written:  # "Anemia, Hemolytic, Congenital Nonspherocytic": no reading a question would write
+        return f"unwritable: {replacement.name} has no natural reading"
+    if re.search(r"\bexperimental\b", written, re.I):  # animal models, not what a clinical question names
+        return f"unwritable: {replacement.name} names an experimental model"
     if replacement.key == original.key or replacement.key in {f.casefold() for f in original.surface_forms()}:
         return f"same-concept: {replacement.name} is a name of {original.name}"
     if any(x == y or x.startswith(y + ".") or y.startswith(x + ".") for x in original.trees for y in replacement.trees):
@@ -182,6 +190,7 @@ def entity_swap_problem(original: Entity, replacement: Entity, generic: frozense
 
 _SENTENCE_START = re.compile(r"(?<=[.?!])[\"'\u201d]?\s+(?=[A-Z\"'\u201c])")
 QUESTION_SENTENCES = 2
+STATEMENT_WORDS = 8  # "Risperidone therapy is initiated." states what was done; longer sentences describe findings
 
 
 # A vignette's lab list often runs into its question without a full stop ("... 8,100/mm3 Which of the
@@ -193,8 +202,9 @@ def question_part(query: str) -> int:
     """Where the part of a query that asks begins: in a text of more than `QUESTION_SENTENCES` sentences
     (a MedQA case vignette: its findings, vitals and tests are the case, not what is asked) its last
     sentence, from its question word when a lab list runs into it, together with the sentence before
-    when that one has no number in it (it says what was done or found: "Risperidone therapy is
-    initiated."; a sentence with numbers lists findings); else 0 (the whole text asks). Swapping a
+    when that one is a short statement without numbers (at most STATEMENT_WORDS words: "Risperidone
+    therapy is initiated."; a longer one or one with numbers describes findings: "An x-ray shows patchy
+    areas of lytic bone and sclerosis ..."); else 0 (the whole text asks). Swapping a
     finding ("the emergency department", "pedal edema") makes a case nobody would write."""
     starts = [m.end() for m in _SENTENCE_START.finditer(query)]
     if len(starts) < QUESTION_SENTENCES:
@@ -202,7 +212,8 @@ def question_part(query: str) -> int:
     head = _ASKING_HEAD.search(query, starts[-1])
     bounds = [*starts, head.end()] if head else starts
     previous = query[bounds[-2] : bounds[-1]]
-    return bounds[-1] if re.search(r"\d", previous) else bounds[-2]
+    statement = not re.search(r"\d", previous) and len(previous.split()) <= STATEMENT_WORDS
+    return bounds[-2] if statement else bounds[-1]
 
 
 def group_name(entity: Entity) -> bool:
@@ -347,6 +358,8 @@ def rewrite_sense_problems(record: dict, rewrite: dict, lexicon: Lexicon | None 
         if edit["what"] == "aspect" and not english:
             pass
         elif edit["what"] == "aspect":
+            if start < question_part(query):
+                problems.append(f"question: {edit['text']!r} is said in the case's findings, not what it asks")
             position = aspect_position_problem(query, (start, end), entity_spans)
             if position:
                 problems.append(position)
