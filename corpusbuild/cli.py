@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import functools
 import shlex
 import sys
@@ -82,6 +84,9 @@ def run_build(*, kind: str, source: str, inputs, params: dict, options: dict) ->
     the exit status)."""
     source_kind = KINDS[kind]
     files, problems = expand_inputs(inputs, source_kind.suffixes)
+    # absolute from here on: the record (and every parse kept for reuse) must name inputs that a later
+    # `medsnip update`, run from any directory, finds again
+    files = [Path(os.path.abspath(path)) for path in files]
     out_problem = output_folder_problem(options["out_dir"], inputs, files)
     if out_problem:
         raise click.BadParameter(out_problem, param_hint="--out")

@@ -107,7 +107,8 @@ def build_record(*, source, command, params, num_shards, ordered, outputs, probl
 
 
 def input_entry(result: dict) -> dict:
-    entry = {"path": result["path"], "status": result["status"]}
+    # absolute, so that `medsnip update` (run from anywhere) finds every input the build read
+    entry = {"path": os.path.abspath(result["path"]), "status": result["status"]}
     if result["status"] == "ok":
         entry.update(bytes=result["bytes"], sha256=result["sha256"], stats=result["stats"])
     else:

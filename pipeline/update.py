@@ -41,6 +41,50 @@ def new_update_files(record: dict, folders: list[Path]) -> list[Path]:
     return order_inputs([path for path in files if str(Path(path).resolve()) not in known])
 
 
+def check_recorded_inputs(corpus_dir: Path, record: dict) -> None:
+    """Every input the corpus's build read must still be where its record says, with the recorded size:
+    a rebuild without one would publish a corpus that silently lacks its records. Paths are recorded
+    absolute; a relative one (from an older build) resolves from the current directory only."""
+    problems = []
+    for entry in record["inputs"]:
+        if entry.get("status") != "ok":
+            continue
+        path = Path(entry["path"])
+        where = "" if path.is_absolute() else f" (recorded as a relative path, looked up from {Path.cwd()})"
+        if not path.is_file():
+            problems.append(f"{path}: recorded input is missing{where}")
+        elif "bytes" in entry and path.stat().st_size != entry["bytes"]:
+            problems.append(f"{path}: recorded input has {path.stat().st_size:,} bytes, the build read "
+                            f"{entry['bytes']:,}{where}")  # fmt: skip
+    if problems:
+        raise UpdateError(f"{corpus_dir}/build.json: " + "; ".join(problems) + ". Nothing was published: restore "
+                          "the inputs (or rebuild the corpus from its inputs) and run the update again")  # fmt: skip
+
+
+def check_update_files(files: list[Path]) -> None:
+    """A new update file must be a complete PubMed XML file before anything is rebuilt: a truncated
+    download or a stray XML would otherwise be published as a failed input (an incomplete corpus)."""
+    from corpusbuild.inputs import DECOMPRESSION_ERRORS, decompressed
+
+    problems = []
+    for path in files:
+        try:
+            with open(path, "rb") as raw:
+                handle = decompressed(raw, raw.read(4))
+                raw.seek(0)
+                head = handle.read(4096)
+                while handle.read(1 << 20):  # the whole stream: a cut .gz fails only at its end
+                    pass
+        except DECOMPRESSION_ERRORS as error:
+            problems.append(f"{path}: cannot be decompressed to its end ({error})")
+            continue
+        if b"<PubmedArticleSet" not in head and b"<MedlineCitationSet" not in head:
+            problems.append(f"{path}: not a PubMed update file (no PubmedArticleSet or MedlineCitationSet root)")
+    if problems:
+        raise UpdateError("; ".join(problems) + ". Nothing was published: the corpus keeps its last complete "
+                          "version; move the file away or download it again")  # fmt: skip
+
+
 def rebuild_corpus(corpus_dir: Path, record: dict, new_files: list[Path], workers: int) -> dict:
     """corpusbuild pubmed over the recorded inputs plus `new_files`, with the recorded parameters."""
     from corpusbuild.chunking import ChunkingParams
@@ -103,6 +147,8 @@ def update(corpus_dir: Path, update_folders: list[Path], *, workers: int = 2, re
     if record.get("stage") != "corpusbuild.pubmed":
         raise UpdateError(f"{corpus_dir}: a {record.get('stage')} build; medsnip update applies PubMed update files")
     new_files = new_update_files(record, update_folders)
+    check_recorded_inputs(corpus_dir, record)
+    check_update_files(new_files)
     summary: dict = {"applied": [path.name for path in new_files], "seconds": {}}
     started = time.perf_counter()
     if new_files or not record.get("complete"):
