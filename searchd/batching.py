@@ -44,6 +44,7 @@ class MicroBatcher:
         self._thread.start()
         self.batches = 0
         self.items = 0
+        self.isolated = 0  # failed batches served again item by item
 
     def submit(self, item: Any) -> Future:
         future: Future = Future()
@@ -85,9 +86,16 @@ class MicroBatcher:
                     results = self._function([item for item, _ in live])
                     for (_, future), result in zip(live, results, strict=True):
                         future.set_result(result)
-                except BaseException as error:  # noqa: BLE001 - handed to every waiting caller
-                    for _, future in live:
-                        future.set_exception(error)
+                except BaseException as error:  # noqa: BLE001 - handed to the caller(s) it belongs to
+                    if len(live) == 1:
+                        live[0][1].set_exception(error)
+                    else:  # one caller's bad item must not fail the others batched with it: each alone
+                        self.isolated += 1
+                        for item, future in live:
+                            try:
+                                future.set_result(self._function([item])[0])
+                            except BaseException as alone:  # noqa: BLE001 - this caller's own failure
+                                future.set_exception(alone)
             if stop:
                 return
 

@@ -84,3 +84,7 @@ class CallScope:
             timeout = min(self.remaining(), _POLL_SECONDS)
             _, pending = wait([*pending, self._cancelled], timeout=max(timeout, 0.0), return_when=FIRST_COMPLETED)
             pending.discard(self._cancelled)
+
+
+class QueryRefused(ValueError):
+    """A query the index cannot run as written (Lucene's clause limit): INVALID_ARGUMENT for its caller."""

@@ -15,6 +15,7 @@ one encoder call for the whole batch, then one FAISS search per corpus for all o
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -27,11 +28,24 @@ from indexer.store import SnippetStore
 from medsnip.buildrecord import BUILD_RECORD, read_build_record
 from medsnip.corpus import Corpus, LineageError
 from searchd.batching import MicroBatcher
-from searchd.calls import CallScope
+from searchd.calls import CallScope, QueryRefused
 from searchd.fusion import DEFAULT_RRF_K, FusedHit, fuse_medrag, fuse_rrf
 
 BM25 = "bm25"
 ALL_DENSE = "dense"  # in a request: every dense retriever of each corpus searched
+
+
+MAX_CLAUSES = 1024  # Lucene's IndexSearcher.maxClauseCount default, which Anserini keeps
+
+
+def refuse_too_many_terms(text: str) -> None:
+    """Lucene searches a query's distinct terms as one clause each, and refuses more than MAX_CLAUSES: a
+    query with more distinct words is refused here, for its caller alone (a batch it joined would fail
+    whole; MicroBatcher also serves a failed batch again item by item for what this cannot foresee)."""
+    words = len(set(re.findall(r"\w+", text.lower())))
+    if words > MAX_CLAUSES:
+        raise QueryRefused(f"query has {words:,} distinct words, more distinct terms than BM25 can search at once "
+                           f"(Lucene's limit of {MAX_CLAUSES:,} clauses): shorten it")  # fmt: skip
 
 
 class ServingError(Exception):
@@ -222,6 +236,7 @@ class SearchEngine:
             loaded = self.corpora[name]
             for retriever in loaded.wanted(query.retrievers):
                 if retriever == BM25:
+                    refuse_too_many_terms(query.text)
                     item = (name, query.text, query.depth, query.k1, query.b)
                     bm25[(name, BM25)] = scope.track(self._bm25_batcher.submit(item))
                 else:

@@ -22,7 +22,7 @@ import grpc
 from medsnip import __version__
 from medsnip.v1 import search_pb2, search_pb2_grpc
 from searchd.batching import BatcherClosed
-from searchd.calls import CallCancelled, CallScope, DeadlineExceeded
+from searchd.calls import CallCancelled, CallScope, DeadlineExceeded, QueryRefused
 from searchd.engine import ALL_DENSE, Query, SearchEngine
 from searchd.fusion import DEFAULT_RRF_K
 from searchd.generations import EngineHolder
@@ -203,7 +203,7 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
         engine = self.engines.acquire()
         try:
             return work(scope, engine)
-        except InvalidRequest as error:
+        except (InvalidRequest, QueryRefused) as error:
             status = "INVALID_ARGUMENT"
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
         except ReplyTooLarge as error:

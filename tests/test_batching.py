@@ -6,6 +6,8 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
 from searchd.batching import MicroBatcher
 
 
@@ -40,3 +42,24 @@ def test_a_lone_caller_is_not_held_for_a_wave():
         assert done.wait(5) and late.result() == "late"
     finally:
         batcher.close()
+
+
+def test_one_bad_item_fails_only_its_own_caller():
+    """A batch function that fails on one item: the batch is served again item by item, so the callers
+    batched with the bad item get their results and only its caller gets the error."""
+    calls = []
+
+    def square(items):
+        calls.append(len(items))
+        if "bad" in items:
+            raise ValueError("bad item")
+        return [item * item for item in items]
+
+    batcher = MicroBatcher(square, max_batch=16, wait_ms=200)
+    futures = [batcher.submit(i) for i in range(5)] + [batcher.submit("bad")]
+    futures += [batcher.submit(i) for i in range(5, 8)]
+    assert [f.result(timeout=10) for f in futures[:5] + futures[6:]] == [i * i for i in range(8)]
+    with pytest.raises(ValueError, match="bad item"):
+        futures[5].result(timeout=10)
+    assert calls[0] == 9 and batcher.isolated == 1
+    batcher.close()

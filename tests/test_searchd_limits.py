@@ -242,3 +242,32 @@ def test_replies_and_pages_are_bounded(small_limits_server):
             list(client.scan_snippets(page_size=10_001))
         assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert sum(1 for _ in client.scan_snippets(page_size=10_000)) == 315
+
+
+def test_a_query_lucene_refuses_fails_alone_and_cleanly(hybrid_server):
+    """A 3,887-character query of 1,296 distinct words (under the 4,096 length limit) is more than
+    Lucene's 1,024 clauses: its caller gets INVALID_ARGUMENT saying so, and the 40 BM25 queries sent at
+    the same time (micro-batched with it) all get their hits."""
+    _, address = hybrid_server
+    alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+    long_query = " ".join(a + b for a in alphabet for b in alphabet)
+    assert len(long_query) == 3887 and len(set(long_query.split())) == 1296
+    outcomes: dict = {}
+
+    def ask(key, text):
+        with SearchClient(address, retries=0) as client:
+            try:
+                outcomes[key] = len(client.search(text, k=5, retrievers=["bm25"], timeout=60).hits)
+            except grpc.RpcError as error:
+                outcomes[key] = (error.code(), error.details())
+
+    threads = [threading.Thread(target=ask, args=("long", long_query))]
+    threads += [threading.Thread(target=ask, args=(i, q)) for i, q in enumerate(QUESTIONS[:40])]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    code, details = outcomes.pop("long")
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "more distinct terms than BM25 can search" in details
+    assert "java" not in details.lower()
+    assert outcomes == {i: 5 for i in range(40)}
