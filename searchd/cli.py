@@ -134,7 +134,7 @@ def serve(
     def state() -> tuple | None:
         try:
             return root_state(discover_corpora(root, list(corpora) or None))
-        except ServingError:
+        except (ServingError, OSError, ValueError):  # an unreadable record: not a complete generation
             return None
 
     try:
