@@ -59,8 +59,12 @@ def read_query_file(path: Path, file_format: str = "auto", limit: int | None = N
         query_id = "" if query_id is None else str(query_id).strip()
         if not query_id:
             raise QueryFileError(f"{where}: missing id")
+        if any(ch.isspace() for ch in query_id):  # a run file's line is split on whitespace
+            raise QueryFileError(f"{where}: id {query_id!r} has whitespace in it (TREC run lines split on it)")
         if not isinstance(text, str) or not text.strip():
             raise QueryFileError(f"{where}: empty query (id {query_id})")
+        if not any(ch.isalnum() for ch in text):  # a zero-width space, punctuation: nothing to search for
+            raise QueryFileError(f"{where}: query {query_id} has no letter or digit in it")
         if query_id in seen:
             raise QueryFileError(f"{where}: duplicate id {query_id} (first at {seen[query_id]})")
         seen[query_id] = where
@@ -133,20 +137,26 @@ def _medqa(path: Path):
 
 
 def _tsv(path: Path):
-    """Split on tabs, no quoting (so no field-size limit: a long query reaches the server's own check)."""
-    with open(path, encoding="utf-8-sig", newline="") as handle:  # -sig: a byte-order mark is not the id
-        number = 0
-        try:
-            for number, line in enumerate(handle, 1):
-                line = line.rstrip("\r\n")
-                row = line.split("\t") if line else []
-                if not row or (number == 1 and row[0].strip().lower() in ("id", "qid", "query-id", "query_id")):
-                    continue
-                if len(row) < 2:
-                    raise QueryFileError(f"{path}:{number}: expected 'id<TAB>query', found one column")
-                yield f"{path}:{number}", row[0], row[1]
-        except UnicodeDecodeError as error:
-            raise QueryFileError(f"{path}:{number + 1}: not UTF-8 text ({error.reason})") from error
+    """Split on tabs, no quoting (so no field-size limit: a long query reaches the server's own check).
+    Exactly two columns: a third means a tab inside a query, which would otherwise cut it short. Lines
+    are decoded one by one, so a byte that is not UTF-8 is reported on its own line."""
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(handle, 1):
+            try:
+                line = raw.decode("utf-8-sig" if number == 1 else "utf-8")  # -sig: a byte-order mark is not the id
+            except UnicodeDecodeError as error:
+                raise QueryFileError(f"{path}:{number}: not UTF-8 text ({error.reason} at byte {error.start} of the "
+                                     "line)") from error  # fmt: skip
+            line = line.rstrip("\r\n")
+            row = line.split("\t") if line else []
+            if not row or (number == 1 and row[0].strip().lower() in ("id", "qid", "query-id", "query_id")):
+                continue
+            if len(row) < 2:
+                raise QueryFileError(f"{path}:{number}: expected 'id<TAB>query', found one column")
+            if len(row) > 2:
+                raise QueryFileError(f"{path}:{number}: expected 'id<TAB>query', found {len(row)} columns (a tab "
+                                     "inside the query? write it as a space)")  # fmt: skip
+            yield f"{path}:{number}", row[0], row[1]
 
 
 def _pubmedqa(path: Path):

@@ -115,11 +115,18 @@ def test_reads_the_real_question_sets_through_their_field_mapping():
         ("q.jsonl", '{"id": "1", "query": "ok"}\n{"id": "2", "query": \n', "q.jsonl:2: not JSON"),
         ("q.jsonl", '{"id": "1", "title": "no query field"}\n', "q.jsonl:1: no 'query' field"),
         ("q.tsv", "1\tfine\n2\n", "q.tsv:2: expected 'id<TAB>query'"),
+        ("q.tsv", "1\tfine\n2\taspirin\tand heart attack\n", "q.tsv:2: expected 'id<TAB>query', found 3 columns"),
+        ("q.tsv", "1\tfine\nq 2\taspirin\n", "q.tsv:2: id 'q 2' has whitespace in it"),
+        ("q.tsv", "1\tfine\n2\t\u200b\n", "q.tsv:2: query 2 has no letter or digit in it"),
+        ("q.tsv", b"".join(b"%d\tfine\n" % i for i in range(3000)) + b"x\tcaf\xe9\n", "q.tsv:3001: not UTF-8 text"),
     ],
 )
 def test_bad_query_files_name_the_line_and_field(tmp_path, name, text, message):
     path = tmp_path / name
-    path.write_text(text, encoding="utf-8")
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text, encoding="utf-8")
     with pytest.raises(QueryFileError, match=message.replace("(", r"\(").replace(")", r"\)")):
         read_query_file(path)
 
