@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import socket
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any, Protocol
@@ -139,6 +141,38 @@ class RayUnavailable(RuntimeError):
     """`--executor ray` without the `ray` package, or a cluster that cannot be reached."""
 
 
+RAY_CONNECT_TIMEOUT = 30.0  # seconds; MEDSNIP_RAY_CONNECT_TIMEOUT overrides it
+
+
+def ray_connect_timeout() -> float:
+    value = os.environ.get("MEDSNIP_RAY_CONNECT_TIMEOUT", "")
+    try:
+        return float(value) if value else RAY_CONNECT_TIMEOUT
+    except ValueError:
+        raise RayUnavailable(f"MEDSNIP_RAY_CONNECT_TIMEOUT={value!r}: not a number of seconds") from None
+
+
+def wait_for_listener(address: str, timeout: float) -> None:
+    """Fail within `timeout` seconds when nothing listens at a cluster's HOST:PORT: `ray.init` itself
+    keeps retrying a dead address for minutes."""
+    target = address.split("://", 1)[-1]
+    host, _, port = target.rpartition(":")
+    if not host or not port.isdigit():
+        raise RayUnavailable(f"--ray-address {address!r}: expected auto or HOST:PORT")
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with socket.create_connection((host, int(port)), timeout=min(2.0, max(0.1, timeout))):
+                return
+        except OSError as error:
+            if time.monotonic() >= deadline:
+                raise RayUnavailable(
+                    f"cannot reach a Ray cluster at {address}: nothing answered within {timeout:.0f} s ({error}); "
+                    "is `ray start --head` running there? (MEDSNIP_RAY_CONNECT_TIMEOUT sets the wait)"
+                ) from None
+            time.sleep(0.5)
+
+
 class RayExecutor:
     name = "ray"
 
@@ -153,6 +187,8 @@ class RayExecutor:
         self._fault_handlers = save_fault_handlers()  # a JVM's, if one runs here (processes.py)
         if self._started_here:
             options = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
+            if address and address != "auto":
+                wait_for_listener(address, ray_connect_timeout())
             try:
                 if address:
                     ray.init(address=address, **options)

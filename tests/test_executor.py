@@ -3,9 +3,12 @@ pool for real PubMed and Wikipedia samples, and a killed Ray build resumes to th
 
 from __future__ import annotations
 
+import os
 import signal
+import socket
 import subprocess
 import sys
+import time
 
 import pytest
 from pubmed_scaleup import write_scaled_pubmed
@@ -114,3 +117,21 @@ print("searched after Ray")
     completed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert completed.returncode == 0, (completed.returncode, completed.stderr[-2000:])
     assert "searched after Ray" in completed.stdout
+
+
+def test_a_ray_address_where_nothing_listens_fails_fast_and_says_so(tmp_path):
+    """`--ray-address HOST:PORT` with no cluster there: a usage error naming the address within the
+    configured wait (MEDSNIP_RAY_CONNECT_TIMEOUT), not minutes of ray.init retrying."""
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    started = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "-m", "corpusbuild", "pubmed", str(SAMPLES / "pubmed" / "pubmed1.xml"), "--out",
+         str(tmp_path / "out"), "--executor", "ray", "--ray-address", f"127.0.0.1:{port}", "--quiet"],
+        capture_output=True, text=True, timeout=120, env={**os.environ, "MEDSNIP_RAY_CONNECT_TIMEOUT": "3"},
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert f"cannot reach a Ray cluster at 127.0.0.1:{port}: nothing answered within 3 s" in result.stderr
+    assert time.monotonic() - started < 60
+    assert not (tmp_path / "out" / "build.json").exists()
