@@ -146,6 +146,12 @@ def update(corpus_dir: Path, update_folders: list[Path], *, workers: int = 2, re
     record = read_corpus_record(corpus_dir)
     if record.get("stage") != "corpusbuild.pubmed":
         raise UpdateError(f"{corpus_dir}: a {record.get('stage')} build; medsnip update applies PubMed update files")
+    if reload_pid is not None:  # before any work: a wrong pid is a mistake to hear about at once
+        from searchd.process_check import searchd_problem
+
+        problem = searchd_problem(reload_pid)
+        if problem:
+            raise UpdateError(f"--reload-pid: {problem}; nothing was done")
     new_files = new_update_files(record, update_folders)
     check_recorded_inputs(corpus_dir, record)
     check_update_files(new_files)
@@ -162,6 +168,11 @@ def update(corpus_dir: Path, update_folders: list[Path], *, workers: int = 2, re
     summary["seconds"]["indexes"] = round(time.perf_counter() - started, 3)
     summary["indexes"] = {name: index.get("counts", {}) for name, index in indexes.items()}
     if reload_pid is not None:
+        from searchd.process_check import searchd_problem
+
+        problem = searchd_problem(reload_pid)
+        if problem:
+            raise UpdateError(f"--reload-pid: {problem}; the indexes are rebuilt, nothing was signalled")
         os.kill(reload_pid, signal.SIGHUP)
         summary["reloaded"] = reload_pid
     return summary

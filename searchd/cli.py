@@ -156,7 +156,9 @@ def serve(
         sys.exit(1)
     bound = running.port
     if pid_file:
-        pid_file.write_text(f"{os.getpid()}\n")
+        from searchd.process_check import write_pid_file
+
+        write_pid_file(pid_file, os.getpid(), root)
     if port_file:
         port_file.write_text(str(bound))
     served = ", ".join(
@@ -188,9 +190,20 @@ def reload(pid, pid_file, address, timeout) -> None:
     import signal
     import time
 
+    from searchd.process_check import read_pid_file, searchd_problem
+
     if (pid is None) == (pid_file is None):
         raise click.UsageError("give --pid or --pid-file")
-    pid = pid if pid is not None else int(pid_file.read_text().strip())
+    root = None
+    if pid_file is not None:
+        try:
+            pid, root = read_pid_file(pid_file)
+        except ValueError as error:
+            raise click.UsageError(str(error)) from error
+    problem = searchd_problem(pid, root)
+    if problem:
+        console.print(f"[red]error[/red]: {escape(problem)}; nothing was signalled")
+        sys.exit(1)
     before = None
     if address:
         with _client(address, None, False, None) as client:
