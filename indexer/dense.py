@@ -275,6 +275,9 @@ def _trained_template(out: Path, corpus: Corpus, template, previous: dict | None
     return template, training
 
 
+UNFINISHED_PARAMS = "build-params.json"  # written first, so an unfinished build can be finished by a later run
+
+
 def build_dense(corpus: Corpus, out: Path, encoder: DenseEncoder, *, index_factory: str = "Flat",
                 metric: str = "ip", batch_size: int = 32, log=None, executor=None, devices: list[str] | None = None,
                 fp16: bool = False) -> dict:  # fmt: skip
@@ -296,6 +299,9 @@ def build_dense(corpus: Corpus, out: Path, encoder: DenseEncoder, *, index_facto
             stale.unlink()
     _write_atomic(identity_file, orjson.dumps(identity, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
     (out / "build.json").unlink(missing_ok=True)  # the output is incomplete until build.json is rewritten
+    # what a later run needs to finish this build if it is killed before build.json (medsnip update)
+    _write_atomic(out / UNFINISHED_PARAMS, orjson.dumps({"index_factory": index_factory, "metric": metric,
+                                                         "batch_size": batch_size}, option=orjson.OPT_SORT_KEYS))
     embed_started = time.perf_counter()
     devices = devices or [encoder.device]
     embedded_now, snippets_embedded = embed_corpus(corpus, out, encoder, batch_size, log, executor=executor,

@@ -17,6 +17,7 @@ Every stage resumes as it does on its own, so a killed update is finished by run
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -116,6 +117,7 @@ def rebuild_indexes(corpus_dir: Path, log) -> dict[str, dict]:
     corpus = Corpus.open(corpus_dir, verify="full")
     records = {}
     built = [(path, read_build_record(path)) for path in corpus_dir.iterdir() if (path / "build.json").is_file()]
+    built += unfinished_indexes(corpus_dir)
     stores_first = sorted(built, key=lambda item: (item[1].get("stage") != "indexer.store", item[0].name))
     for folder, old in stores_first:  # BM25's update reads the changed snippets' lines through the store
         stage, params = old.get("stage"), old.get("params", {})
@@ -137,6 +139,28 @@ def rebuild_indexes(corpus_dir: Path, log) -> dict[str, dict]:
             continue
         log(f"{folder.name}: rebuilt in {time.perf_counter() - started:.1f} s")
     return records
+
+
+def unfinished_indexes(corpus_dir: Path) -> list[tuple[Path, dict]]:
+    """Index folders a killed (or disk-full) build left without build.json, as records to finish them
+    with: a dense index from the encoder and parameters it wrote before embedding, a store as any store.
+    An unfinished index is never skipped: the root would never be complete again."""
+    from indexer.dense import UNFINISHED_PARAMS
+
+    found = []
+    for folder in sorted(corpus_dir.iterdir()):
+        if not folder.is_dir() or (folder / "build.json").exists() or folder.name.startswith("."):
+            continue
+        encoder, params = folder / "encoder.json", folder / UNFINISHED_PARAMS
+        if folder.name.startswith("dense-") and encoder.is_file() and params.is_file():
+            found.append((folder, {"stage": "indexer.dense", "encoder": json.loads(encoder.read_text()),
+                                   "params": json.loads(params.read_text())}))  # fmt: skip
+        elif folder.name == "store":
+            found.append((folder, {"stage": "indexer.store", "params": {}}))
+        elif folder.name.startswith(("dense-", "bm25")) and any(folder.iterdir()):
+            raise UpdateError(f"{folder}: an index build that did not finish and cannot be resumed (no record of "
+                              "its parameters): build it again with `indexer`, then run the update")  # fmt: skip
+    return found
 
 
 def update(corpus_dir: Path, update_folders: list[Path], *, workers: int = 2, reload_pid: int | None = None,

@@ -83,3 +83,26 @@ def test_a_truncated_download_or_a_stray_file_is_refused_before_anything_is_publ
     assert result.exit_code == 0, result.output
     assert json.loads((corpus / "build.json").read_text())["complete"]
     assert gzip.decompress(whole)  # the real file was whole all along
+
+
+def test_an_index_build_killed_before_its_record_is_finished_by_the_next_update(tmp_path, update_chain,
+                                                                                  run_corpusbuild):  # fmt: skip
+    """A kill (or a full disk) inside the dense stage leaves dense-minilm without build.json: the next
+    `medsnip update`, even with no new file, finishes it (same vectors as a build that was never
+    killed) instead of skipping it for good."""
+    from conftest import run_indexer
+
+    corpus = tmp_path / "corpus"
+    result = run_corpusbuild("pubmed", update_chain["baseline"], "--out", corpus, "--shards", 2, "--quiet")
+    assert result.exit_code == 0, result.output
+    run_indexer("store", corpus)
+    run_indexer("dense", corpus, "--preset", "minilm", "--batch-size", 16)
+    dense = corpus / "dense-minilm"
+    finished = {path.name: path.read_bytes() for path in dense.glob("emb-*.npy")}
+    (dense / "build.json").unlink()  # what a kill between embedding and the record leaves
+    (dense / sorted(finished)[-1]).unlink()
+    result = update(corpus, update_chain["baseline"])  # no new file: only the unfinished index to finish
+    assert result.exit_code == 0, result.output
+    assert "dense-minilm: rebuilt" in result.output
+    assert json.loads((dense / "build.json").read_text())["complete"]
+    assert {path.name: path.read_bytes() for path in dense.glob("emb-*.npy")} == finished
