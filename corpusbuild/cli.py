@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import os
-
 import functools
+import os
 import shlex
 import sys
 from pathlib import Path

@@ -300,8 +300,12 @@ def build_dense(corpus: Corpus, out: Path, encoder: DenseEncoder, *, index_facto
     _write_atomic(identity_file, orjson.dumps(identity, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
     (out / "build.json").unlink(missing_ok=True)  # the output is incomplete until build.json is rewritten
     # what a later run needs to finish this build if it is killed before build.json (medsnip update)
-    _write_atomic(out / UNFINISHED_PARAMS, orjson.dumps({"index_factory": index_factory, "metric": metric,
-                                                         "batch_size": batch_size}, option=orjson.OPT_SORT_KEYS))
+    _write_atomic(
+        out / UNFINISHED_PARAMS,
+        orjson.dumps(
+            {"index_factory": index_factory, "metric": metric, "batch_size": batch_size}, option=orjson.OPT_SORT_KEYS
+        ),
+    )
     embed_started = time.perf_counter()
     devices = devices or [encoder.device]
     embedded_now, snippets_embedded = embed_corpus(corpus, out, encoder, batch_size, log, executor=executor,

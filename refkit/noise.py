@@ -152,7 +152,7 @@ class QueryRewriter:
         self.generic = generic_keys(lexicon)
         self.name_similarity = NameSimilarity()
         self._name_bigrams = {pair for form, _ in phrases for words in [_WORDS.findall(form.lower())]
-                              for pair in zip(words, words[1:])}  # fmt: skip
+                              for pair in zip(words, words[1:], strict=False)}  # fmt: skip
         self._has_related = any(e.related for e in typed)
 
     def analyse(self, query: str) -> Analysis:
@@ -301,9 +301,13 @@ class QueryRewriter:
         entity: Entity = analysis.entity.payload
         attribute_targets: list[Aspect] = []
         if analysis.aspect is not None:
-            others = [a for a in self.aspects if a.type == entity.type and a.name != analysis.aspect.payload.name
-                      and (self.language != "en" or predicate_problem(query.query, analysis.aspect.start,
-                                                                      analysis.aspect.payload.name, a.name) is None)]  # fmt: skip
+            asked = analysis.aspect
+
+            def fits(aspect: Aspect) -> bool:
+                return self.language != "en" or predicate_problem(query.query, asked.start, asked.payload.name,
+                                                                  aspect.name) is None  # fmt: skip
+
+            others = [a for a in self.aspects if a.type == entity.type and a.name != asked.payload.name and fits(a)]
             attribute_targets = rng.sample(others, min(options.attribute_swaps, len(others)))
         present = {m.payload.key for m in analysis.entities}
         pool = self.entity_candidates(entity, present, analysis.refused_swaps)

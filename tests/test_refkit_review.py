@@ -126,9 +126,9 @@ def test_review_page_in_a_real_browser_saves_resumes_and_feeds_assemble(noise_fi
     labeled.write_text("".join(json.dumps({"id": r["id"], "query": r["query"], "references": []}) + "\n"
                                for r in records))  # fmt: skip
     items = tmp_path / "items.jsonl"
-    result = CliRunner().invoke(refkit_main, ["assemble", "--relevant", str(labeled), "--noise", str(noise_file),
-                                              "--judgements", str(judgements), "--n-relevant", "0..0",
-                                              "--n-irrelevant", "5..5", "--seed", "1", "--out", str(items)])  # fmt: skip
+    arguments = ["assemble", "--relevant", str(labeled), "--noise", str(noise_file), "--judgements", str(judgements),
+                 "--n-relevant", "0..0", "--n-irrelevant", "5..5", "--seed", "1", "--out", str(items)]  # fmt: skip
+    result = CliRunner().invoke(refkit_main, arguments)
     assert result.exit_code == 0, result.output
     assert "1 noisy references dropped as answering, 0 as unrelated" in result.output
     used = {ref["snippet_id"] for item in map(json.loads, items.read_text().splitlines()) for ref in item["references"]}
