@@ -35,13 +35,15 @@ def update(corpus_dir: Path, folders: tuple[Path, ...], workers: int, reload_pid
 
     Files the corpus already read are skipped; the corpus records its change set; dense indexes embed
     only added or changed snippets. Run it again after a failure: every stage resumes."""
+    from medsnip.joblock import FolderBusy, folder_job
     from pipeline.update import UpdateError
     from pipeline.update import update as run_update
 
     try:
-        summary = run_update(corpus_dir, list(folders), workers=workers, reload_pid=reload_pid,
-                             log=lambda line: click.echo(line, err=True))  # fmt: skip
-    except (UpdateError, ProcessLookupError) as error:
+        with folder_job(corpus_dir, "update"):
+            summary = run_update(corpus_dir, list(folders), workers=workers, reload_pid=reload_pid,
+                                 log=lambda line: click.echo(line, err=True))  # fmt: skip
+    except (UpdateError, ProcessLookupError, FolderBusy) as error:
         click.echo(f"error: {error}", err=True)
         sys.exit(1)
     click.echo(json.dumps(summary))  # the last line of the output: what the job did, as JSON
@@ -59,9 +61,16 @@ def prune(folders: tuple[Path, ...], dry_run: bool, lease_timeout: float) -> Non
     searchd leases what it serves. A generation is deleted once no live lease names it."""
     from medsnip.generations import kept_generations
     from medsnip.generations import prune as prune_folder
+    from medsnip.joblock import FolderBusy, folder_job
 
     for folder in folders:
-        removed = prune_folder(folder, dry_run=dry_run, lease_timeout=lease_timeout)
+        corpus_folder = folder.parent if (folder.parent / "build.json").is_file() else folder  # an index's corpus
+        try:
+            with folder_job(corpus_folder, "prune"):
+                removed = prune_folder(folder, dry_run=dry_run, lease_timeout=lease_timeout)
+        except FolderBusy as error:
+            click.echo(f"error: {error}", err=True)
+            sys.exit(1)
         for kept in removed:
             click.echo(
                 f"{'would delete' if dry_run else 'deleted'} {kept.path} ({kept.bytes_only_here:,} bytes only there)"
