@@ -59,6 +59,24 @@ def root_state(corpus_dirs: list[Path]) -> tuple | None:
     return tuple(state)
 
 
+class ServingFewer(RuntimeError):
+    """A reload whose generation lacks a retriever the serving one has: refused, never a silent downgrade."""
+
+
+def fewer_retrievers(current, new) -> str:
+    """What `current` serves that `new` would not, per corpus ("pubmed: dense-minilm"); "" when nothing."""
+    lost = []
+    for name, loaded in getattr(current, "corpora", {}).items():
+        now = set(getattr(loaded, "retrievers", ()))
+        then = set(getattr(new.corpora.get(name), "retrievers", ())) if name in getattr(new, "corpora", {}) else set()
+        missing = sorted(now - then)
+        if name not in getattr(new, "corpora", {}):
+            missing = ["the whole corpus"]
+        if missing:
+            lost.append(f"{name}: {', '.join(missing)}")
+    return "; ".join(lost)
+
+
 def served(engine) -> tuple[set[Path], set[str]]:
     """(folders holding generations, corpus lineages) of what an engine serves: its leases."""
     folders, lineages = set(), set()
@@ -158,6 +176,14 @@ class EngineHolder:
             state = self._state() if self._state else None
             try:
                 engine = self._load()
+                fewer = fewer_retrievers(self._current, engine)
+                if fewer:
+                    engine.close()
+                    raise ServingFewer(
+                        f"the new generation would serve fewer retrievers than the current one ({fewer}: an index "
+                        "still building, killed or moved away); the current generation keeps serving. To serve "
+                        "fewer on purpose, restart searchd"
+                    )
             except Exception as error:  # noqa: BLE001 - any failure keeps the current generation serving
                 self.last_error = {"at": time.time(), "error": f"{type(error).__name__}: {error}"[:2000]}
                 log.error('{"reload": "failed, generation %d keeps serving", "error": %r}', self.generation,
