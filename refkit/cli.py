@@ -112,6 +112,9 @@ def collect(queries_file, out, k, address, token_file, tls, ca_file, retrievers,
         dedup = DedupOptions(dedup_threshold, shingle_words)
         with _progress("collect", len(queries)) as advance:
             records = list(collect(client, address, lineage, queries, options, dedup, progress=advance))
+        from refkit.connection import check_same_generation
+
+        check_same_generation(client, address, lineage)
     write_jsonl(out, records)
     kept = sum(len(r["references"]) for r in records)
     dropped = sum(len(r["duplicates"]) for r in records)
@@ -344,6 +347,9 @@ def noise(queries_file, lexicon_path, seed, out, judge_name, judge_threshold, pe
         )  # fmt: skip
         with _progress("noise searches", None) as advance:  # the count is known once queries are analysed
             records = list(generator.run(queries, progress=advance))
+        from refkit.connection import check_same_generation
+
+        check_same_generation(client, address, lineage)  # snippet lookups too: one generation from start to end
     write_jsonl(out, records)
     rewritten = sum(1 for r in records if r["rewrites"])
     kept = sum(len(r["noise"]) for r in records)

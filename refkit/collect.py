@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import grpc
 
 from medsnip.queries import QueryItem
-from refkit.connection import ServerError, describe_rpc_error
+from refkit.connection import ServerError, check_same_generation, describe_rpc_error
 from refkit.dedup import Deduplicator
 from searchd.client import SearchClient
 
@@ -75,9 +75,11 @@ def search_many(
     options: RetrievalOptions,
     batch: int = 32,
     progress: Callable[[int], None] | None = None,
+    lineage: dict | None = None,
 ) -> list[list]:
     """Hits (with text) for every text, through BatchSearch in batches; ServerError on any failure.
-    `progress(n)` is called after each batch with the number of texts it answered."""
+    `progress(n)` is called after each batch with the number of texts it answered. With `lineage`, the
+    server must serve that generation after every batch (refkit.connection.check_same_generation)."""
     results: list[list] = []
     for start in range(0, len(texts), batch):
         chunk = texts[start : start + batch]
@@ -89,6 +91,8 @@ def search_many(
         except grpc.RpcError as error:
             raise ServerError(describe_rpc_error(address, error)) from error
         results.extend(list(response.hits) for response in responses)
+        if lineage is not None:
+            check_same_generation(client, address, lineage)
         if progress is not None:
             progress(len(chunk))
     return results
@@ -105,7 +109,7 @@ def collect(
     progress: Callable[[int], None] | None = None,
 ) -> Iterator[dict]:
     """One record per query: its deduplicated references and the duplicates dropped."""
-    all_hits = search_many(client, address, [q.query for q in queries], options, batch, progress)
+    all_hits = search_many(client, address, [q.query for q in queries], options, batch, progress, lineage)
     for item, hits in zip(queries, all_hits, strict=True):
         deduplicator = dedup.new()
         references, duplicates = [], []

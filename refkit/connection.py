@@ -78,3 +78,20 @@ def lineage_summary(info) -> dict:
         corpora[corpus.name] = entry
     encoder = json.loads(info.encoder_json) if info.encoder_json else None
     return {"server_version": info.server_version, "encoder": encoder, "corpora": corpora}
+
+
+def check_same_generation(client, address: str, lineage: dict) -> None:
+    """ServerError unless the server still serves the generation `lineage` describes. searchd switches
+    generations forward only, so a run whose last check passes was served by one generation from start
+    to end; one that fails would mix references of two corpus versions under one lineage label."""
+    try:
+        current = lineage_summary(client.info())
+    except grpc.RpcError as error:
+        raise ServerError(describe_rpc_error(address, error)) from error
+    if current["corpora"] != lineage["corpora"]:
+        changed = sorted(name for name in set(current["corpora"]) | set(lineage["corpora"])
+                         if current["corpora"].get(name) != lineage["corpora"].get(name))  # fmt: skip
+        raise ServerError(
+            f"searchd at {address} switched generations during the run ({', '.join(changed)} changed): its "
+            "answers would mix two versions of the corpus under one lineage; nothing was written, run again"
+        )

@@ -457,11 +457,13 @@ class NoiseGenerator:
         wanted = [i for i, r in enumerate(rewrites) if r]
         originals = search_many(
             self.client, self.address, [queries[i].query for i in wanted], self._retrieval(self.options.top_m), batch,
-            progress,
+            progress, self.lineage,
         )  # fmt: skip
         flat = [r.query for i in wanted for r in rewrites[i]]
         rewritten_hits = iter(
-            search_many(self.client, self.address, flat, self._retrieval(self.options.candidates), batch, progress)
+            search_many(
+                self.client, self.address, flat, self._retrieval(self.options.candidates), batch, progress, self.lineage
+            )  # fmt: skip
         )
         top_m = dict(zip(wanted, originals, strict=True))
         for index, (query, analysis) in enumerate(zip(queries, analyses, strict=True)):

@@ -128,3 +128,50 @@ def test_generations_swap_under_load_with_no_failed_call(tmp_path, update_chain,
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=60) == 0
     assert not list((root / "pubmed" / GENERATIONS / "leases").glob("*.json")) and not pid_file.exists()
+
+
+def test_refkit_collect_never_mixes_two_generations(tmp_path, update_chain, run_corpusbuild):
+    """refkit collect labels every reference with the lineage it started on: when the server switches
+    generations part way (the daily update lands between two of its batches), the run stops with the
+    corpora named and writes nothing, instead of labelling the new generation's references with the
+    old lineage. A run that stays on one generation writes its references as before."""
+    from refkit.cli import main as refkit_main
+    from refkit.collect import DedupOptions, RetrievalOptions, collect
+    from refkit.connection import ServerError, ServerOptions, connect
+
+    chain = update_chain
+    root = tmp_path / "root"
+    build(run_corpusbuild, root / "pubmed", chain["baseline"], chain["n1016"])
+    queries_file = tmp_path / "queries.tsv"
+    texts = ["mutation analysis", "cell proliferation", "treatment outcome", "influenza vaccine", "patients"]
+    queries_file.write_text("".join(f"q{i}\t{text}\n" for i, text in enumerate(texts)))
+    process, address = start_background_server(root, "--watch", 1)
+    try:
+        result = CliRunner().invoke(refkit_main, ["collect", str(queries_file), "--server", address, "--out",
+                                                  str(tmp_path / "same.jsonl")])  # fmt: skip
+        assert result.exit_code == 0, result.output
+
+        from medsnip.queries import read_query_file
+
+        queries = read_query_file(queries_file)
+        client, lineage = connect(ServerOptions(address), queries)
+        swapped = []
+
+        def swap_once(_answered: int) -> None:  # after the first batch: the update lands, --watch switches
+            if not swapped:
+                swapped.append(True)
+                build(run_corpusbuild, root / "pubmed", chain["baseline"], chain["n1016"], chain["n1017"])
+                wait_for(lambda: generation(client)["generation"] == 2)
+
+        with client:
+            try:
+                list(collect(client, address, lineage, queries, RetrievalOptions(5), DedupOptions(), batch=2,
+                             progress=swap_once))  # fmt: skip
+            except ServerError as error:
+                message = str(error)
+            else:
+                raise AssertionError("a run across two generations went through")
+        assert "switched generations during the run (pubmed changed)" in message and "nothing was written" in message
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) == 0
