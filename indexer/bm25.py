@@ -22,7 +22,14 @@ from indexer.anserini_index import INDEX_FLAGS, index_collection, java_version, 
 from indexer.bm25_sharded import LAYOUTS, build_parts, merge_parts, shard_groups
 from indexer.jvm import anserini_version, java_class, start_jvm
 from medsnip.buildrecord import write_build_record
-from medsnip.corpus import Corpus, LineageError, index_record, open_index_record, replace_dir
+from medsnip.corpus import (
+    Corpus,
+    LineageError,
+    index_record,
+    open_index_record,
+    replace_dir,
+    restore_interrupted_swaps,
+)
 from medsnip.executor import LocalExecutor
 from medsnip.generations import keep_index
 from medsnip.languages import canonical_language
@@ -54,6 +61,7 @@ def build_bm25(corpus: Corpus, out: Path, threads: int = 1, log=None, *, executo
     language = bm25_language(corpus, language)
     language_flags(language)  # an unknown language fails before anything is built
     started = time.perf_counter()
+    restore_interrupted_swaps(out.parent)  # an output a crash mid-swap left only as .NAME.old-PID
     remove_stale_temps(out.parent)  # what a killed earlier run left
     change_set = updatable(corpus, out, language) if incremental else None
     if change_set is not None:

@@ -18,6 +18,7 @@ from medsnip import __version__
 from medsnip.buildrecord import read_build_record, read_complete_record
 from medsnip.corpus import Corpus, LineageError, default_out
 from medsnip.executor_options import executor_from_options, executor_options, with_options
+from medsnip.joblock import FolderBusy
 
 console = Console(stderr=True, soft_wrap=True)  # never wrap: paths must stay copyable
 
@@ -86,8 +87,9 @@ def store(corpus_dir: Path, out: Path | None) -> None:
     out = _index_out(corpus_dir, out, "store", "indexer.store")
     corpus = _open_corpus(corpus_dir)
     try:
-        record = build_store(corpus, out)
-    except LineageError as error:
+        with _exclusive(corpus_dir, "indexer store"):
+            record = build_store(corpus, out)
+    except (LineageError, FolderBusy) as error:
         _fail(str(error))
     _log(f"store: {record['counts']['snippets']:,} snippets in {record['run']['seconds']:.2f} s")
 
@@ -127,9 +129,10 @@ def bm25(corpus_dir: Path, out: Path | None, threads: int, layout: str, language
     corpus = _open_corpus(corpus_dir)
     with executor_from_options(options) as executor:
         try:
-            build_bm25(corpus, out, threads, _log, executor=executor, groups=options["workers"], layout=layout,
-                       language=language, incremental=not full, compact_above=compact_above)  # fmt: skip
-        except (LineageError, RuntimeError, ValueError) as error:
+            with _exclusive(corpus_dir, "indexer bm25"):
+                build_bm25(corpus, out, threads, _log, executor=executor, groups=options["workers"], layout=layout,
+                           language=language, incremental=not full, compact_above=compact_above)  # fmt: skip
+        except (LineageError, RuntimeError, ValueError) as error:  # FolderBusy is a RuntimeError
             _fail(str(error))
 
 
@@ -214,14 +217,23 @@ def dense(corpus_dir: Path, out: Path | None, batch_size: int, index_factory: st
             _fail(str(error))
         started = time.perf_counter()
         try:
-            store_record = read_complete_record(corpus_dir / "store") or {}
-            if store_record.get("upstream", {}).get("lineage_sha256") != corpus.record_hash:
-                build_store(corpus, corpus_dir / "store")
-            build_dense(corpus, out, encoder, index_factory=index_factory, metric=metric, batch_size=batch_size,
-                        log=_log, executor=runner, devices=device_list, fp16=fp16)  # fmt: skip
-        except (LineageError, EncoderUnavailable) as error:
+            with _exclusive(corpus_dir, "indexer dense"):
+                store_record = read_complete_record(corpus_dir / "store") or {}
+                if store_record.get("upstream", {}).get("lineage_sha256") != corpus.record_hash:
+                    build_store(corpus, corpus_dir / "store")
+                build_dense(corpus, out, encoder, index_factory=index_factory, metric=metric, batch_size=batch_size,
+                            log=_log, executor=runner, devices=device_list, fp16=fp16)  # fmt: skip
+        except (LineageError, EncoderUnavailable, FolderBusy) as error:
             _fail(str(error))
     _log(f"done in {time.perf_counter() - started:.1f} s")
+
+
+def _exclusive(corpus_dir: Path, what: str):
+    """One job at a time on a corpus folder (medsnip.joblock): two index builds, or a build and an
+    update or prune, never interleave their temp folders and swaps."""
+    from medsnip.joblock import folder_job
+
+    return folder_job(corpus_dir, what)
 
 
 def _device_list(devices: str | None, device: str, runner) -> list[str]:

@@ -22,7 +22,14 @@ import numpy as np
 import orjson
 
 from medsnip.buildrecord import read_complete_record, write_build_record
-from medsnip.corpus import Corpus, LineageError, index_record, open_index_record, replace_dir
+from medsnip.corpus import (
+    Corpus,
+    LineageError,
+    index_record,
+    open_index_record,
+    replace_dir,
+    restore_interrupted_swaps,
+)
 from medsnip.generations import keep_index
 from medsnip.processes import remove_stale_temps
 
@@ -101,6 +108,7 @@ def build_store(corpus: Corpus, out: Path) -> dict:
     the store in `out` recorded is not read again: its rows are linked from the earlier store. The
     earlier store, if it belongs to another corpus version, is kept as a generation (medsnip.generations)."""
     started = time.perf_counter()
+    restore_interrupted_swaps(out.parent)  # an output a crash mid-swap left only as .NAME.old-PID
     remove_stale_temps(out.parent)  # what a killed earlier run left
     keep_index(out, corpus.record_hash)
     temp = out.with_name(f".{out.name}.tmp-{os.getpid()}")

@@ -196,8 +196,26 @@ def open_index_record(path: Path, stage: str, what: str, corpus: Corpus) -> dict
     return record
 
 
+def restore_interrupted_swaps(folder: Path) -> list[Path]:
+    """Undo what a crash between replace_dir's two renames left in `folder`: an output gone, its previous
+    version still there as `.NAME.old-PID` of a dead process. The swap never finished, so that version
+    is the last good one: it is renamed back (before stale temps are removed, which would delete it).
+    Returns the outputs restored."""
+    from medsnip.processes import is_alive
+
+    restored = []
+    for entry in sorted(Path(folder).glob(".*.old-*"), key=lambda p: p.stat().st_mtime, reverse=True):
+        name, _, pid = entry.name[1:].rpartition(".old-")
+        out = Path(folder) / name
+        if pid.isdigit() and not is_alive(int(pid)) and not out.exists() and entry.is_dir():
+            os.replace(entry, out)
+            restored.append(out)
+    return restored
+
+
 def replace_dir(temp: Path, out: Path) -> None:
-    """Swap a finished temp folder in for `out` (the old one removed only after the swap)."""
+    """Swap a finished temp folder in for `out` (the old one removed only after the swap; a crash between
+    the two renames is undone by restore_interrupted_swaps)."""
     old = out.with_name(f".{out.name}.old-{os.getpid()}")
     if out.exists():
         os.replace(out, old)

@@ -112,11 +112,17 @@ def rebuild_indexes(corpus_dir: Path, log) -> dict[str, dict]:
     from indexer.dense import build_dense
     from indexer.encoders import DenseEncoder, EncoderSpec
     from indexer.store import build_store
-    from medsnip.corpus import Corpus
+    from medsnip.corpus import Corpus, restore_interrupted_swaps
 
+    for restored in restore_interrupted_swaps(corpus_dir):
+        log(f"{restored.name}: restored from a swap a crash interrupted")
     corpus = Corpus.open(corpus_dir, verify="full")
     records = {}
-    built = [(path, read_build_record(path)) for path in corpus_dir.iterdir() if (path / "build.json").is_file()]
+    built = [
+        (path, read_build_record(path))
+        for path in corpus_dir.iterdir()
+        if not path.name.startswith(".") and (path / "build.json").is_file()
+    ]  # not a killed run's temps
     built += unfinished_indexes(corpus_dir)
     stores_first = sorted(built, key=lambda item: (item[1].get("stage") != "indexer.store", item[0].name))
     for folder, old in stores_first:  # BM25's update reads the changed snippets' lines through the store

@@ -41,3 +41,21 @@ def test_update_and_prune_exclude_each_other_and_a_killed_holder_frees_the_folde
     holder.wait()
     time.sleep(0.1)
     assert CliRunner().invoke(medsnip_main, ["prune", str(corpus)]).exit_code == 0
+
+
+def test_an_index_build_waits_for_no_one_and_never_interleaves(tmp_path, update_chain, run_corpusbuild):
+    """`indexer store|bm25|dense` take the corpus folder's job lock too: while an update (or another index
+    build) holds it, a second build is refused at once with the holder named, and nothing of the folder
+    changes; once free, the build runs."""
+    from indexer.cli import main as indexer_main
+
+    corpus = tmp_path / "corpus"
+    built = run_corpusbuild("pubmed", update_chain["baseline"], "--out", corpus, "--shards", 1, "--quiet")
+    assert built.exit_code == 0, built.output
+    with folder_job(corpus, "update"):
+        for stage in ("store", "bm25"):
+            refused = CliRunner().invoke(indexer_main, [stage, str(corpus)])
+            assert refused.exit_code != 0 and "medsnip update (pid" in refused.output, refused.output
+            assert not (corpus / stage).exists() and not list(corpus.glob(f".{stage}.tmp-*"))
+    assert CliRunner().invoke(indexer_main, ["store", str(corpus)]).exit_code == 0
+    assert (corpus / "store" / "build.json").is_file()

@@ -106,3 +106,29 @@ def test_an_index_build_killed_before_its_record_is_finished_by_the_next_update(
     assert "dense-minilm: rebuilt" in result.output
     assert json.loads((dense / "build.json").read_text())["complete"]
     assert {path.name: path.read_bytes() for path in dense.glob("emb-*.npy")} == finished
+
+
+def test_a_crash_between_the_two_renames_of_a_swap_is_undone(tmp_path, update_chain, run_corpusbuild):
+    """A crash between replace_dir's renames leaves no bm25/, only .bm25.old-PID: the next update (or
+    index build) puts it back instead of exiting 0 without an index or deleting it as a stale temp; a
+    killed run's .bm25.tmp-PID is never taken for an index."""
+    import subprocess
+    import sys
+
+    from conftest import run_indexer
+
+    corpus = tmp_path / "corpus"
+    result = run_corpusbuild("pubmed", update_chain["baseline"], "--out", corpus, "--shards", 2, "--quiet")
+    assert result.exit_code == 0, result.output
+    run_indexer("store", corpus)
+    run_indexer("bm25", corpus)
+    record = (corpus / "bm25" / "build.json").read_bytes()
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # a pid that no longer runs: the crashed job's
+    shutil.copytree(corpus / "bm25", corpus / f".bm25.tmp-{gone.pid}")
+    (corpus / "bm25").rename(corpus / f".bm25.old-{gone.pid}")
+    result = update(corpus, update_chain["baseline"])
+    assert result.exit_code == 0, result.output
+    assert "bm25: restored from a swap a crash interrupted" in result.output
+    assert (corpus / "bm25" / "build.json").read_bytes() == record
+    assert ".bm25.tmp" not in result.output
