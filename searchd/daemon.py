@@ -42,7 +42,7 @@ from searchd.generations import EngineHolder
 from searchd.server import Limits, SearchServicer, log_request
 
 SERVICE_NAME = search_pb2.DESCRIPTOR.services_by_name["SearchService"].full_name
-GENERATION_HEALTH = "searchd.generation"  # NOT_SERVING while the newest generation failed to load
+GENERATION_HEALTH = "searchd.generation"  # NOT_SERVING while the newest generation failed to load or lacks an index
 _RESERVED_DESCRIPTORS = 1024  # index files, stores, the JVM, logs: kept free of connections
 log = logging.getLogger("searchd")
 
@@ -143,14 +143,16 @@ def build_server(
     if bound == 0 or (port and bound != port):
         raise BindError(f"cannot listen on {address}")
     server.start()
-    for service in ("", SERVICE_NAME, GENERATION_HEALTH):
+    for service in ("", SERVICE_NAME):
         health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
+    health_servicer.set(GENERATION_HEALTH, health_pb2.HealthCheckResponse.SERVING if servicer.engines.complete()
+                        else health_pb2.HealthCheckResponse.NOT_SERVING)  # fmt: skip
     return RunningServer(server, bound, health_servicer, servicer)
 
 
 def _reload(running: RunningServer) -> None:
     """Load the root again and swap (searchd.generations); health's `searchd.generation` follows."""
-    loaded = running.servicer.engines.reload()
+    loaded = running.servicer.engines.reload() and running.servicer.engines.complete()
     status = health_pb2.HealthCheckResponse.SERVING if loaded else health_pb2.HealthCheckResponse.NOT_SERVING
     running.health.set(GENERATION_HEALTH, status)
 

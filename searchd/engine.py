@@ -148,6 +148,7 @@ class SearchEngine:
         encoders: dict[str, tuple[DenseEncoder, MicroBatcher]] = {}
         self._encoders = encoders
         self._bm25_batcher = MicroBatcher(self._bm25_batch, max_batch, wait_ms, "bm25")
+        self.unfinished: list[str] = []  # "corpus/index" folders without a build record, not served
         try:
             for path in discover_corpora(self.root, corpora):
                 corpus = Corpus.open(path)
@@ -168,6 +169,10 @@ class SearchEngine:
                     index.check_encoder(encoders[key][0])
                     loaded.dense[dense_dir.name] = index
                     loaded.dense_batchers[dense_dir.name] = encoders[key][1]
+                # an index folder without its record: a build under way, killed or out of disk. Served
+                # without it, but never silently: Info lists it and the generation health is NOT_SERVING
+                self.unfinished += [f"{path.name}/{p.name}" for p in [path / "bm25", *sorted(path.glob("dense-*"))]
+                                    if p.is_dir() and not (p / BUILD_RECORD).is_file()]  # fmt: skip
                 if not loaded.retrievers:
                     raise ServingError(f"{path}: no index to search (run `indexer bm25` and/or `indexer dense`)")
                 self.corpora[path.name] = loaded

@@ -223,7 +223,12 @@ class EngineHolder:
             retired = len(self._retired)
             engine = self._current
         return {"generation": self.generation, "loaded_at": self.loaded_at, "retired_still_finishing": retired,
-                "last_error": self.last_error, "corpora": corpus_generations(engine)}  # fmt: skip
+                "last_error": self.last_error, "corpora": corpus_generations(engine),
+                "unfinished_indexes": list(getattr(engine, "unfinished", []))}  # fmt: skip
+
+    def complete(self) -> bool:
+        """Is the serving generation whole (no index of the root left out for want of its record)?"""
+        return not getattr(self._current, "unfinished", [])
 
     def close(self) -> None:
         """Close every engine (at shutdown, once no call is running)."""

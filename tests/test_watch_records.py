@@ -66,3 +66,27 @@ def test_a_reload_that_would_lose_a_retriever_keeps_the_current_generation(watch
         answer = check(health_pb2.HealthCheckRequest(service="searchd.generation"), timeout=10)
         assert answer.status == health_pb2.HealthCheckResponse.NOT_SERVING
     assert process.poll() is None
+
+
+def test_a_server_started_over_an_unfinished_index_says_so(search_root, tmp_path):
+    """A dense index killed before its record: a (re)started searchd serves BM25, and says that it lacks
+    the index (Info's unfinished_indexes, the generation health service NOT_SERVING) instead of nothing."""
+    root = tmp_path / "root"
+    shutil.copytree(search_root / "pubmedqa", root / "pubmedqa")
+    (root / "pubmedqa" / "dense-minilm" / "build.json").unlink()
+    process, address = start_background_server(root)
+    try:
+        with SearchClient(address, retries=0) as client:
+            assert client.search("heart failure", k=3, timeout=60).hits
+            status = json.loads(client.info().stats_json)["generation"]
+            assert status["unfinished_indexes"] == ["pubmedqa/dense-minilm"]
+        with grpc.insecure_channel(address) as channel:
+            check = health_pb2_grpc.HealthStub(channel).Check
+            answer = check(health_pb2.HealthCheckRequest(service="searchd.generation"), timeout=10)
+            assert answer.status == health_pb2.HealthCheckResponse.NOT_SERVING
+            assert check(health_pb2.HealthCheckRequest(service=""), timeout=10).status == (
+                health_pb2.HealthCheckResponse.SERVING
+            )
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) == 0
