@@ -164,16 +164,20 @@ def _open_searcher(path: Path, record: dict):
     "parts") or updated in place (deleted documents held in its segments), the same class over
     medsnip's LiveSearcher: Anserini's SimpleSearcher reading every part through one MultiReader, with
     the deleted documents left out of the statistics (indexer/java). pyserini's wrapper only calls its
-    `object`, so every method behaves the same; its per-index LuceneIndexReader is not needed by
-    medsnip and is not opened then."""
+    `object`, so every method behaves the same. Its constructor would also open a LuceneIndexReader that
+    medsnip never uses and that `close()` never closes (every Lucene file mapped twice, and still mapped
+    after the engine is retired): the wrapper is made around the searcher alone."""
     from pyserini.search.lucene import LuceneSearcher
 
     dirs = index_dirs(path)
-    if len(dirs) == 1 and not record.get("counts", {}).get("deleted_held"):
-        return LuceneSearcher(str(dirs[0]))
     searcher = LuceneSearcher.__new__(LuceneSearcher)
-    searcher.index_dir, searcher.prebuilt_index_name, searcher.index_reader = str(dirs[0].parent), None, None
-    searcher.object = java_class("medsnip.anserini.LiveSearcher")([str(part) for part in dirs])
+    searcher.prebuilt_index_name, searcher.index_reader = None, None
+    if len(dirs) == 1 and not record.get("counts", {}).get("deleted_held"):
+        searcher.index_dir = str(dirs[0])
+        searcher.object = java_class("io.anserini.search.SimpleSearcher")(str(dirs[0]))
+    else:
+        searcher.index_dir = str(dirs[0].parent)
+        searcher.object = java_class("medsnip.anserini.LiveSearcher")([str(part) for part in dirs])
     searcher.num_docs = searcher.object.get_total_num_docs()
     return searcher
 

@@ -295,11 +295,17 @@ class SearchEngine:
         return None
 
     def close(self) -> None:
-        """Stop the batchers (queued work fails with BatcherClosed), then unmap the stores. The server
-        calls this only once no call is running: a search still reading a store would find it unmapped."""
+        """Stop the batchers (queued work fails with BatcherClosed), then unmap the stores and close the
+        Lucene searchers and FAISS indexes, so a retired generation holds no file map (prune can free its
+        disk). The server calls this only once no call is running: a search would find them closed."""
         if getattr(self, "_bm25_batcher", None) is not None:
             self._bm25_batcher.close()
         for _, batcher in getattr(self, "_encoders", {}).values():
             batcher.close()
         for loaded in self.corpora.values():
             loaded.store.close()
+            if loaded.bm25 is not None:  # Lucene's readers and their file maps go with the generation
+                loaded.bm25.close()
+                loaded.bm25 = None
+            loaded.dense.clear()  # FAISS indexes (memory-mapped) are freed with their last reference
+        self.corpora.clear()
