@@ -31,8 +31,10 @@ demo: setup
 demo-multilingual: setup
 	$(PY) -m demo.multilingual --out build/demo-multilingual
 
+# Two workers, a test file each at a time (its module fixtures, servers and roots stay in one process):
+# many tests wait on a JVM, a server or Ray starting, so two run in about 3/4 of one's time on 2 cores.
 test: setup
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q -n 2 --dist loadfile tests
 
 bench: setup
 	$(PY) bench/run_benchmarks.py --out docs/benchmarks.md
