@@ -261,10 +261,10 @@ def warm_cache() -> None:
     similarity) then read them instead of embedding (`make setup` runs it; about 1.5 minutes on 2 cores)."""
     from refkit.lexicon import REWRITTEN_TYPES, natural_name
     from refkit.mesh_names import read_mesh_names
-    from refkit.vector_cache import TextVectors
+    from refkit.vector_cache import shared
 
     names = sorted({natural_name(e) for e in read_mesh_names().entities.values() if e.type in REWRITTEN_TYPES})
-    store = TextVectors()
+    store = shared()
     with _progress("MeSH names", len(names)) as advance:
         store.matrix(names, progress=advance)
     console.print(f"{len(names):,} MeSH name vectors in {store.path}")

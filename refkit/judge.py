@@ -54,9 +54,9 @@ class Judge:
     def __init__(self, spec: JudgeSpec):
         self.spec = spec
         if spec.kind == "bi-encoder":  # the minilm preset: vectors kept between runs (refkit.vector_cache)
-            from refkit.vector_cache import TextVectors
+            from refkit.vector_cache import shared
 
-            self._vectors = TextVectors()
+            self._vectors = shared()
         else:  # through transformers itself: sentence-transformers is only a development dependency
             from transformers import AutoModelForSequenceClassification, AutoTokenizer
 

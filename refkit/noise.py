@@ -51,6 +51,7 @@ from refkit.sense import (
     possessive_before,
     predicate_problem,
     question_part,
+    tree_siblings,
 )
 from searchd.client import SearchClient
 
@@ -254,7 +255,7 @@ class QueryRewriter:
         related = sorted((name for name in original.related if name in allowed
                           and original.related[name] >= SIBLING_NAME_FLOOR * 1000),
                          key=lambda name: (-original.related[name], name.casefold()))  # fmt: skip
-        siblings = [e for e in candidates if _siblings(original.trees, e.trees)]
+        siblings = [e for e in candidates if tree_siblings(original.trees, e.trees)]
         alike: dict[str, float] = {}
         floor = CHEMICAL_SIBLING_FLOOR if original.type in CHEMICAL_TYPES else SIBLING_TREE_FLOOR
         if siblings:
@@ -366,15 +367,6 @@ def _written_again(query: str, match: Match) -> bool:
     oxygen uptake")? Replacing one mention would make the question compare the concept with another."""
     pattern = re.compile(rf"(?<!\w){re.escape(match.text)}(?!\w)", re.I)
     return any(found.start() != match.start for found in pattern.finditer(query))
-
-
-def _parents(trees: list[str]) -> set[str]:
-    return {tree.rpartition(".")[0] or tree[:1] for tree in trees}
-
-
-def _siblings(a: list[str], b: list[str]) -> bool:
-    """Do two entities share a tree parent (C19.246.099 and C19.246.267 under C19.246)?"""
-    return bool(a and b and _parents(a) & _parents(b))
 
 
 ARTICLE_BEFORE = re.compile(r"\b(an|a)(\s+)$", re.IGNORECASE)

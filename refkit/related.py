@@ -25,6 +25,7 @@ import numpy as np
 
 from refkit.lexicon import REWRITTEN_TYPES, Entity, Lexicon, natural_name
 from refkit.vector_cache import TextVectors
+from refkit.vector_cache import shared as shared_text_vectors
 
 RELATED_KEPT = 10
 SAME_CONCEPT = 0.70
@@ -49,7 +50,7 @@ def add_related(lexicon: Lexicon, progress: Callable[[int], None] | None = None,
     if not typed:
         return
     typed.sort(key=lambda e: e.key)
-    vectors = (vectors or TextVectors()).matrix([natural_name(e) for e in typed])
+    vectors = (vectors or shared_text_vectors()).matrix([natural_name(e) for e in typed])
     for kind in REWRITTEN_TYPES:
         rows = [i for i, e in enumerate(typed) if e.type == kind]
         if not rows:
@@ -78,26 +79,18 @@ def _nearest(entity: Entity, members: list[Entity], scores: np.ndarray) -> Count
 
 class NameSimilarity:
     """MiniLM cosine similarity of two entities' natural names, for swap candidates the `related` column
-    does not score (siblings, co-occurring entities). Vectors come from refkit.vector_cache, opened on
-    first use."""
-
-    def __init__(self):
-        self._vectors: TextVectors | None = None
+    does not score (siblings, co-occurring entities). Vectors come from the process's refkit.vector_cache
+    store, opened on first use."""
 
     def __call__(self, a: Entity, b: Entity) -> float:
         if b.name in a.related:
             return a.related[b.name] / 1000
         if a.name in b.related:
             return b.related[a.name] / 1000
-        first, second = self._store().matrix([natural_name(a), natural_name(b)])
+        first, second = shared_text_vectors().matrix([natural_name(a), natural_name(b)])
         return round(float(first @ second), 4)
 
     def many(self, a: Entity, others: list[Entity]) -> list[float]:
         """`self(a, b)` for each of `others`, the names not yet stored embedded in one batch."""
-        self._store().matrix([natural_name(e) for e in [a, *others]])
+        shared_text_vectors().matrix([natural_name(e) for e in [a, *others]])
         return [self(a, b) for b in others]
-
-    def _store(self) -> TextVectors:
-        if self._vectors is None:
-            self._vectors = TextVectors()
-        return self._vectors

@@ -46,18 +46,14 @@ class Related:
 
 
 class TextSimilarity:
-    """MiniLM cosine similarity of texts (each vector independent of its batch); vectors come from
-    refkit.vector_cache, opened on first use."""
+    """MiniLM cosine similarity of texts (each vector independent of its batch); vectors come from the
+    process's refkit.vector_cache store, opened on first use."""
 
-    def __init__(self):
-        self._store = None
+    @staticmethod
+    def vectors(texts: list[str]) -> np.ndarray:
+        from refkit.vector_cache import shared
 
-    def vectors(self, texts: list[str]) -> np.ndarray:
-        if self._store is None:
-            from refkit.vector_cache import TextVectors
-
-            self._store = TextVectors()
-        return self._store.matrix(texts)
+        return shared().matrix(texts)
 
     def cosine(self, text: str, others: list[str]) -> list[float]:
         if not others:

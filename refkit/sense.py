@@ -157,6 +157,15 @@ def _depth(tree: str) -> int:
     return tree.count(".") + 1
 
 
+def _tree_parents(trees: list[str]) -> set[str]:
+    return {tree.rpartition(".")[0] or tree[:1] for tree in trees}
+
+
+def tree_siblings(a: list[str], b: list[str]) -> bool:
+    """Do two entities share a tree parent (C19.246.099 and C19.246.267 under C19.246)?"""
+    return bool(a and b and _tree_parents(a) & _tree_parents(b))
+
+
 def entity_swap_problem(original: Entity, replacement: Entity, generic: frozenset[str],
                         similarity: float | None = None, same_concept: float = 0.70) -> str | None:  # fmt: skip
     """Why replacing `original` by `replacement` would not make another meaningful question (None: it would)."""
@@ -181,9 +190,8 @@ def entity_swap_problem(original: Entity, replacement: Entity, generic: frozense
             f"same-concept: {original.name} is {kinds[0]}, {replacement.name} {kinds[1]} (MeSH names groups "
             "in the plural)"
         )
-    tree_siblings = any(x.rpartition(".")[0] and x.rpartition(".")[0] == y.rpartition(".")[0]
-                        for x in original.trees for y in replacement.trees)  # fmt: skip
-    if similarity is not None and similarity >= same_concept and not tree_siblings:  # siblings are distinct by MeSH
+    siblings = tree_siblings(original.trees, replacement.trees)
+    if similarity is not None and similarity >= same_concept and not siblings:  # siblings are distinct by MeSH
         return f"same-concept: {original.name} / {replacement.name} names similar at {similarity:.2f} (near-synonyms)"
     return None
 
@@ -348,6 +356,7 @@ def rewrite_sense_problems(record: dict, rewrite: dict, lexicon: Lexicon | None 
     entity_spans = [tuple(e["span"]) for e in record.get("entities", [])]
     generic_spans = [tuple(e["span"]) for e in record.get("entities", []) if e.get("generic")]
     problems = []
+    asked_from = question_part(query)
     doubled = doubled_word(query, str(rewrite.get("query", "")))
     if doubled:
         problems.append(doubled)
@@ -358,7 +367,7 @@ def rewrite_sense_problems(record: dict, rewrite: dict, lexicon: Lexicon | None 
         if edit["what"] == "aspect" and not english:
             pass
         elif edit["what"] == "aspect":
-            if start < question_part(query):
+            if start < asked_from:
                 problems.append(f"question: {edit['text']!r} is said in the case's findings, not what it asks")
             position = aspect_position_problem(query, (start, end), entity_spans)
             if position:
@@ -366,7 +375,7 @@ def rewrite_sense_problems(record: dict, rewrite: dict, lexicon: Lexicon | None 
             predicate = predicate_problem(query, start, edit["from"], edit["to"])
             if predicate:
                 problems.append(predicate)
-        elif start < question_part(query):
+        elif start < asked_from:
             problems.append(f"question: {edit['text']!r} is a finding of the case, not what the question asks")
         elif english and " " not in edit["text"] and everyday_word(edit["text"].lower()):
             problems.append(f"question: {edit['text']!r} is an everyday word here, not a concept")
@@ -374,8 +383,8 @@ def rewrite_sense_problems(record: dict, rewrite: dict, lexicon: Lexicon | None 
             problems.append(f"compound: {edit['text']!r} stands next to a generic word, inside a longer concept")
         elif inside_a_name(query, (start, end)):
             problems.append(f"compound: {edit['text']!r} is part of a longer name")
-        elif english and modifier_problem(query, (start, end), entity_spans):
-            problems.append(modifier_problem(query, (start, end), entity_spans))
+        elif english and (modifier := modifier_problem(query, (start, end), entity_spans)):
+            problems.append(modifier)
         if edit["what"] == "entity" and lexicon is not None:
             original, replacement = lexicon.get(edit["from"]), lexicon.get(edit["to"])
             if original is not None and replacement is not None:

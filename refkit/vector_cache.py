@@ -11,6 +11,7 @@ locking lets several processes (parallel tests, two noise runs) share it.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import sqlite3
@@ -106,6 +107,13 @@ class TextVectors:
                 self._db.commit()
             except sqlite3.Error:
                 pass  # not stored: embedded again next time
+
+
+@functools.cache
+def shared() -> TextVectors:
+    """The process's one store: the model's files hashed, its SQLite opened and the model loaded once,
+    however many parts of refkit (related names, sibling similarity, relatedness, the judge) ask."""
+    return TextVectors()
 
 
 def _key(text: str) -> bytes:
