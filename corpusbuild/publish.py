@@ -107,8 +107,7 @@ def build_record(*, source, command, params, num_shards, ordered, outputs, probl
 
 
 def input_entry(result: dict) -> dict:
-    # absolute, so that `medsnip update` (run from anywhere) finds every input the build read
-    entry = {"path": os.path.abspath(result["path"]), "status": result["status"]}
+    entry = {"path": result["path"], "status": result["status"]}  # absolute: run_build makes them so
     if result["status"] == "ok":
         entry.update(bytes=result["bytes"], sha256=result["sha256"], stats=result["stats"])
     else:

@@ -169,6 +169,15 @@ def unfinished_indexes(corpus_dir: Path) -> list[tuple[Path, dict]]:
     return found
 
 
+def check_reload_pid(pid: int, consequence: str) -> None:
+    """UpdateError unless `pid` is a running searchd (searchd.process_check): SIGHUP ends most programs."""
+    from searchd.process_check import searchd_problem
+
+    problem = searchd_problem(pid)
+    if problem:
+        raise UpdateError(f"--reload-pid: {problem}; {consequence}")
+
+
 def update(corpus_dir: Path, update_folders: list[Path], *, workers: int = 2, reload_pid: int | None = None,
            log=print) -> dict:  # fmt: skip
     """The daily job on one PubMed corpus folder; returns what it did."""
@@ -177,11 +186,7 @@ def update(corpus_dir: Path, update_folders: list[Path], *, workers: int = 2, re
     if record.get("stage") != "corpusbuild.pubmed":
         raise UpdateError(f"{corpus_dir}: a {record.get('stage')} build; medsnip update applies PubMed update files")
     if reload_pid is not None:  # before any work: a wrong pid is a mistake to hear about at once
-        from searchd.process_check import searchd_problem
-
-        problem = searchd_problem(reload_pid)
-        if problem:
-            raise UpdateError(f"--reload-pid: {problem}; nothing was done")
+        check_reload_pid(reload_pid, "nothing was done")
     new_files = new_update_files(record, update_folders)
     check_recorded_inputs(corpus_dir, record)
     check_update_files(new_files)
@@ -197,12 +202,8 @@ def update(corpus_dir: Path, update_folders: list[Path], *, workers: int = 2, re
     indexes = rebuild_indexes(corpus_dir, log)
     summary["seconds"]["indexes"] = round(time.perf_counter() - started, 3)
     summary["indexes"] = {name: index.get("counts", {}) for name, index in indexes.items()}
-    if reload_pid is not None:
-        from searchd.process_check import searchd_problem
-
-        problem = searchd_problem(reload_pid)
-        if problem:
-            raise UpdateError(f"--reload-pid: {problem}; the indexes are rebuilt, nothing was signalled")
+    if reload_pid is not None:  # checked again: the server may have gone while the indexes were rebuilt
+        check_reload_pid(reload_pid, "the indexes are rebuilt, nothing was signalled")
         os.kill(reload_pid, signal.SIGHUP)
         summary["reloaded"] = reload_pid
     return summary

@@ -67,11 +67,8 @@ def fewer_retrievers(current, new) -> str:
     """What `current` serves that `new` would not, per corpus ("pubmed: dense-minilm"); "" when nothing."""
     lost = []
     for name, loaded in getattr(current, "corpora", {}).items():
-        now = set(getattr(loaded, "retrievers", ()))
-        then = set(getattr(new.corpora.get(name), "retrievers", ())) if name in getattr(new, "corpora", {}) else set()
-        missing = sorted(now - then)
-        if name not in getattr(new, "corpora", {}):
-            missing = ["the whole corpus"]
+        kept = getattr(new, "corpora", {}).get(name)
+        missing = sorted(set(loaded.retrievers) - set(kept.retrievers)) if kept else ["the whole corpus"]
         if missing:
             lost.append(f"{name}: {', '.join(missing)}")
     return "; ".join(lost)
