@@ -16,7 +16,7 @@ from corpusbuild.errors import OutputError
 from corpusbuild.inputs import expand_inputs, output_folder_problem
 from corpusbuild.recipe import RecipeError, check_checksums, load_recipe, root_record
 from corpusbuild.report import BuildProgress, console, print_summary
-from corpusbuild.shardbuild import BuildAborted, BuildLocked, BuildOutcome, drop_inherited_locks, run_sharded_build
+from corpusbuild.shardbuild import BuildAborted, BuildLocked, BuildOutcome, run_sharded_build
 from corpusbuild.sources import KINDS, SOURCE_NAME_RE
 from corpusbuild.wikidump_ranges import RANGE_BYTES
 from medsnip import __version__
@@ -91,7 +91,7 @@ def run_build(*, kind: str, source: str, inputs, params: dict, options: dict) ->
         raise click.BadParameter(out_problem, param_hint="--out")
     try:
         with (
-            executor_from_options(options, drop_inherited_locks) as executor,
+            executor_from_options(options) as executor,
             BuildProgress(enabled=not options["quiet"]) as progress,
         ):
             outcome = run_sharded_build(

@@ -17,7 +17,6 @@ from __future__ import annotations
 import ctypes
 import fcntl
 import hashlib
-import os
 import shutil
 import time
 from collections.abc import Callable, Sequence
@@ -34,6 +33,7 @@ from corpusbuild.publish import build_record, folder_bytes, per_input, prune_wor
 from corpusbuild.reducetask import ShardTask, load_finished_shard_task, run_shard_task
 from corpusbuild.wikidump_ranges import SplitPlan
 from medsnip.executor import Executor, LocalExecutor
+from medsnip.processes import held_lock
 
 WORK_DIR = ".work"
 
@@ -83,9 +83,6 @@ class BuildLocked(Exception):
     """Another build is writing to the same output folder."""
 
 
-_held_locks: set[int] = set()  # lock file descriptors this process holds (workers close their copies)
-
-
 @contextmanager
 def _exclusive(out_dir: Path):
     """Hold an exclusive lock on the output folder so two builds cannot interleave their shards."""
@@ -96,20 +93,8 @@ def _exclusive(out_dir: Path):
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError as error:
             raise BuildLocked(f"{out_dir}: another corpusbuild is writing to this folder") from error
-        _held_locks.add(handle.fileno())
-        try:
+        with held_lock(handle.fileno()):  # forked workers close their copies (medsnip.processes)
             yield
-        finally:
-            _held_locks.discard(handle.fileno())
-
-
-def drop_inherited_locks() -> None:
-    """In each forked worker: drop the inherited copy of the folder lock (a flock lives as long as any
-    process holds its file), so a killed build leaves nothing that keeps the folder locked against the
-    resumed run (the executor makes the worker die with the driver)."""
-    for fd in _held_locks:
-        os.close(fd)
-    _held_locks.clear()
 
 
 _MMAP_THRESHOLD = 8 << 20  # allocations above this still get their own mapping
@@ -173,7 +158,7 @@ def _run_build(
     if num_shards < 1:
         raise ValueError(f"--shards must be >= 1, got {num_shards}")
     callbacks = callbacks or BuildCallbacks()
-    executor = executor or LocalExecutor(workers, drop_inherited_locks)
+    executor = executor or LocalExecutor(workers)
     started = time.perf_counter()
     out_dir.mkdir(parents=True, exist_ok=True)
     work = out_dir / WORK_DIR

@@ -7,8 +7,8 @@ each result to the stage's `on_result` in the driver (which alone records and pu
 decide what a task writes, so the output is the same bytes whatever runs it.
 
 - `LocalExecutor(workers)`: tasks inline with one worker, else a fork-based process pool whose workers
-  die with the driver (PDEATHSIG) and run a stage-given initializer (corpusbuild drops its inherited
-  folder lock there).
+  die with the driver (PDEATHSIG), close their copies of its folder locks (medsnip.processes) and run
+  a stage-given initializer.
 - `RayExecutor(address)`: the same functions as Ray tasks (`num_cpus=1` each, retried when a worker
   dies). `address=None` starts a private local cluster of `num_cpus` CPUs for this run; "auto" or
   HOST:PORT joins a running one (`ray start --head`). Every node must see the output folder at the same
@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any, Protocol
 
-from medsnip.processes import die_with_parent, restore_fault_handlers, save_fault_handlers
+from medsnip.processes import die_with_parent, drop_inherited_locks, restore_fault_handlers, save_fault_handlers
 
 OnResult = Callable[[Any, dict], bool]  # (task, result) -> keep going?
 EXECUTORS = ("local", "ray")
@@ -122,6 +122,7 @@ _device_state: Any = None  # in a device worker: what setup(device) returned
 
 def _device_worker_start(parent: int, setup: Callable[[str], Any], device: str) -> None:
     global _device_state
+    drop_inherited_locks()
     die_with_parent(parent)
     _device_state = setup(device)
 
@@ -131,7 +132,9 @@ def _device_call(function: Callable, task: Any) -> dict:
 
 
 def _local_worker_start(parent: int, initializer: Callable[[], None] | None) -> None:
-    """In each forked worker: die with the driver, so a killed build leaves no worker writing behind it."""
+    """In each forked worker: hold none of the driver's folder locks and die with the driver, so a killed
+    build leaves no worker writing behind it nor keeping its folder locked."""
+    drop_inherited_locks()
     if initializer is not None:
         initializer()
     die_with_parent(parent)

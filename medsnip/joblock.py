@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from medsnip.generations import GENERATIONS
+from medsnip.processes import held_lock
 
 LOCK_NAME = ".job.lock"
 
@@ -39,7 +40,8 @@ def folder_job(folder: Path, what: str) -> Iterator[None]:
         handle.write(f"medsnip {what} (pid {os.getpid()})\n")
         handle.flush()
         try:
-            yield
+            with held_lock(handle.fileno()):  # a forked worker outliving a killed holder keeps nothing locked
+                yield
         finally:
             handle.seek(0)
             handle.truncate()

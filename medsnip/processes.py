@@ -1,5 +1,5 @@
-"""Process hygiene shared by every stage: children that die with their parent, and the temp folders
-of processes that were killed before they could clean up.
+"""Process hygiene shared by every stage: children that die with their parent and keep none of its
+folder locks, and the temp folders of processes that were killed before they could clean up.
 
 Every stage writes `.NAME.tmp-PID` (and swaps through `.NAME.old-PID`) beside what it builds, so a
 killed run never leaves a half-written output under its final name; these helpers make sure it does
@@ -13,10 +13,34 @@ import os
 import re
 import shutil
 import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 _TEMP_NAME = re.compile(r"^\..+\.(?:tmp|old)-(\d+)$")
 _PR_SET_PDEATHSIG = 1
+
+
+_held_locks: set[int] = set()  # flock'ed file descriptors this process holds (forked workers close their copies)
+
+
+@contextmanager
+def held_lock(fd: int) -> Iterator[None]:
+    """Mark `fd` (an flock this process took) as one forked workers must not keep: a flock lives as long
+    as any process holds its file, so a worker outliving its killed driver would keep the folder locked
+    against the resumed run."""
+    _held_locks.add(fd)
+    try:
+        yield
+    finally:
+        _held_locks.discard(fd)
+
+
+def drop_inherited_locks() -> None:
+    """In each forked worker (medsnip.executor does it first thing): close the inherited lock copies."""
+    for fd in _held_locks:
+        os.close(fd)
+    _held_locks.clear()
 
 
 def die_with_parent(parent: int) -> None:
