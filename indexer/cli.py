@@ -174,7 +174,12 @@ def encoder_options(command):
         click.option("--document-prefix", help="Text put before every snippet (E5's 'passage: ')."),
         click.option("--normalize/--no-normalize", default=None, help="L2-normalise vectors."),
         click.option("--device", default="auto", show_default=True, type=click.Choice(["auto", "cpu", "cuda"])),
-        click.option("--fp16", is_flag=True, help="Half precision on GPU."),
+        click.option(
+            "--fp32",
+            is_flag=True,
+            help="Full precision on GPUs too (the default there is half precision: float16, or bfloat16 where the "
+            "model's config says it was trained in it). CPUs always run float32.",
+        ),
     ]
     for option in reversed(options):
         command = option(command)
@@ -192,11 +197,29 @@ def encoder_options(command):
     "cuda:0,cuda:1 (cpu,cpu: two CPU workers sharing the cores) [default: --device].",
 )
 @with_options(executor_options("the embedding workers (one Ray actor per GPU, num_gpus=1)", workers_help=None))
-@click.option("--batch-size", default=32, show_default=True, type=click.IntRange(1))
+@click.option(
+    "--batch-size",
+    type=click.IntRange(1),
+    help="Most texts in one batch [default: 32 on CPUs, 512 on GPUs].",
+)
+@click.option(
+    "--batch-tokens",
+    type=click.IntRange(1),
+    help="Most padded tokens in one batch (rows x longest): batches are cut from length-sorted texts by this "
+    "budget [default: batch size x max length on CPUs, 65536 on GPUs].",
+)
+@click.option(
+    "--feeders",
+    type=click.IntRange(0),
+    help="Tokenizer processes feeding each device (0: tokenize in the embedding process) [default: 0 on CPUs; "
+    "on GPUs the free cores shared between the devices, at most 6 each].",
+)
+@click.option("--compile", "compile_model", is_flag=True, help="torch.compile the encoder (pays off on long GPU runs).")
 @click.option("--index-factory", default="Flat", show_default=True, help="FAISS index_factory string.")
 @click.option("--metric", default="ip", show_default=True, type=click.Choice(["ip", "l2"]))
-def dense(corpus_dir: Path, out: Path | None, batch_size: int, index_factory: str, metric: str, device: str,
-          fp16: bool, devices: str | None, executor: str, ray_address: str | None, **spec_options) -> None:  # fmt: skip
+def dense(corpus_dir: Path, out: Path | None, batch_size: int | None, batch_tokens: int | None, feeders: int | None,
+          compile_model: bool, index_factory: str, metric: str, device: str, fp32: bool, devices: str | None,
+          executor: str, ray_address: str | None, **spec_options) -> None:  # fmt: skip
     """Embeddings per shard (resumable) and one FAISS index per shard; builds the store if it is missing
     or of another corpus version (searching maps FAISS rows to snippets through it)."""
     from indexer.dense import build_dense
@@ -211,10 +234,12 @@ def dense(corpus_dir: Path, out: Path | None, batch_size: int, index_factory: st
         # one device here: the shards are embedded in this process with this encoder; several (or Ray):
         # the workers load their own, and this one, on the CPU, only gives the identity build.json records
         local = runner.name == "local" and len(device_list) == 1
+        dtype = "float32" if fp32 else "auto"
         try:
-            encoder = DenseEncoder(spec, device=device_list[0] if local else "cpu", fp16=fp16 and local)
+            encoder = DenseEncoder(spec, device=device_list[0] if local else "cpu", dtype=dtype)
         except EncoderUnavailable as error:
             _fail(str(error))
+        batch_size, feeding = _feeding(encoder, device_list, batch_size, batch_tokens, feeders, dtype, compile_model)
         started = time.perf_counter()
         try:
             with _exclusive(corpus_dir, "indexer dense"):
@@ -222,10 +247,30 @@ def dense(corpus_dir: Path, out: Path | None, batch_size: int, index_factory: st
                 if store_record.get("upstream", {}).get("lineage_sha256") != corpus.record_hash:
                     build_store(corpus, corpus_dir / "store")
                 build_dense(corpus, out, encoder, index_factory=index_factory, metric=metric, batch_size=batch_size,
-                            log=_log, executor=runner, devices=device_list, fp16=fp16)  # fmt: skip
+                            log=_log, executor=runner, devices=device_list, feeding=feeding)  # fmt: skip
         except (LineageError, EncoderUnavailable, FolderBusy) as error:
             _fail(str(error))
     _log(f"done in {time.perf_counter() - started:.1f} s")
+
+
+def _feeding(encoder, devices: list[str], batch_size: int | None, batch_tokens: int | None, feeders: int | None,
+             dtype: str, compile_model: bool):  # fmt: skip
+    """(batch size, indexer.dense.Feeding) from the options and the devices' kind: GPUs take big
+    batches by a token budget and feeder processes on the cores the devices leave free."""
+    from indexer.dense import Feeding
+    from indexer.device_loop import compile_model as compile_encoder
+    from indexer.feeding import BatchPlan
+
+    on_gpu = any(name.startswith("cuda") for name in devices)
+    batch_size = batch_size or (512 if on_gpu else 32)
+    max_length = getattr(encoder.documents, "max_length", 0) or 512
+    tokens = batch_tokens or (65536 if on_gpu else batch_size * max_length)
+    if feeders is None:
+        feeders = min(6, max(1, ((os.cpu_count() or 2) - len(devices)) // len(devices))) if on_gpu else 0
+    if compile_model and encoder.documents is not None and hasattr(encoder.documents, "forward"):
+        compile_encoder(encoder.documents)
+    plan = BatchPlan(rows=batch_size, tokens=tokens, pad_multiple=64 if compile_model else 8)
+    return batch_size, Feeding(plan=plan, feeders=feeders, dtype=dtype, compile=compile_model)
 
 
 def _exclusive(corpus_dir: Path, what: str):

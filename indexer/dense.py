@@ -15,16 +15,21 @@ so a sharded Flat index returns exactly what one Flat index over all vectors ret
 
 from __future__ import annotations
 
+import contextlib
 import functools
-import hashlib
+import mmap
 import os
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import orjson
 
-from indexer.encoders import DenseEncoder, EncoderSpec
+from indexer.device_loop import compile_model, embed_windows
+from indexer.encoders import DenseEncoder, EncoderSpec, TextEncoder
+from indexer.feeding import BatchPlan, Feeders, SnippetWindow, text_digest
 from indexer.store import SnippetStore
 from medsnip.buildrecord import read_complete_record, sha256_file, write_build_record
 from medsnip.corpus import Corpus, LineageError, index_record, open_index_record
@@ -64,60 +69,196 @@ def _metric(name: str) -> int:
     return metrics[name]
 
 
-def load_encoder(spec: dict, fp16: bool, torch_threads: int | None, device: str) -> DenseEncoder:
+def load_encoder(spec: dict, dtype: str, torch_threads: int | None, compile_model_too: bool,
+                 device: str) -> DenseEncoder:  # fmt: skip
     """A device worker's setup (executor.run_on_devices): the snippet encoder loaded once on `device`.
     CPU workers sharing a machine split its cores (`torch_threads` each) instead of oversubscribing."""
     if torch_threads and device == "cpu":
         import torch
 
         torch.set_num_threads(torch_threads)
-    return DenseEncoder(EncoderSpec.from_dict(spec), device=device, fp16=fp16)
+    encoder = DenseEncoder(EncoderSpec.from_dict(spec), device=device, dtype=dtype)
+    if compile_model_too and isinstance(encoder.documents, TextEncoder):
+        compile_model(encoder.documents)
+    return encoder
+
+
+@dataclass
+class ShardWork:
+    """One shard's embedding in progress: its rows' text digests (`keys`), the vectors and cut flags of
+    the rows embedded now (`embedded`), and the shard's earlier embeddings (`previous`, see
+    _previous_rows) for the rows whose text has not changed."""
+
+    task: dict
+    started: float
+    keys: np.ndarray
+    previous: tuple | None
+    vectors: np.ndarray
+    cut: np.ndarray
+    embedded: np.ndarray | None = None
+
+    @classmethod
+    def start(cls, task: dict, rows: int, dimension: int, started: float) -> ShardWork:
+        """The shard's vectors are written straight into a memory-mapped temp file beside the output
+        (renamed into place by `finish`): a big shard's vectors never have to fit in memory."""
+        out = Path(task["out"])
+        if rows:
+            temp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+            vectors = np.lib.format.open_memmap(temp, mode="w+", dtype=np.float16, shape=(rows, dimension))
+        else:
+            vectors = np.zeros((0, dimension), dtype=np.float16)
+        return cls(task, started, np.zeros((rows, 16), dtype=np.uint8), _previous_rows(out), vectors,
+                   np.zeros(rows, dtype=bool))  # fmt: skip
+
+    @property
+    def rows(self) -> int:
+        return len(self.keys)
+
+    def _publish_vectors(self, out: Path) -> None:
+        if not isinstance(self.vectors, np.memmap):
+            _save_atomic_npy(out, self.vectors)
+            return
+        self.vectors.flush()
+        temp = Path(self.vectors.filename)
+        with open(temp, "rb+") as handle:
+            os.fsync(handle.fileno())
+        self.vectors = np.zeros((0, self.vectors.shape[1]), dtype=np.float16)  # unmapped before the rename
+        os.replace(temp, out)
+
+    def take(self, rows: np.ndarray, vectors: np.ndarray, cut: np.ndarray) -> None:
+        self.vectors[rows], self.cut[rows] = vectors.astype(np.float16), cut
+        self.embedded = rows if self.embedded is None else np.concatenate((self.embedded, rows))
+
+    def finish(self, documents) -> dict:
+        """Rows not embedded now take their earlier vectors; the shard's files are written (embed_shards)."""
+        embedded = np.zeros(0, dtype=np.int64) if self.embedded is None else self.embedded
+        mask = np.ones(self.rows, dtype=bool)
+        mask[embedded] = False
+        reused = np.flatnonzero(mask)
+        if len(reused):
+            rows_before, vectors, cut = self.previous
+            old = np.fromiter((rows_before[self.keys[row].tobytes()] for row in reused), dtype=np.int64,
+                              count=len(reused))  # fmt: skip
+            self.vectors[reused], self.cut[reused] = vectors[old], cut[old]
+        out = Path(self.task["out"])
+        keys_path, cut_path = _keys_path(out), _cut_path(out)
+        _save_atomic_npy(keys_path, self.keys)
+        _save_atomic_npy(cut_path, self.cut)
+        out.unlink(missing_ok=True)  # the earlier vectors (in memory now) must not outlive the record below
+        truncated = int(self.cut.sum())
+        _write_atomic(_truncated_path(out), orjson.dumps({
+            "rows": self.rows, "truncated": truncated, "shard_sha256": self.task.get("sha256"),
+            "keys_sha256": sha256_file(keys_path)[0], "embedded": len(embedded), "reused": len(reused),
+            "dtype": getattr(documents, "dtype", "float32"),
+        }))  # fmt: skip
+        self._publish_vectors(out)  # last: the task's completion marker
+        return {"rows": self.rows, "truncated": truncated, "embedded": len(embedded),
+                "seconds": time.perf_counter() - self.started, "device": documents.device}  # fmt: skip
 
 
 def embed_shard(encoder: DenseEncoder, task: dict) -> dict:
-    """One embedding task: a shard's snippets in row order -> float16 `emb-NNNNN.npy`.
+    """One embedding task (a device worker's unit): see embed_shards."""
+    return next(embed_shards(encoder, [task]))[1]
+
+
+def embed_shards(encoder: DenseEncoder, tasks: list[dict]) -> Iterator[tuple[dict, dict]]:
+    """(task, result) per task: a shard's snippets in row order -> float16 `emb-NNNNN.npy`.
+
+    A transformer is fed by indexer.feeding: feeder processes read the shards in windows (parse, key
+    and tokenize their texts) ahead of the device, so the next shard is read while this one embeds, and
+    batches are cut by a token budget (task["plan"], the same for every task of a build). Static and
+    USE encoders read a shard whole, here.
 
     Vectors are keyed by the digest of the text the encoder reads (`emb-NNNNN.keys`, with which rows
     were cut at the max length in `emb-NNNNN.cut`): when the shard held other bytes before (a corpus
     rebuilt with a day's update), rows whose text is unchanged are copied from the earlier embeddings and
     only added or changed text is embedded. The sidecar `emb-NNNNN.truncated.json` names the shard's
     sha256 and the keys file's, so embeddings are reused only for the bytes they were made from. The
-    vectors file is the task's completion marker, as it always was: the old one is removed before the
-    new sidecar is written and the new one written last, so vectors on disk always match their sidecar,
-    whenever a run is killed."""
-    started = time.perf_counter()
-    snippets = [orjson.loads(line) for line in Path(task["shard"]).read_bytes().splitlines()]
-    out = Path(task["out"])
-    digests = b"".join(text_digest(text) for text in encoder.snippet_inputs(snippets))
-    keys = np.frombuffer(digests, dtype=np.uint8).reshape(-1, 16)
-    previous = _previous_rows(out)
-    rows_before = previous[0] if previous else {}
-    old_rows = np.fromiter((rows_before.get(key.tobytes(), -1) for key in keys), dtype=np.int64, count=len(keys))
-    todo, reused = np.flatnonzero(old_rows < 0), np.flatnonzero(old_rows >= 0)
-    vectors = np.zeros((len(snippets), encoder.queries.dimension), dtype=np.float16)
-    cut = np.zeros(len(snippets), dtype=bool)
-    if len(reused):
-        vectors[reused], cut[reused] = previous[1][old_rows[reused]], previous[2][old_rows[reused]]
-    if len(todo):
-        vectors[todo] = encoder.encode_snippets([snippets[row] for row in todo], task["batch_size"]).astype(np.float16)
-        cut[todo] = encoder.documents.last_cut
-    keys_path, cut_path = _keys_path(out), _cut_path(out)
-    _save_atomic_npy(keys_path, keys)
-    _save_atomic_npy(cut_path, cut)
-    out.unlink(missing_ok=True)  # the earlier vectors (in memory now) must not outlive the record below
-    truncated = int(cut.sum())
-    _write_atomic(_truncated_path(out), orjson.dumps({
-        "rows": len(snippets), "truncated": truncated, "shard_sha256": task.get("sha256"),
-        "keys_sha256": sha256_file(keys_path)[0], "embedded": len(todo), "reused": len(reused),
-    }))  # fmt: skip
-    _save_atomic_npy(out, vectors)  # last: the task's completion marker
-    return {"rows": len(snippets), "truncated": truncated, "embedded": len(todo),
-            "seconds": time.perf_counter() - started, "device": encoder.device}  # fmt: skip
+    vectors file is the task's completion marker: the old one is removed before the new sidecar is
+    written and the new one written last, so vectors on disk always match their sidecar, whenever a run
+    is killed."""
+    documents = encoder.documents
+    if documents is None:
+        raise ValueError("this encoder was loaded with queries_only")
+    if isinstance(documents, TextEncoder):
+        yield from _fed_shards(encoder, documents, tasks)
+        return
+    for task in tasks:
+        started = time.perf_counter()
+        snippets = [orjson.loads(line) for line in Path(task["shard"]).read_bytes().splitlines()]
+        texts = encoder.snippet_inputs(snippets)
+        work = ShardWork.start(task, len(texts), encoder.queries.dimension, started)
+        work.keys[:] = np.frombuffer(b"".join(map(text_digest, texts)), dtype=np.uint8).reshape(-1, 16)
+        known = work.previous[0] if work.previous else {}
+        todo = np.fromiter((row for row, key in enumerate(work.keys) if key.tobytes() not in known), dtype=np.int64)
+        if len(todo):
+            before = documents.truncated
+            vectors = documents.encode([texts[row] for row in todo], task["batch_size"])
+            work.take(todo, vectors, np.asarray(documents.last_cut, dtype=bool))
+            encoder.truncated["snippets"] += documents.truncated - before
+        yield task, work.finish(documents)
 
 
-def text_digest(text) -> bytes:
-    """16 bytes that identify what the encoder reads for a snippet (a text, or a (title, content) pair)."""
-    return hashlib.blake2b(orjson.dumps(text), digest_size=16).digest()
+def _fed_shards(encoder: DenseEncoder, documents: TextEncoder, tasks: list[dict]) -> Iterator[tuple[dict, dict]]:
+    plan = BatchPlan(**tasks[0]["plan"]) if tasks else BatchPlan()
+    works: dict[int, ShardWork] = {}
+    spec = encoder.spec
+
+    def windows():
+        for number, task in enumerate(tasks):
+            started = time.perf_counter()
+            with _mapped(Path(task["shard"])) as data:  # windows are copied out of the map one at a time
+                ends = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == ord("\n")) + 1
+                if len(data) and data[-1:] != b"\n":
+                    ends = np.append(ends, len(data))
+                work = works[number] = ShardWork.start(task, len(ends), encoder.queries.dimension, started)
+                known = frozenset(work.previous[0]) if work.previous else None
+                firsts = range(0, work.rows, plan.window) or [0]  # an empty shard: one empty window, to finish it
+                for window, first in enumerate(firsts):
+                    begin = int(ends[first - 1]) if first else 0
+                    end = int(ends[min(first + plan.window, work.rows) - 1]) if work.rows else 0
+                    payload = SnippetWindow(data[begin:end], spec.pair_input, spec.document_prefix, known)
+                    yield (number, window == len(firsts) - 1, first), payload
+
+    feeders = _feeders(documents, tasks[0].get("feeders", 0) if tasks else 0)
+    for (number, last, first), fed, vectors in embed_windows(documents, feeders.tokenized(windows()), plan):
+        work = works[number]
+        work.keys[first : first + len(fed.keys)] = fed.keys
+        work.take(first + fed.todo, vectors, fed.tokens.cut)
+        cut = int(fed.tokens.cut.sum())
+        documents.truncated += cut
+        encoder.truncated["snippets"] += cut
+        if last:
+            yield work.task, works.pop(number).finish(documents)
+
+
+@contextlib.contextmanager
+def _mapped(path: Path):
+    """The file's bytes, memory-mapped (an empty file as b"")."""
+    with open(path, "rb") as handle:
+        if os.fstat(handle.fileno()).st_size == 0:
+            yield b""
+            return
+        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            yield data
+
+
+def close_feeders(encoder: DenseEncoder) -> None:
+    """Stop the feeder processes embed_shards started for `encoder` (they are kept between shards)."""
+    feeders = getattr(encoder.documents, "feeders", None)
+    if feeders is not None:
+        feeders.close()
+
+
+def _feeders(documents: TextEncoder, count: int) -> Feeders:
+    """The encoder's feeder processes, started once per process that embeds (a device worker keeps its
+    own) and reused for every shard."""
+    feeders = getattr(documents, "feeders", None)
+    if feeders is None or feeders.count != count:
+        if feeders is not None:
+            feeders.close()
+        feeders = documents.feeders = Feeders(documents.tokenizer_settings(), count)
+    return feeders
 
 
 def _keys_path(embeddings: Path) -> Path:
@@ -174,22 +315,42 @@ def _embedded(path: Path, shard) -> bool:
     return made_from == shard.sha256 and np.load(path, mmap_mode="r").shape[0] == shard.records
 
 
+@dataclass(frozen=True)
+class Feeding:
+    """How a build feeds its encoder: the batch plan (every device uses the same one), the feeder
+    processes per device (0: tokenize in the embedding process), the precision asked for (`auto`: half
+    on GPUs, see encoders.resolve_dtype) and whether to torch.compile the model."""
+
+    plan: BatchPlan | None = None  # None: `batch_size` rows, as many tokens as they can hold
+    feeders: int = 0
+    dtype: str = "float32"
+    compile: bool = False
+
+    def plan_for(self, encoder: DenseEncoder, batch_size: int) -> BatchPlan:
+        if self.plan is not None:
+            return self.plan
+        max_length = getattr(encoder.documents, "max_length", 0) or 512
+        return BatchPlan(rows=batch_size, tokens=batch_size * max_length)
+
+
 def embed_corpus(corpus: Corpus, out: Path, encoder: DenseEncoder, batch_size: int, log=None, *,
                  executor=None, devices: list[str] | None = None,
-                 fp16: bool = False) -> tuple[list[int], int]:  # fmt: skip
+                 feeding: Feeding = Feeding()) -> tuple[list[int], int]:  # fmt: skip
     """Embed every shard that has no embeddings of its current bytes yet; returns (the shards embedded
     now, the snippets they had to embed: text unchanged since the shard's earlier embeddings is reused).
 
     With one device on the local executor the shards are embedded here with `encoder`; otherwise each
-    device gets a worker (a process, or a Ray actor with `num_gpus=1`) that loads the encoder once and
-    takes shards as they come."""
+    device gets a worker (a process, or a Ray actor with `num_gpus=1`) that loads the encoder once, starts
+    its own feeders and takes shards as they come."""
+    plan = feeding.plan_for(encoder, batch_size).to_dict()
     tasks = []
     for shard in corpus.shards:
         path = out / _emb_name(shard.index)
         if _embedded(path, shard):
             continue
         tasks.append({"index": shard.index, "name": shard.path.name, "shard": str(shard.path), "out": str(path),
-                      "batch_size": batch_size, "sha256": shard.sha256})  # fmt: skip
+                      "batch_size": batch_size, "sha256": shard.sha256, "plan": plan,
+                      "feeders": feeding.feeders})  # fmt: skip
     done = []
     embedded = [0]
 
@@ -207,14 +368,27 @@ def embed_corpus(corpus: Corpus, out: Path, encoder: DenseEncoder, batch_size: i
 
     devices = devices or [encoder.device]
     if executor is None or (executor.name == "local" and len(devices) == 1):
-        for task in tasks:
-            on_result(task, embed_shard(encoder, task))
+        try:
+            for task, result in embed_shards(encoder, tasks):
+                on_result(task, result)
+        finally:
+            close_feeders(encoder)
     else:
         cpu_workers = sum(device == "cpu" for device in devices)
         threads = max(1, (os.cpu_count() or 1) // cpu_workers) if cpu_workers else None
-        setup = functools.partial(load_encoder, encoder.spec.to_dict(), fp16, threads)
-        executor.run_on_devices(tasks, setup, embed_shard, devices, on_result)
+        setup = functools.partial(load_encoder, encoder.spec.to_dict(), feeding.dtype, threads, feeding.compile)
+        executor.run_on_devices(tasks, setup, embed_shard, devices, on_result, teardown=close_feeders)
     return sorted(done), embedded[0]
+
+
+def embedding_dtypes(out: Path, corpus: Corpus) -> list[str]:
+    """The precisions the shards' current embeddings were computed in (their sidecars say)."""
+    found = set()
+    for shard in corpus.shards:
+        path = _truncated_path(out / _emb_name(shard.index))
+        if path.is_file():
+            found.add(orjson.loads(path.read_bytes()).get("dtype") or "float32")
+    return sorted(found)
 
 
 def _training_sample(out: Path, corpus: Corpus, dimension: int) -> np.ndarray:
@@ -280,7 +454,7 @@ UNFINISHED_PARAMS = "build-params.json"  # written first, so an unfinished build
 
 def build_dense(corpus: Corpus, out: Path, encoder: DenseEncoder, *, index_factory: str = "Flat",
                 metric: str = "ip", batch_size: int = 32, log=None, executor=None, devices: list[str] | None = None,
-                fp16: bool = False) -> dict:  # fmt: skip
+                feeding: Feeding = Feeding()) -> dict:  # fmt: skip
     """Embed (resumably, across `devices` through `executor`: see embed_corpus) and index `corpus` into
     `out`; build.json is written last. An index in `out` of another corpus version is kept as a
     generation first (medsnip.generations: hard links, so every file below is replaced by renaming,
@@ -299,17 +473,21 @@ def build_dense(corpus: Corpus, out: Path, encoder: DenseEncoder, *, index_facto
             stale.unlink()
     _write_atomic(identity_file, orjson.dumps(identity, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
     (out / "build.json").unlink(missing_ok=True)  # the output is incomplete until build.json is rewritten
+    plan = feeding.plan_for(encoder, batch_size)
     # what a later run needs to finish this build if it is killed before build.json (medsnip update)
     _write_atomic(
         out / UNFINISHED_PARAMS,
         orjson.dumps(
-            {"index_factory": index_factory, "metric": metric, "batch_size": batch_size}, option=orjson.OPT_SORT_KEYS
+            {"index_factory": index_factory, "metric": metric, "batch_size": batch_size,
+             "batch_plan": plan.to_dict(), "dtype_asked": feeding.dtype},
+            option=orjson.OPT_SORT_KEYS,
         ),
-    )
+    )  # fmt: skip
     embed_started = time.perf_counter()
     devices = devices or [encoder.device]
+    feeding = replace(feeding, plan=plan)
     embedded_now, snippets_embedded = embed_corpus(corpus, out, encoder, batch_size, log, executor=executor,
-                                                   devices=devices, fp16=fp16)  # fmt: skip
+                                                   devices=devices, feeding=feeding)  # fmt: skip
     embed_seconds = time.perf_counter() - embed_started
 
     dimension = identity["dimension"]
@@ -335,6 +513,8 @@ def build_dense(corpus: Corpus, out: Path, encoder: DenseEncoder, *, index_facto
         STAGE, corpus,
         encoder=identity,
         params={"index_factory": index_factory, "metric": metric, "batch_size": batch_size,
+                   "batch_plan": plan.to_dict(), "feeders": feeding.feeders, "compile": feeding.compile,
+                   "dtype_asked": feeding.dtype, "dtype": ",".join(embedding_dtypes(out, corpus)),
                    "train_sample_seed": TRAIN_SAMPLE_SEED, "train_sample_max": TRAIN_SAMPLE_MAX,
                    "embeddings_dtype": "float16", "device": ",".join(devices)},
         engine={"faiss": faiss.__version__},

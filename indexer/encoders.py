@@ -34,6 +34,8 @@ from pathlib import Path
 
 import numpy as np
 
+from indexer.feeding import TokenizerSettings, snippet_texts
+
 
 class EncoderUnavailable(Exception):
     """The model's weights are neither a local folder nor in the offline cache."""
@@ -165,6 +167,23 @@ def weights_sha256(model_dir: Path) -> str:
     return digest.hexdigest()
 
 
+DTYPES = ("auto", "float16", "bfloat16", "float32")
+
+
+def resolve_dtype(dtype: str, device: str, config) -> str:
+    """The precision a transformer runs in: float32 on CPUs (half precision there is slow, or missing);
+    on a GPU, `auto` is half precision: bfloat16 where the model's config says it was trained in it,
+    else float16; an explicit float32 (`--fp32`) opts out."""
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    if device == "cpu":
+        return "float32"
+    if dtype != "auto":
+        return dtype
+    trained = getattr(config, "dtype", None) or getattr(config, "torch_dtype", None)
+    return "bfloat16" if "bfloat16" in str(trained) else "float16"
+
+
 def pick_device(device: str = "auto") -> str:
     import torch
 
@@ -180,7 +199,7 @@ class TextEncoder:
     count per call reads it before and after)."""
 
     def __init__(self, model: str, pooling: str, max_length: int, normalize: bool, device: str = "auto",
-                 fp16: bool = False):  # fmt: skip
+                 dtype: str = "float32"):  # fmt: skip
         import torch
         from transformers import AutoModel, AutoTokenizer
 
@@ -192,8 +211,8 @@ class TextEncoder:
         if pooling == "last-token" and self.tokenizer.pad_token is None:  # decoders often have none
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.model = AutoModel.from_pretrained(self.model_dir).to(self.device).eval()
-        if fp16 and self.device != "cpu":
-            self.model = self.model.half()
+        self.dtype = resolve_dtype(dtype, self.device, self.model.config)
+        self.model = self.model.to(getattr(torch, self.dtype))
         self.pooling, self.max_length, self.normalize = pooling, max_length, normalize
         self.truncated = 0
         self.last_cut: list[bool] = []  # which texts of the last encode call were cut at max_length
@@ -279,24 +298,38 @@ class TextEncoder:
 
     def _embed(self, tokens) -> np.ndarray:
         """Pooled (and, if configured, normalised) vectors of one tokenised batch."""
+        return self.forward({key: value.to(self.device) for key, value in tokens.items()}).cpu().numpy()
+
+    def forward(self, inputs: dict):
+        """Pooled (and, if configured, normalised) float32 vectors of one batch of model inputs already
+        on the device, left on the device (a caller on a GPU copies them back when it chooses)."""
         torch = self._torch
-        tokens = {key: value.to(self.device) for key, value in tokens.items()}
-        hidden = self.model(**tokens).last_hidden_state
+        hidden = self.model(**inputs).last_hidden_state
         if self.pooling == "cls":
             vectors = hidden[:, 0]
         elif self.pooling == "last-token":
             if self.tokenizer.padding_side == "left":
                 vectors = hidden[:, -1]
             else:
-                last = tokens["attention_mask"].sum(1) - 1
+                last = inputs["attention_mask"].sum(1) - 1
                 vectors = hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
         else:
-            mask = tokens["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+            mask = inputs["attention_mask"].unsqueeze(-1).to(hidden.dtype)
             vectors = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
         vectors = vectors.float()
         if self.normalize:
             vectors = torch.nn.functional.normalize(vectors, p=2, dim=1)
-        return vectors.cpu().numpy()
+        return vectors
+
+    def tokenizer_settings(self) -> TokenizerSettings:
+        """What feeder processes need to tokenize exactly as `encode` does (indexer.feeding)."""
+        return TokenizerSettings(
+            tokenizer_json=self.tokenizer.backend_tokenizer.to_str(),
+            max_length=self.max_length,
+            truncation_side=self.tokenizer.truncation_side,
+            append_eos=self.tokenizer.eos_token_id if self.pooling == "last-token" else None,
+            type_ids="token_type_ids" in self.tokenizer.model_input_names,
+        )
 
 
 class StaticTextEncoder:
@@ -354,7 +387,7 @@ class StaticTextEncoder:
 
 
 def text_encoder(model: str, pooling: str, max_length: int, normalize: bool, device: str = "auto",
-                 fp16: bool = False) -> TextEncoder | StaticTextEncoder:  # fmt: skip
+                 dtype: str = "float32") -> TextEncoder | StaticTextEncoder:  # fmt: skip
     """The encoder for one side of a spec: a static model for `static` pooling, USE for `use`, else a
     transformer."""
     if pooling == "static":
@@ -363,21 +396,21 @@ def text_encoder(model: str, pooling: str, max_length: int, normalize: bool, dev
         from indexer.use_encoder import UseTextEncoder
 
         return UseTextEncoder(model, normalize)
-    return TextEncoder(model, pooling, max_length, normalize, device, fp16)
+    return TextEncoder(model, pooling, max_length, normalize, device, dtype)
 
 
 class DenseEncoder:
     """The snippet and query sides of an EncoderSpec (`queries_only` loads just the query side: what a
     search server needs; a two-encoder model then never loads its snippet encoder)."""
 
-    def __init__(self, spec: EncoderSpec, device: str = "auto", fp16: bool = False, queries_only: bool = False):
+    def __init__(self, spec: EncoderSpec, device: str = "auto", dtype: str = "float32", queries_only: bool = False):
         self.spec = spec
         self.documents: TextEncoder | None = None
         if not (queries_only and spec.query_model):
-            self.documents = text_encoder(spec.model, spec.pooling, spec.max_length, spec.normalize, device, fp16)
+            self.documents = text_encoder(spec.model, spec.pooling, spec.max_length, spec.normalize, device, dtype)
         if spec.query_model:
             self.queries = text_encoder(spec.query_model, spec.pooling, spec.query_max_length, spec.normalize,
-                                        device, fp16)  # fmt: skip
+                                        device, dtype)  # fmt: skip
         else:
             self.queries = self.documents
         self.truncated = {"snippets": 0, "queries": 0}  # texts cut at the max length, by side
@@ -401,10 +434,7 @@ class DenseEncoder:
         return dict(identity)
 
     def snippet_inputs(self, snippets: list[dict]) -> list:
-        prefix = self.spec.document_prefix
-        if self.spec.pair_input:
-            return [(prefix + s["title"], s["content"]) for s in snippets]
-        return [prefix + s["contents"] for s in snippets]
+        return snippet_texts(snippets, self.spec.pair_input, self.spec.document_prefix)
 
     def encode_snippets(self, snippets: list[dict], batch_size: int = 32) -> np.ndarray:
         if self.documents is None:

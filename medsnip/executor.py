@@ -23,6 +23,7 @@ import socket
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Protocol
 
 from medsnip.processes import die_with_parent, drop_inherited_locks, restore_fault_handlers, save_fault_handlers
@@ -43,10 +44,12 @@ class Executor(Protocol):
         as it comes and returns False to stop early (tasks not started are cancelled)."""
 
     def run_on_devices(self, tasks: Sequence, setup: Callable[[str], Any], function: Callable,
-                       devices: Sequence[str], on_result: OnResult) -> None:  # fmt: skip
+                       devices: Sequence[str], on_result: OnResult,
+                       teardown: Callable[[Any], None] | None = None) -> None:  # fmt: skip
         """One long-lived worker per device: `setup(device)` once (load a model there), then
         `function(state, task)` for each task it is handed, the next task going to whichever worker is
-        free, so a faster device takes more tasks."""
+        free, so a faster device takes more tasks; `teardown(state)` in each worker at the end (stop
+        what the worker started, such as its feeder processes)."""
 
 
 class LocalExecutor:
@@ -82,12 +85,17 @@ class LocalExecutor:
                     other.cancel()
 
     def run_on_devices(self, tasks: Sequence, setup: Callable[[str], Any], function: Callable,
-                       devices: Sequence[str], on_result: OnResult) -> None:  # fmt: skip
+                       devices: Sequence[str], on_result: OnResult,
+                       teardown: Callable[[Any], None] | None = None) -> None:  # fmt: skip
         if len(devices) == 1:
             state = setup(devices[0])
-            for task in tasks:
-                if not on_result(task, function(state, task)):
-                    return
+            try:
+                for task in tasks:
+                    if not on_result(task, function(state, task)):
+                        return
+            finally:
+                if teardown is not None:
+                    teardown(state)
             return
         # spawned, not forked: a worker initialises CUDA (or torch's thread pools) itself, which a fork
         # of a process that already did cannot
@@ -114,6 +122,11 @@ class LocalExecutor:
                     hand_out(pool)
         finally:
             for pool in pools:
+                if teardown is not None:  # a worker's own processes end before it does
+                    try:
+                        pool.submit(_device_call, _torn_down, teardown).result()
+                    except (BrokenProcessPool, RuntimeError):  # the worker died: its processes with it
+                        pass
                 pool.shutdown(wait=True, cancel_futures=True)
 
 
@@ -129,6 +142,10 @@ def _device_worker_start(parent: int, setup: Callable[[str], Any], device: str) 
 
 def _device_call(function: Callable, task: Any) -> dict:
     return function(_device_state, task)
+
+
+def _torn_down(state: Any, teardown: Callable[[Any], None]) -> None:
+    teardown(state)
 
 
 def _local_worker_start(parent: int, initializer: Callable[[], None] | None) -> None:
@@ -233,7 +250,8 @@ class RayExecutor:
                 ray.cancel(reference, force=True)
 
     def run_on_devices(self, tasks: Sequence, setup: Callable[[str], Any], function: Callable,
-                       devices: Sequence[str], on_result: OnResult) -> None:  # fmt: skip
+                       devices: Sequence[str], on_result: OnResult,
+                       teardown: Callable[[Any], None] | None = None) -> None:  # fmt: skip
         """One Ray actor per device: `num_gpus=1` for a CUDA device (Ray picks the GPU and sets
         CUDA_VISIBLE_DEVICES, so the actor sees it as "cuda"), one CPU otherwise; an actor whose process
         dies is restarted (setup again) and its task retried."""
@@ -270,6 +288,11 @@ class RayExecutor:
                         return
                     hand_out(actor)
         finally:
+            if teardown is not None:
+                try:
+                    ray.get([actor.call.remote(_torn_down, teardown) for actor in actors], timeout=60)
+                except Exception:  # noqa: BLE001 - a dead actor's processes died with it
+                    pass
             for actor in actors:
                 ray.kill(actor, no_restart=True)
 

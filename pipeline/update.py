@@ -138,13 +138,25 @@ def rebuild_indexes(corpus_dir: Path, log) -> dict[str, dict]:
             records[folder.name] = build_bm25(corpus, folder, params.get("threads", 1), groups=groups, layout=layout,
                                               language=params.get("language", "en"))  # fmt: skip
         elif stage == "indexer.dense":
-            encoder = DenseEncoder(EncoderSpec.from_dict(old["encoder"]))
+            feeding = dense_feeding(params)
+            encoder = DenseEncoder(EncoderSpec.from_dict(old["encoder"]), dtype=feeding.dtype)
             records[folder.name] = build_dense(corpus, folder, encoder, index_factory=params["index_factory"],
-                                               metric=params["metric"], batch_size=params["batch_size"])  # fmt: skip
+                                               metric=params["metric"], batch_size=params["batch_size"],
+                                               feeding=feeding)  # fmt: skip
         else:
             continue
         log(f"{folder.name}: rebuilt in {time.perf_counter() - started:.1f} s")
     return records
+
+
+def dense_feeding(params: dict):
+    """The batch plan and precision a dense index was built with, so an update embeds its new text the
+    same way (an index recorded before batch plans existed: `batch_size` rows, as then)."""
+    from indexer.dense import Feeding
+    from indexer.feeding import BatchPlan
+
+    plan = BatchPlan(**params["batch_plan"]) if "batch_plan" in params else None
+    return Feeding(plan=plan, dtype=params.get("dtype_asked", "float32"))
 
 
 def unfinished_indexes(corpus_dir: Path) -> list[tuple[Path, dict]]:

@@ -1,0 +1,255 @@
+"""Feeding a transformer encoder: texts to padded token batches, prepared ahead of the device.
+
+A build embeds texts in windows (up to `window` texts of one shard, in row order). Each window is
+tokenized once, to id arrays, by the fast tokenizer's Rust core, in feeder processes (each on one
+core) while the device embeds earlier windows; at most `depth` windows are tokenized ahead, so memory
+follows the queue depth, not the shard size. The window's texts are then sorted by token count
+(longest first, ties by position) and cut into batches by a token budget (rows x padded length)
+rather than a fixed count: short texts go many to a batch, long ones few, and the device does little
+work on padding. The batch plan is a pure function of the token counts and the three batch settings
+(BatchPlan), so a build's vectors are reproducible bit for bit on the same device and dtype.
+
+This module imports no torch: feeder processes start from it and import only numpy and tokenizers.
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import itertools
+import multiprocessing
+import os
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import orjson
+
+from medsnip.processes import die_with_parent
+
+
+@dataclass(frozen=True)
+class TokenizerSettings:
+    """What a feeder needs to tokenize as the encoder would: the fast tokenizer serialised, the max
+    length, and for decoders read at their last token the EOS to append (cutting one token early)."""
+
+    tokenizer_json: str
+    max_length: int
+    truncation_side: str = "right"
+    append_eos: int | None = None  # last-token pooling: every sequence ends with this id
+    type_ids: bool = True  # the model takes token_type_ids
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """How a window becomes batches: at most `rows` texts and `tokens` padded tokens per batch, padded
+    lengths rounded up to a multiple of `pad_multiple` (8 suits tensor cores; bigger values give
+    torch.compile few shapes)."""
+
+    rows: int = 32
+    tokens: int = 8192
+    pad_multiple: int = 8
+    window: int = 4096
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def batches(self, lengths: np.ndarray, max_length: int) -> list[tuple[np.ndarray, int]]:
+        """(window positions, padded length) of each batch, longest texts first."""
+        order = np.lexsort((np.arange(len(lengths)), -lengths))
+        batches, start = [], 0
+        while start < len(order):
+            padded = min(-(-int(lengths[order[start]]) // self.pad_multiple) * self.pad_multiple, max_length)
+            padded = max(padded, int(lengths[order[start]]))
+            size = max(1, min(self.rows, self.tokens // max(padded, 1)))
+            batches.append((order[start : start + size], padded))
+            start += size
+        return batches
+
+
+@dataclass
+class TokenizedWindow:
+    """A window's texts as token ids: `ids` (and `type_ids`) flat, text i at offsets[i]:offsets[i+1]."""
+
+    ids: np.ndarray
+    offsets: np.ndarray
+    type_ids: np.ndarray | None
+    cut: np.ndarray  # texts cut at the max length
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+
+_backend = None  # the feeder process's tokenizer (set by _start_feeder)
+_settings: TokenizerSettings | None = None
+
+
+def backend_tokenizer(settings: TokenizerSettings):
+    """A tokenizers.Tokenizer that cuts at the max length as the transformers tokenizer does and never
+    pads (padding is the batch's business)."""
+    from tokenizers import Tokenizer
+
+    backend = Tokenizer.from_str(settings.tokenizer_json)
+    cut_at = settings.max_length - (settings.append_eos is not None)
+    backend.enable_truncation(cut_at, stride=0, strategy="longest_first", direction=settings.truncation_side)
+    backend.no_padding()
+    return backend
+
+
+def _start_feeder(settings: TokenizerSettings, parent: int) -> None:
+    global _backend, _settings
+    die_with_parent(parent)  # a killed build leaves no feeder behind
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"  # one core per feeder: feeders are the parallelism
+    _backend, _settings = backend_tokenizer(settings), settings
+
+
+def tokenize_window(texts: list, backend=None, settings: TokenizerSettings | None = None) -> TokenizedWindow:
+    """Token ids of `texts` (strings or (first, second) pairs), cut at the max length; in a feeder
+    process the tokenizer is the one _start_feeder made."""
+    backend, settings = backend or _backend, settings or _settings
+    encodings = backend.encode_batch(texts, add_special_tokens=True)
+    eos = settings.append_eos
+    sequences = [encoding.ids for encoding in encodings]
+    cut = np.fromiter((bool(encoding.overflowing) for encoding in encodings), dtype=bool, count=len(encodings))
+    # a single text's type ids are all 0, which is what the model assumes when it is given none
+    pairs = settings.type_ids and any(isinstance(text, tuple) for text in texts)
+    types = [encoding.type_ids for encoding in encodings] if pairs else None
+    if eos is not None:
+        for number, sequence in enumerate(sequences):
+            if not sequence or sequence[-1] != eos:
+                sequence.append(eos)
+                if types is not None:
+                    types[number].append(types[number][-1] if types[number] else 0)
+    lengths = np.fromiter(map(len, sequences), dtype=np.int64, count=len(sequences))
+    offsets = np.zeros(len(sequences) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    ids = np.fromiter(itertools.chain.from_iterable(sequences), dtype=np.int32, count=int(offsets[-1]))
+    type_ids = None
+    if types is not None:
+        type_ids = np.fromiter(itertools.chain.from_iterable(types), dtype=np.int8, count=int(offsets[-1]))
+    return TokenizedWindow(ids, offsets, type_ids, cut)
+
+
+def snippet_texts(snippets: list[dict], pair: bool, prefix: str) -> list:
+    """What an encoder reads of each snippet: `contents` after the document prefix, or the sentence pair
+    (prefix + title, content) for encoders trained on pairs (MedCPT, SPECTER)."""
+    if pair:
+        return [(prefix + s["title"], s["content"]) for s in snippets]
+    return [prefix + s["contents"] for s in snippets]
+
+
+def text_digest(text) -> bytes:
+    """16 bytes that identify what the encoder reads for a snippet (a text, or a (title, content) pair)."""
+    return hashlib.blake2b(orjson.dumps(text), digest_size=16).digest()
+
+
+@dataclass
+class SnippetWindow:
+    """Lines of a shard (JSON snippets) to feed: what a feeder reads, parses, keys and tokenizes, so the
+    embedding process never parses JSON. Texts whose digest is in `known` (embedded before) are keyed
+    but not tokenized."""
+
+    lines: bytes
+    pair: bool = False
+    prefix: str = ""
+    known: frozenset | None = None
+
+
+@dataclass
+class FedWindow:
+    """A SnippetWindow fed: every line's text digest (n x 16 bytes), the positions to embed, and their
+    tokens."""
+
+    keys: np.ndarray
+    todo: np.ndarray
+    tokens: TokenizedWindow
+
+
+def feed(payload, backend=None, settings: TokenizerSettings | None = None):
+    """A feeder's work on one window: a list of texts is tokenized; a SnippetWindow is read first."""
+    if not isinstance(payload, SnippetWindow):
+        return tokenize_window(payload, backend, settings)
+    texts = snippet_texts([orjson.loads(line) for line in payload.lines.splitlines()], payload.pair, payload.prefix)
+    digests = [text_digest(text) for text in texts]
+    keys = np.frombuffer(b"".join(digests), dtype=np.uint8).reshape(-1, 16)
+    known = payload.known or ()
+    todo = np.fromiter((number for number, digest in enumerate(digests) if digest not in known), dtype=np.int64)
+    tokens = tokenize_window([texts[number] for number in todo] if known else texts, backend, settings)
+    return FedWindow(keys, todo, tokens)
+
+
+def pad_batch(window: TokenizedWindow, rows: np.ndarray, padded: int, pad_id: int, left: bool,
+              allocate) -> dict:  # fmt: skip
+    """The batch's rows of `window` as model inputs of `padded` tokens each: input_ids, attention_mask
+    (and token_type_ids when the window has them), written into the arrays `allocate(name, shape)`
+    returns (int64; views of pinned host tensors when the device is a GPU)."""
+    lengths = window.lengths[rows]
+    positions = np.arange(padded)
+    mask = positions[None, :] >= (padded - lengths)[:, None] if left else positions[None, :] < lengths[:, None]
+    # flat positions of the rows' tokens, row after row
+    starts = np.repeat(window.offsets[rows] - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths)
+    gather = starts + np.arange(int(lengths.sum()))
+    shape = (len(rows), padded)
+    inputs = {"input_ids": allocate("input_ids", shape), "attention_mask": allocate("attention_mask", shape)}
+    inputs["input_ids"][:] = pad_id
+    inputs["input_ids"][mask] = window.ids[gather]  # row-major order of the mask is the concatenation's
+    inputs["attention_mask"][:] = mask
+    if window.type_ids is not None:
+        inputs["token_type_ids"] = allocate("token_type_ids", shape)
+        inputs["token_type_ids"][:] = 0
+        inputs["token_type_ids"][mask] = window.type_ids[gather]
+    return inputs
+
+
+class Feeders:
+    """Tokenizes windows ahead of the device: `count` feeder processes (0: in the calling process, in
+    order, when asked), at most `depth` windows in flight."""
+
+    def __init__(self, settings: TokenizerSettings, count: int, depth: int | None = None):
+        self.settings, self.count = settings, count
+        self.depth = depth or max(2, count + 1)
+        self._pool: ProcessPoolExecutor | None = None
+        self._local = backend_tokenizer(settings) if count == 0 else None
+        self.peak_in_flight = 0  # the most windows held tokenized or being tokenized at once
+
+    def _executor(self) -> ProcessPoolExecutor:
+        if self._pool is None:
+            # spawn, not fork: the parent may hold CUDA, Ray or gRPC threads that a fork must not copy
+            context = multiprocessing.get_context("spawn")
+            self._pool = ProcessPoolExecutor(self.count, mp_context=context, initializer=_start_feeder,
+                                             initargs=(self.settings, os.getpid()))  # fmt: skip
+        return self._pool
+
+    def tokenized(self, windows):
+        """(key, fed window) for each (key, payload) of `windows` in order (see `feed`); the iterable is
+        read ahead by up to `depth` windows (so the next shard is read while this one embeds)."""
+        if self.count == 0:
+            for key, texts in windows:
+                self.peak_in_flight = max(self.peak_in_flight, 1)
+                yield key, feed(texts, self._local, self.settings)
+            return
+        pending: collections.deque[tuple[object, Future]] = collections.deque()
+        source = iter(windows)
+        exhausted = False
+        while True:
+            while not exhausted and len(pending) < self.depth:
+                try:
+                    key, texts = next(source)
+                except StopIteration:
+                    exhausted = True
+                    break
+                pending.append((key, self._executor().submit(feed, texts)))
+                self.peak_in_flight = max(self.peak_in_flight, len(pending))
+            if not pending:
+                return
+            key, future = pending.popleft()
+            yield key, future.result()
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
