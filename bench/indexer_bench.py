@@ -124,8 +124,8 @@ def embedding_section(corpus_dir: Path, count: int) -> list[str]:
         f"| CPU (this machine) | {len(snippets) / seconds:,.1f} |",
         "",
         "No GPU was lent to the session that wrote this file, so the GPU target (>= 10,000 snippets/s for a "
-        "110M-parameter BERT in fp16 on one H100) is not measured here; `indexer dense --device cuda --fp16` "
-        "is the path it will be measured on.",
+        "110M-parameter BERT in fp16 on one H100) is not measured here; `indexer dense --device cuda` (half "
+        "precision by default) is the path it will be measured on.",
         "",
     ]
     return lines

@@ -246,20 +246,38 @@ def chunker_section() -> list[str]:
     ]
 
 
-def indexer_sections(args) -> list[str]:
-    """BM25, embedding and FAISS numbers on the PubMed benchmark file's snippets."""
-    import indexer_bench
-
+def indexer_corpus(args) -> Path:
+    """The PubMed benchmark file's corpus (8 shards), built once."""
     source = args.work / "pubmed25n0001.xml.gz"
     if not source.exists():
         write_scaled_pubmed(sorted((REPO / "samples" / "pubmed").iterdir()), source, RECORDS_PER_FILE, 40_000_000)
     corpus = args.work / "indexer-corpus"
     if not (corpus / "build.json").is_file():
         subprocess.run(ours([source], corpus, 2), check=True, cwd=REPO)
+    return corpus
+
+
+def indexer_sections(args) -> list[str]:
+    """BM25, embedding and FAISS numbers on the PubMed benchmark file's snippets."""
+    import indexer_bench
+
+    corpus = indexer_corpus(args)
     print("indexer: bm25", flush=True)
     lines = indexer_bench.bm25_section(corpus, args.work, args.repeats)
     print("indexer: embedding", flush=True)
     return lines + indexer_bench.embedding_section(corpus, 2_000)
+
+
+def feeding_sections(args) -> list[str]:
+    """indexer dense's feeding pipeline on the indexer benchmark corpus: host side against the bare
+    tokenizer (null model), and CPU embedding before and after it."""
+    import feeding_bench
+
+    corpus = indexer_corpus(args)
+    print("feeding: host side", flush=True)
+    lines = feeding_bench.feeding_section(corpus, args.work, repeats=3)
+    print("feeding: CPU embedding", flush=True)
+    return lines + feeding_bench.cpu_embedding_section(corpus)
 
 
 def demo_root() -> Path:
@@ -339,7 +357,7 @@ def retrieval_scale_sections(args) -> list[str]:
     return scale_retrieval.retrieval_scale_section(args.work / "retrieval-scale")
 
 
-SECTIONS = ("pubmed", "wikipedia", "chunker", "indexer", "searchd", "refkit", "flood", "noise", "executor",
+SECTIONS = ("pubmed", "wikipedia", "chunker", "indexer", "feeding", "searchd", "refkit", "flood", "noise", "executor",
             "bm25-sharded", "scale", "retrieval-scale", "multilingual", "daily-update")  # fmt: skip
 
 
@@ -374,6 +392,8 @@ def main() -> None:
         lines += chunker_section()
     if "indexer" in wanted:
         lines += indexer_sections(args)
+    if "feeding" in wanted:
+        lines += feeding_sections(args)
     if "searchd" in wanted:
         lines += searchd_sections(args)
     if "refkit" in wanted:

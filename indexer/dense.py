@@ -208,9 +208,7 @@ def _fed_shards(encoder: DenseEncoder, documents: TextEncoder, tasks: list[dict]
         for number, task in enumerate(tasks):
             started = time.perf_counter()
             with _mapped(Path(task["shard"])) as data:  # windows are copied out of the map one at a time
-                ends = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == ord("\n")) + 1
-                if len(data) and data[-1:] != b"\n":
-                    ends = np.append(ends, len(data))
+                ends = _line_ends(data)
                 work = works[number] = ShardWork.start(task, len(ends), encoder.queries.dimension, started)
                 known = frozenset(work.previous[0]) if work.previous else None
                 firsts = range(0, work.rows, plan.window) or [0]  # an empty shard: one empty window, to finish it
@@ -230,6 +228,19 @@ def _fed_shards(encoder: DenseEncoder, documents: TextEncoder, tasks: list[dict]
         encoder.truncated["snippets"] += cut
         if last:
             yield work.task, works.pop(number).finish(documents)
+
+
+def _line_ends(data, block: int = 1 << 22) -> np.ndarray:
+    """Offsets just past each line of `data` (the last line may lack its newline), found a block at a
+    time so that no array of the file's size is made."""
+    ends = []
+    for start in range(0, len(data), block):
+        chunk = np.frombuffer(data, dtype=np.uint8, count=min(block, len(data) - start), offset=start)
+        ends.append(np.flatnonzero(chunk == ord("\n")) + (start + 1))
+    found = np.concatenate(ends) if ends else np.zeros(0, dtype=np.int64)
+    if len(data) and data[-1:] != b"\n":
+        found = np.append(found, len(data))
+    return found
 
 
 @contextlib.contextmanager

@@ -58,6 +58,39 @@ def kill_when(process: subprocess.Popen, ready, timeout: float = 120.0) -> None:
     process.wait()
 
 
+def descendants(pid: int) -> set[int]:
+    """PIDs of the running processes below `pid` (children, grandchildren, ...), from /proc."""
+    parents = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def alive(pids: set[int], seconds: float) -> set[int]:
+    """Wait up to `seconds` for `pids` to end; those still running (zombies count as ended)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        left = set()
+        for pid in pids:
+            try:
+                if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                    left.add(pid)
+            except OSError:
+                pass
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.2)
+
+
 def ray_processes(pattern: str = "ray::|raylet|gcs_server") -> set[int]:
     """PIDs of running Ray processes (a cluster's raylet, GCS, workers and actors)."""
     found = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout

@@ -5,15 +5,17 @@ a Ray build killed after its first shard resumes from the finished shards."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from conftest import REPO, SAMPLES, run_indexer
-from helpers import kill_when, ray_processes, wait_gone
+from helpers import alive, descendants, kill_when, ray_processes, wait_gone
 from medsnip.buildrecord import read_build_record
 
 ABSTRACTS = 160  # real PubMedQA abstracts: enough for 4 shards of real work, small enough for CPU embedding
@@ -65,6 +67,50 @@ def test_ray_actors_embed_the_same_and_a_killed_build_resumes(corpus_dir, tmp_pa
     record = read_build_record(out)
     assert record["run"]["executor"] == "ray" and record["counts"]["embedded_this_run"] == 4 - finished
     assert _embeddings(out) == _embeddings(corpus_dir / "dense-minilm")
+
+
+def test_feeder_processes_give_the_same_bits_and_a_killed_build_resumes(corpus_dir, tmp_path):
+    """Tokenizing in feeder processes changes nothing (same batch plan, same bits); a kill -9 of the
+    build takes its feeders with it, and the rerun finishes the shards the kill left."""
+    out = tmp_path / "dense"
+    command = [sys.executable, "-m", "indexer.cli", "dense", str(corpus_dir), "--preset", "minilm", "--batch-size",
+               "64", "--feeders", "2", "--out", str(out)]  # fmt: skip
+    process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    feeders: set[int] = set()
+
+    def embedding_started() -> bool:
+        feeders.update(descendants(process.pid))
+        return len(list(out.glob("emb-*.npy"))) >= 1
+
+    kill_when(process, embedding_started, timeout=300)
+    assert process.returncode == -signal.SIGKILL and not (out / "build.json").exists()
+    assert len(feeders) >= 2 and not alive(feeders, 30), "the killed build's feeders outlived it"
+    finished = len(list(out.glob("emb-*.npy")))
+    completed = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    record = read_build_record(out)
+    assert record["counts"]["embedded_this_run"] == 4 - finished and record["params"]["feeders"] == 2
+    assert record["params"]["dtype"] == "float32" and record["params"]["batch_plan"]["rows"] == 64
+    assert _embeddings(out) == _embeddings(corpus_dir / "dense-minilm")
+
+
+def test_device_workers_with_feeders_finish_and_stop_them(corpus_dir, tmp_path):
+    """Each device worker starts its own feeders and stops them when the build ends (a worker left
+    holding its feeder pool would never exit)."""
+    out = tmp_path / "dense"
+    before = descendants(os.getpid())
+    run_indexer("dense", corpus_dir, "--preset", "minilm", "--batch-size", 64, "--devices", "cpu,cpu", "--feeders", 1,
+                "--out", out)  # fmt: skip
+    assert _embeddings(out) == _embeddings(corpus_dir / "dense-minilm")
+    started = {pid for pid in descendants(os.getpid()) - before if "resource_tracker" not in _command_line(pid)}
+    assert not alive(started, 10), "a device worker or feeder outlived the build"
+
+
+def _command_line(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return ""
 
 
 def test_bad_device_names_are_refused(corpus_dir, tmp_path):

@@ -1,0 +1,112 @@
+"""indexer dense's feeding pipeline (indexer.feeding, indexer.device_loop) on real PubMedQA abstracts:
+the vectors and cut flags equal the encoder's own `encode` (the path before the pipeline) in feeder
+processes or in-process, for texts and (title, content) pairs; batch plans are deterministic and keep
+their budget; a shard many times the queue's size is embedded with memory that follows the queue depth
+(null model: the feeding is what is measured)."""
+
+from __future__ import annotations
+
+import tracemalloc
+
+import numpy as np
+import orjson
+import pytest
+from feeding_bench import null_dense_encoder
+
+from helpers import PUBMEDQA_CORPUS, pubmedqa_abstracts
+from indexer.dense import Feeding, close_feeders, embed_corpus
+from indexer.device_loop import embed_windows
+from indexer.encoders import DenseEncoder, preset
+from indexer.feeding import BatchPlan, Feeders, tokenize_window
+from medsnip.corpus import Corpus
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    return DenseEncoder(preset("minilm"), device="cpu").documents
+
+
+@pytest.fixture(scope="module")
+def abstracts() -> list[dict]:
+    return pubmedqa_abstracts(24)
+
+
+@pytest.mark.parametrize("feeders", [0, 2])
+def test_fed_vectors_equal_the_encoders_own(minilm, abstracts, feeders):
+    texts = [a["contents"] for a in abstracts]
+    pairs = [(a["title"], a["content"]) for a in abstracts[:8]]
+    feeding = Feeders(minilm.tokenizer_settings(), feeders, depth=2)
+    try:
+        for inputs in (texts, pairs):
+            expected = minilm.encode(inputs, batch_size=8)
+            cut = list(minilm.last_cut)
+            windows = [(start, inputs[start : start + 7]) for start in range(0, len(inputs), 7)]
+            fed = list(embed_windows(minilm, feeding.tokenized(windows), BatchPlan(rows=8, tokens=1024)))
+            assert [key for key, _, _ in fed] == [key for key, _ in windows]
+            vectors = np.concatenate([vectors for _, _, vectors in fed])
+            assert np.abs(vectors - expected).max() < 1e-5
+            assert np.concatenate([window.cut for _, window, _ in fed]).tolist() == cut
+        assert sum(cut) < len(cut) and any(minilm.last_cut)  # some texts cut at 256 tokens, some not
+    finally:
+        feeding.close()
+
+
+def test_ids_equal_the_transformers_tokenizer(minilm, abstracts):
+    texts = [a["contents"] for a in abstracts]
+    window = tokenize_window(texts, Feeders(minilm.tokenizer_settings(), 0)._local, minilm.tokenizer_settings())
+    expected = minilm.tokenizer(texts, truncation=True, max_length=minilm.max_length)["input_ids"]
+    assert [window.ids[a:b].tolist() for a, b in zip(window.offsets, window.offsets[1:], strict=False)] == expected
+    assert window.cut.tolist() == [n > minilm.max_length for n in map(len, minilm.tokenizer(texts)["input_ids"])]
+
+
+def test_batch_plans_are_deterministic_and_keep_their_budget(minilm, abstracts):
+    lengths = np.asarray([len(ids) for ids in minilm.tokenizer([a["contents"] for a in abstracts] * 8)["input_ids"]])
+    lengths = np.minimum(lengths, 256)
+    plan = BatchPlan(rows=16, tokens=2048, pad_multiple=8)
+    batches = plan.batches(lengths, 256)
+    again = plan.batches(lengths.copy(), 256)
+    assert [(rows.tolist(), padded) for rows, padded in batches] == [(rows.tolist(), p) for rows, p in again]
+    seen = np.concatenate([rows for rows, _ in batches])
+    assert sorted(seen.tolist()) == list(range(len(lengths)))  # every text once
+    for rows, padded in batches:
+        assert len(rows) <= 16 and (len(rows) * padded <= 2048 or len(rows) == 1)
+        assert padded >= lengths[rows].max() and (padded % 8 == 0 or padded == 256)
+    assert len({len(rows) for rows, _ in batches}) > 1  # short texts go more to a batch than long ones
+    assert list(lengths[seen]) == sorted(lengths, reverse=True)  # longest first
+
+
+def _shard_of(folder, lines: list[bytes], copies: int, run_corpusbuild) -> Corpus:
+    """A one-shard corpus of `copies` rounds of real PubMedQA abstracts under new ids (corpusbuild jsonl)."""
+    folder.mkdir()
+    rows = []
+    for round_number in range(copies):
+        for line in lines:
+            record = orjson.loads(line)
+            rows.append(orjson.dumps({**record, "_id": f"{record['_id']}-{round_number}"}))
+    (folder / "corpus.jsonl").write_bytes(b"\n".join(rows) + b"\n")
+    result = run_corpusbuild("jsonl", folder / "corpus.jsonl", "--source", "pubmedqa", "--no-chunk", "--out",
+                             folder / "corpus", "--shards", 1, "--workers", 1, "--quiet")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    return Corpus.open(folder / "corpus")
+
+
+def test_memory_follows_the_queue_not_the_shard(tmp_path, run_corpusbuild):
+    """A shard of 16x the snippets costs about what a shard of 1x costs in the embedding process: windows
+    are read from a memory map, tokenized ahead at most `depth` at a time and the vectors are written to
+    a memory-mapped file."""
+    lines = PUBMEDQA_CORPUS.read_bytes().splitlines()[:200]
+    peaks = {}
+    for copies in (4, 64):
+        corpus = _shard_of(tmp_path / f"corpus-{copies}", lines, copies, run_corpusbuild)
+        encoder = null_dense_encoder()
+        feeding = Feeding(plan=BatchPlan(rows=64, tokens=16384, window=256), feeders=2)
+        tracemalloc.start()
+        (tmp_path / f"dense-{copies}").mkdir()
+        embed_corpus(corpus, tmp_path / f"dense-{copies}", encoder, 64, feeding=feeding)
+        peaks[copies] = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert encoder.documents.feeders.peak_in_flight <= encoder.documents.feeders.depth
+        close_feeders(encoder)
+        vectors = np.load(tmp_path / f"dense-{copies}" / "emb-00000.npy", mmap_mode="r")
+        assert vectors.shape == (copies * len(lines), 768)
+    assert peaks[64] < 1.5 * peaks[4] + 2**20, peaks  # 16x the rows: not 16x the memory
