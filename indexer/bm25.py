@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from indexer.anserini_index import INDEX_FLAGS, index_collection, java_version, language_flags, link_shards
+from indexer.bm25_folder import STAGE, index_dirs
 from indexer.bm25_sharded import LAYOUTS, build_parts, merge_parts, shard_groups
 from indexer.jvm import anserini_version, java_class, start_jvm
 from medsnip.buildrecord import write_build_record
@@ -35,7 +36,6 @@ from medsnip.generations import keep_index
 from medsnip.languages import canonical_language
 from medsnip.processes import remove_stale_temps
 
-STAGE = "indexer.bm25"
 DEFAULT_K1 = 0.9  # Anserini's defaults
 DEFAULT_B = 0.4
 
@@ -151,12 +151,6 @@ def lucene_version_of(index_dir: Path) -> str:
                 break
         numbers.append(value)
     return ".".join(map(str, numbers))
-
-
-def index_dirs(path: Path) -> list[Path]:
-    """The Lucene indexes of a BM25 index folder: `index/`, or its parts (layout "parts")."""
-    parts = sorted((path / "parts").glob("part-*"))
-    return parts or [path / "index"]
 
 
 def _open_searcher(path: Path, record: dict):
