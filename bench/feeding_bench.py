@@ -22,9 +22,9 @@ import numpy as np
 import orjson
 
 from indexer.dense import Feeding, _emb_name, embed_corpus
-from indexer.encoders import DenseEncoder, EncoderSpec, TextEncoder, bundled_minilm_path
 from indexer.feeding import BatchPlan
 from medsnip.corpus import Corpus
+from medsnip.encoders import DenseEncoder, EncoderSpec, TextEncoder, bundled_minilm_path
 
 MAX_LENGTH = 512
 DIMENSION = 768
@@ -154,14 +154,14 @@ def cpu_embedding_section(corpus_dir: Path, count: int = 400, repeats: int = 2) 
     import torch
 
     from indexer.device_loop import embed_windows
-    from indexer.encoders import preset
-    from indexer.feeding import Feeders
+    from indexer.feeding import Feeders, tokenizer_settings
+    from medsnip.encoders import preset
 
     texts = _texts(Corpus.open(corpus_dir))[:count]
     encoder = DenseEncoder(preset("minilm"), device="cpu").documents
     encoder.encode(texts[:32])  # warm-up
     plan = BatchPlan(rows=32, tokens=32 * encoder.max_length)
-    feeders = Feeders(encoder.tokenizer_settings(), 0)
+    feeders = Feeders(tokenizer_settings(encoder), 0)
     before, now = [], []
     for _ in range(repeats):
         started = time.perf_counter()

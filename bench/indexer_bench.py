@@ -15,8 +15,8 @@ sys.path.insert(0, str(REPO))
 
 from indexer.anserini_index import index_collection_command  # noqa: E402
 from indexer.bm25 import BM25Index  # noqa: E402
-from indexer.encoders import DenseEncoder, preset  # noqa: E402
 from medsnip.corpus import Corpus  # noqa: E402
+from medsnip.encoders import DenseEncoder, preset  # noqa: E402
 from medsnip.queries import query_texts  # noqa: E402
 
 QUERIES = REPO / "samples" / "ir" / "pubmedqa-beir" / "queries.tsv"

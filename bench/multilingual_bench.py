@@ -141,8 +141,8 @@ def bm25_rows(root: Path, work: Path) -> list[str]:
 
 
 def dense_rows(root: Path) -> list[str]:
-    from indexer.encoders import DenseEncoder, preset
     from medsnip.corpus import Corpus
+    from medsnip.encoders import DenseEncoder, preset
 
     encoders = {"use-multilingual": DenseEncoder(preset("use-multilingual")), "minilm": DenseEncoder(preset("minilm"))}
     rows = []

@@ -74,8 +74,8 @@ def _measure_indexes(corpus: Path, work: Path) -> dict:
 
 def _measure_embedding(corpus: Path, count: int = 400) -> float:
     sys.path.insert(0, str(REPO))
-    from indexer.encoders import DenseEncoder, preset
     from medsnip.corpus import Corpus
+    from medsnip.encoders import DenseEncoder, preset
 
     snippets = []
     for shard in Corpus.open(corpus).shards:

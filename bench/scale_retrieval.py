@@ -85,8 +85,8 @@ def _static_model(work: Path) -> Path:
     """The bundled MiniLM distilled to a static model, token frequencies from the bundled abstracts."""
     out = work / "static-minilm"
     if not (out / "model.safetensors").is_file():
-        from indexer.encoders import bundled_minilm_path
         from indexer.static_distill import distill
+        from medsnip.encoders import bundled_minilm_path
 
         pool = SentencePool(sorted((REPO / "samples" / "pubmed").iterdir()), [REPO / "samples" / "ir" /
                             "pubmedqa-beir" / "corpus.jsonl"])  # fmt: skip
@@ -246,7 +246,7 @@ def _memory(pid: int) -> dict:
 def _neighbour_overlap(model: Path) -> float:
     """How far the static vectors are from MiniLM's: mean overlap of the 10 nearest neighbours of 200
     PubMedQA abstracts among the 500, by each encoder."""
-    from indexer.encoders import DenseEncoder, EncoderSpec, preset
+    from medsnip.encoders import DenseEncoder, EncoderSpec, preset
     from medsnip.snippet import join_contents
 
     records = [json.loads(line) for line in (REPO / "samples/ir/pubmedqa-beir/corpus.jsonl").read_bytes().splitlines()]
@@ -263,7 +263,7 @@ def _neighbour_overlap(model: Path) -> float:
 
 
 def measure(work: Path, sizes=SIZES) -> dict:
-    from indexer.encoders import DenseEncoder, EncoderSpec
+    from medsnip.encoders import DenseEncoder, EncoderSpec
     from medsnip.queries import query_texts
 
     work.mkdir(parents=True, exist_ok=True)

@@ -83,8 +83,8 @@ def _in_process(root: Path, questions: list[str], repeats: int) -> tuple[dict[st
     seconds per query of the hybrid batches of 8 (every thread of this process: torch, FAISS, the JVM)."""
     from indexer.bm25 import BM25Index
     from indexer.dense import DenseIndex
-    from indexer.encoders import DenseEncoder
     from indexer.store import SnippetStore
+    from medsnip.encoders import DenseEncoder
     from searchd.fusion import fuse_rrf
 
     corpora = sorted(p for p in root.iterdir() if (p / "build.json").is_file() and (p / "store").is_dir())

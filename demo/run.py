@@ -134,8 +134,8 @@ def ensure_indexes(corpus: Corpus, encoder_name: str, encoders: dict, log=None) 
     encoder across corpora."""
     from indexer.bm25 import BM25Index, build_bm25
     from indexer.dense import DenseIndex, build_dense
-    from indexer.encoders import DenseEncoder, preset
     from indexer.store import SnippetStore, build_store
+    from medsnip.encoders import DenseEncoder, preset
 
     built = []
     if not _usable(lambda: SnippetStore(corpus.path / "store", corpus).close()):

@@ -1,1 +1,4 @@
-"""indexer: Lucene BM25, sharded FAISS and the snippet store land with the indexer issue."""
+"""indexer: a corpus version's indexes, each in its own folder beside the shards and each citing the
+corpus lineage it was built from: the snippet store (row and id lookups), Lucene BM25 through Anserini
+(built whole, sharded across workers, or updated by id from a change set) and dense FAISS indexes per
+shard (embedding fed by indexer.feeding, on CPUs, GPUs or Ray actors)."""

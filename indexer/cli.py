@@ -13,10 +13,10 @@ from rich.console import Console
 from rich.markup import escape
 
 from indexer.bm25_sharded import LAYOUTS
-from indexer.encoders import POOLINGS, PRESETS, EncoderSpec, EncoderUnavailable, preset
 from medsnip import __version__
 from medsnip.buildrecord import read_build_record, read_complete_record
 from medsnip.corpus import Corpus, LineageError, default_out
+from medsnip.encoders import POOLINGS, PRESETS, EncoderSpec, EncoderUnavailable, preset
 from medsnip.executor_options import executor_from_options, executor_options, with_options
 from medsnip.joblock import FolderBusy
 
@@ -223,8 +223,8 @@ def dense(corpus_dir: Path, out: Path | None, batch_size: int | None, batch_toke
     """Embeddings per shard (resumable) and one FAISS index per shard; builds the store if it is missing
     or of another corpus version (searching maps FAISS rows to snippets through it)."""
     from indexer.dense import build_dense
-    from indexer.encoders import DenseEncoder
     from indexer.store import build_store
+    from medsnip.encoders import DenseEncoder
 
     spec = encoder_spec(**spec_options)
     out = _index_out(corpus_dir, out, f"dense-{spec.name}", "indexer.dense")
@@ -283,7 +283,7 @@ def _exclusive(corpus_dir: Path, what: str):
 
 def _device_list(devices: str | None, device: str, runner) -> list[str]:
     """--devices as a list of torch device names (Ray actors see their GPU as "cuda")."""
-    from indexer.encoders import pick_device
+    from medsnip.encoders import pick_device
 
     if not devices:
         return [pick_device(device)]
@@ -313,8 +313,8 @@ def distill_static(corpus_dir: Path, out: Path, model: str | None, pooling: str,
     """A static embedding model (`--pooling static`) distilled from a transformer, with token
     frequencies from CORPUS_DIR's snippets: thousands of snippets/s on a CPU, rankings below the
     transformer's (indexer/static_distill.py says what it keeps and loses)."""
-    from indexer.encoders import bundled_minilm_path
     from indexer.static_distill import distill
+    from medsnip.encoders import bundled_minilm_path
     from medsnip.snippet import iter_snippets
 
     corpus = _open_corpus(corpus_dir)
@@ -361,7 +361,7 @@ def evaluate_command(corpus_dir, queries, qrels, retriever, index_dir, run_path,
             hits = index.search(texts, k, threads=threads, k1=k1, b=b_param)
         else:
             from indexer.dense import DenseIndex
-            from indexer.encoders import DenseEncoder
+            from medsnip.encoders import DenseEncoder
 
             candidates = [index_dir] if index_dir else sorted(corpus_dir.glob("dense-*"))
             if not candidates:

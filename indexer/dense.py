@@ -28,11 +28,11 @@ import numpy as np
 import orjson
 
 from indexer.device_loop import compile_model, embed_windows
-from indexer.encoders import DenseEncoder, EncoderSpec, TextEncoder
-from indexer.feeding import BatchPlan, Feeders, SnippetWindow, text_digest
+from indexer.feeding import BatchPlan, Feeders, SnippetWindow, text_digest, tokenizer_settings
 from indexer.store import SnippetStore
 from medsnip.buildrecord import read_complete_record, sha256_file, write_build_record
 from medsnip.corpus import Corpus, LineageError, index_record, open_index_record
+from medsnip.encoders import DenseEncoder, EncoderSpec, TextEncoder
 from medsnip.generations import keep_index
 from medsnip.processes import remove_stale_temps
 
@@ -268,7 +268,7 @@ def _feeders(documents: TextEncoder, count: int) -> Feeders:
     if feeders is None or feeders.count != count:
         if feeders is not None:
             feeders.close()
-        feeders = documents.feeders = Feeders(documents.tokenizer_settings(), count)
+        feeders = documents.feeders = Feeders(tokenizer_settings(documents), count)
     return feeders
 
 

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import orjson
 
+from medsnip.encoders.spec import snippet_texts
 from medsnip.processes import die_with_parent
 
 
@@ -88,6 +89,19 @@ _backend = None  # the feeder process's tokenizer (set by _start_feeder)
 _settings: TokenizerSettings | None = None
 
 
+def tokenizer_settings(encoder) -> TokenizerSettings:
+    """What feeder processes need to tokenize exactly as `encoder` (a medsnip.encoders.TextEncoder)
+    does in its own `encode`."""
+    tokenizer = encoder.tokenizer
+    return TokenizerSettings(
+        tokenizer_json=tokenizer.backend_tokenizer.to_str(),
+        max_length=encoder.max_length,
+        truncation_side=tokenizer.truncation_side,
+        append_eos=tokenizer.eos_token_id if encoder.pooling == "last-token" else None,
+        type_ids="token_type_ids" in tokenizer.model_input_names,
+    )
+
+
 def backend_tokenizer(settings: TokenizerSettings):
     """A tokenizers.Tokenizer that cuts at the max length as the transformers tokenizer does and never
     pads (padding is the batch's business)."""
@@ -132,14 +146,6 @@ def tokenize_window(texts: list, backend=None, settings: TokenizerSettings | Non
     if types is not None:
         type_ids = np.fromiter(itertools.chain.from_iterable(types), dtype=np.int8, count=int(offsets[-1]))
     return TokenizedWindow(ids, offsets, type_ids, cut)
-
-
-def snippet_texts(snippets: list[dict], pair: bool, prefix: str) -> list:
-    """What an encoder reads of each snippet: `contents` after the document prefix, or the sentence pair
-    (prefix + title, content) for encoders trained on pairs (MedCPT, SPECTER)."""
-    if pair:
-        return [(prefix + s["title"], s["content"]) for s in snippets]
-    return [prefix + s["contents"] for s in snippets]
 
 
 def text_digest(text) -> bytes:

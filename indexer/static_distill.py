@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from indexer.encoders import resolve_model_dir
+from medsnip.encoders import resolve_model_dir
 
 SIF_A = 1e-3  # Arora et al.'s smoothing constant
 

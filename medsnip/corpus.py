@@ -21,8 +21,15 @@ from medsnip.buildrecord import (
     tool_identity,
 )
 
+SERVED_INDEXES = ("store", "bm25", "dense-*")  # the index folders of a corpus folder a server loads, in order
 CHANGES = "changes.jsonl"  # a build's change set against its parent (corpusbuild.changes writes it)
 KINDS = ("added", "changed", "removed")
+
+
+def served_index_folders(corpus_dir: Path) -> list[Path]:
+    """The index folders a server loads from a corpus folder (SERVED_INDEXES: the store, then BM25,
+    then every dense index by name), those present, finished or not."""
+    return [folder for pattern in SERVED_INDEXES for folder in sorted(corpus_dir.glob(pattern)) if folder.is_dir()]
 
 
 class LineageError(Exception):

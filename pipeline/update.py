@@ -110,9 +110,9 @@ def rebuild_indexes(corpus_dir: Path, log) -> dict[str, dict]:
     a rerun after a kill rebuilds only what the kill left stale); returns each rebuilt one's record."""
     from indexer.bm25 import build_bm25
     from indexer.dense import build_dense
-    from indexer.encoders import DenseEncoder, EncoderSpec
     from indexer.store import build_store
     from medsnip.corpus import Corpus, restore_interrupted_swaps
+    from medsnip.encoders import DenseEncoder, EncoderSpec
 
     for restored in restore_interrupted_swaps(corpus_dir):
         log(f"{restored.name}: restored from a swap a crash interrupted")

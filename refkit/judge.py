@@ -28,7 +28,7 @@ import numpy as np
 @dataclass(frozen=True)
 class JudgeSpec:
     name: str
-    model: str  # a preset of indexer.encoders (bi-encoders), a hub name or a local folder
+    model: str  # a preset of medsnip.encoders (bi-encoders), a hub name or a local folder
     kind: str  # "bi-encoder" | "cross-encoder"
     threshold: float
 

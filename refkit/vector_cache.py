@@ -2,7 +2,7 @@
 related names and sibling similarity, every candidate reference for relatedness and the minilm judge)
 is embedded once per machine.
 
-The bundled MiniLM's query vectors are independent of their batch (indexer.encoders: `encode_queries`
+The bundled MiniLM's query vectors are independent of their batch (medsnip.encoders: `encode_queries`
 with `independent`), so a stored vector is bit for bit the one a new run would compute, and outputs stay
 byte-identical with or without the cache. Vectors are stored normalised (float32) in a SQLite file in
 `cache_folder()`, named by the sha256 of the model's files and keyed by the sha256 of each text; SQLite's
@@ -47,7 +47,7 @@ class TextVectors:
     """Normalised MiniLM query vectors of texts: from memory, then the SQLite cache, then the model."""
 
     def __init__(self, cache: Path | None = None):
-        from indexer.encoders import preset
+        from medsnip.encoders import preset
 
         self.spec = preset("minilm")
         self.path = Path(cache or cache_folder()) / f"minilm-vectors-{model_digest(Path(self.spec.model))[:16]}.sqlite"
@@ -93,7 +93,7 @@ class TextVectors:
 
     def _embed(self, texts: list[str]) -> None:
         if self._encoder is None:
-            from indexer.encoders import DenseEncoder
+            from medsnip.encoders import DenseEncoder
 
             self._encoder = DenseEncoder(self.spec, queries_only=True)
         vectors = np.asarray(self._encoder.encode_queries(texts), dtype=np.float32)

@@ -23,10 +23,10 @@ from pathlib import Path
 
 from indexer.bm25 import BM25Index
 from indexer.dense import DenseIndex
-from indexer.encoders import DenseEncoder
 from indexer.store import SnippetStore
 from medsnip.buildrecord import BUILD_RECORD, read_build_record
-from medsnip.corpus import Corpus, LineageError
+from medsnip.corpus import Corpus, LineageError, served_index_folders
+from medsnip.encoders import DenseEncoder
 from searchd.batching import MicroBatcher
 from searchd.calls import CallScope, QueryRefused
 from searchd.fusion import DEFAULT_RRF_K, FusedHit, fuse_medrag, fuse_rrf
@@ -155,9 +155,14 @@ class SearchEngine:
                 if not (path / "store" / BUILD_RECORD).is_file():
                     raise ServingError(f"{path}: no snippet store (run `indexer store {path}`)")
                 loaded = LoadedCorpus(path.name, corpus, SnippetStore(path / "store", corpus))
-                if (path / "bm25" / BUILD_RECORD).is_file():
+                folders = served_index_folders(path)
+                # an index folder without its record: a build under way, killed or out of disk. Served
+                # without it, but never silently: Info lists it and the generation health is NOT_SERVING
+                self.unfinished += [f"{path.name}/{f.name}" for f in folders if not (f / BUILD_RECORD).is_file()]
+                finished = [folder for folder in folders if (folder / BUILD_RECORD).is_file()]
+                if path / "bm25" in finished:
                     loaded.bm25 = BM25Index(path / "bm25", corpus)
-                for dense_dir in sorted(p for p in path.glob("dense-*") if (p / BUILD_RECORD).is_file()):
+                for dense_dir in (folder for folder in finished if folder.name.startswith("dense-")):
                     # --device places FAISS too: auto searches on the GPUs when faiss-gpu sees any
                     index = DenseIndex(dense_dir, corpus, store=loaded.store, nprobe=nprobe, device=device)
                     key = repr(sorted(index.record["encoder"].items()))
@@ -169,10 +174,6 @@ class SearchEngine:
                     index.check_encoder(encoders[key][0])
                     loaded.dense[dense_dir.name] = index
                     loaded.dense_batchers[dense_dir.name] = encoders[key][1]
-                # an index folder without its record: a build under way, killed or out of disk. Served
-                # without it, but never silently: Info lists it and the generation health is NOT_SERVING
-                self.unfinished += [f"{path.name}/{p.name}" for p in [path / "bm25", *sorted(path.glob("dense-*"))]
-                                    if p.is_dir() and not (p / BUILD_RECORD).is_file()]  # fmt: skip
                 if not loaded.retrievers:
                     raise ServingError(f"{path}: no index to search (run `indexer bm25` and/or `indexer dense`)")
                 self.corpora[path.name] = loaded

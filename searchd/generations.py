@@ -26,10 +26,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from medsnip.buildrecord import lineage_hash, read_build_record
+from medsnip.corpus import served_index_folders
 from medsnip.generations import remove_lease, write_lease
 
 log = logging.getLogger("searchd")
-SERVED_INDEXES = ("store", "bm25", "dense-*")  # the index folders searchd loads from a corpus folder
 
 
 def root_state(corpus_dirs: list[Path]) -> tuple | None:
@@ -43,14 +43,11 @@ def root_state(corpus_dirs: list[Path]) -> tuple | None:
             corpus = read_build_record(corpus_dir)
             lineage = lineage_hash(corpus)
             indexes = []
-            for pattern in SERVED_INDEXES:
-                for folder in sorted(corpus_dir.glob(pattern)):
-                    if not folder.is_dir():
-                        continue
-                    record = read_build_record(folder)
-                    if not record.get("complete") or record.get("upstream", {}).get("lineage_sha256") != lineage:
-                        return None
-                    indexes.append((folder.name, lineage_hash(record)))
+            for folder in served_index_folders(corpus_dir):
+                record = read_build_record(folder)
+                if not record.get("complete") or record.get("upstream", {}).get("lineage_sha256") != lineage:
+                    return None
+                indexes.append((folder.name, lineage_hash(record)))
         except (OSError, ValueError, KeyError):
             return None
         if not corpus.get("complete"):

@@ -107,7 +107,7 @@ def test_an_ivf_index_keeps_its_quantizer_across_updates_until_the_retrain_share
     a later one that changes 20 more (25 of 60 embedded since training, past RETRAIN_SHARE) trains again."""
     from conftest import SAMPLES, run_indexer
     from indexer.dense import RETRAIN_SHARE, TRAINED, DenseIndex
-    from indexer.encoders import DenseEncoder, preset
+    from medsnip.encoders import DenseEncoder, preset
 
     lines = [
         orjson.loads(line) for line in (SAMPLES / "ir" / "pubmedqa-beir" / "corpus.jsonl").read_bytes().splitlines()

@@ -15,9 +15,9 @@ from conftest import run_indexer
 from helpers import shard_bytes
 from indexer.bm25 import BM25Index
 from indexer.dense import DenseIndex
-from indexer.encoders import DenseEncoder, preset
 from medsnip.buildrecord import read_build_record
 from medsnip.corpus import Corpus
+from medsnip.encoders import DenseEncoder, preset
 from pipeline.cli import main as medsnip_main
 
 QUESTIONS = ["mutation analysis in patients", "cell proliferation", "treatment outcome", "influenza vaccine"]

@@ -1,4 +1,4 @@
-"""Encoders by configuration (indexer/encoders.py): document prefixes, last-token pooling with EOS for
+"""Encoders by configuration (medsnip/encoders/): document prefixes, last-token pooling with EOS for
 decoder encoders (on a tiny local decoder, since no decoder weights can be installed here), and texts
 cut at the max length counted, in the encoder, the dense build record and searchd's stats."""
 
@@ -12,8 +12,8 @@ import pytest
 
 from conftest import SAMPLES, run_indexer
 from helpers import pubmedqa_abstracts
-from indexer.encoders import DenseEncoder, EncoderSpec, TextEncoder, bundled_minilm_path, preset
 from medsnip.buildrecord import read_build_record
+from medsnip.encoders import DenseEncoder, EncoderSpec, TextEncoder, bundled_minilm_path, preset
 from medsnip.queries import query_texts
 
 BEIR = SAMPLES / "ir" / "pubmedqa-beir"

@@ -16,9 +16,9 @@ from feeding_bench import null_dense_encoder
 from helpers import PUBMEDQA_CORPUS, pubmedqa_abstracts
 from indexer.dense import Feeding, close_feeders, embed_corpus
 from indexer.device_loop import embed_windows
-from indexer.encoders import DenseEncoder, preset
-from indexer.feeding import BatchPlan, Feeders, tokenize_window
+from indexer.feeding import BatchPlan, Feeders, tokenize_window, tokenizer_settings
 from medsnip.corpus import Corpus
+from medsnip.encoders import DenseEncoder, preset
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +35,7 @@ def abstracts() -> list[dict]:
 def test_fed_vectors_equal_the_encoders_own(minilm, abstracts, feeders):
     texts = [a["contents"] for a in abstracts]
     pairs = [(a["title"], a["content"]) for a in abstracts[:8]]
-    feeding = Feeders(minilm.tokenizer_settings(), feeders, depth=2)
+    feeding = Feeders(tokenizer_settings(minilm), feeders, depth=2)
     try:
         for inputs in (texts, pairs):
             expected = minilm.encode(inputs, batch_size=8)
@@ -53,7 +53,7 @@ def test_fed_vectors_equal_the_encoders_own(minilm, abstracts, feeders):
 
 def test_ids_equal_the_transformers_tokenizer(minilm, abstracts):
     texts = [a["contents"] for a in abstracts]
-    window = tokenize_window(texts, Feeders(minilm.tokenizer_settings(), 0)._local, minilm.tokenizer_settings())
+    window = tokenize_window(texts, Feeders(tokenizer_settings(minilm), 0)._local, tokenizer_settings(minilm))
     expected = minilm.tokenizer(texts, truncation=True, max_length=minilm.max_length)["input_ids"]
     assert [window.ids[a:b].tolist() for a, b in zip(window.offsets, window.offsets[1:], strict=False)] == expected
     assert window.cut.tolist() == [n > minilm.max_length for n in map(len, minilm.tokenizer(texts)["input_ids"])]

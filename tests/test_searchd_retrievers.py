@@ -60,7 +60,7 @@ def indexer_lists(root):
     """lists(question, depth) -> {(corpus, retriever): [(id, score)]} from the indexer's classes."""
     from indexer.bm25 import BM25Index
     from indexer.dense import DenseIndex
-    from indexer.encoders import DenseEncoder
+    from medsnip.encoders import DenseEncoder
 
     indexes = {}
     for corpus in ("a", "b"):

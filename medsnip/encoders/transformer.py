@@ -1,0 +1,161 @@
+"""A transformer encoder (transformers' AutoModel + pooling) on a CPU or a GPU, in the precision asked."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from medsnip.encoders.spec import POOLINGS, resolve_model_dir
+
+DTYPES = ("auto", "float16", "bfloat16", "float32")
+
+
+def resolve_dtype(dtype: str, device: str, config) -> str:
+    """The precision a transformer runs in: float32 on CPUs (half precision there is slow, or missing);
+    on a GPU, `auto` is half precision: bfloat16 where the model's config says it was trained in it,
+    else float16; an explicit float32 (`--fp32`) opts out."""
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    if device == "cpu":
+        return "float32"
+    if dtype != "auto":
+        return dtype
+    trained = getattr(config, "dtype", None) or getattr(config, "torch_dtype", None)
+    return "bfloat16" if "bfloat16" in str(trained) else "float16"
+
+
+def pick_device(device: str = "auto") -> str:
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return device
+
+
+class TextEncoder:
+    """One transformer + pooling; batches sorted by length so little compute goes to padding.
+
+    `truncated` counts the texts this encoder has cut at `max_length` tokens (a caller that wants a
+    count per call reads it before and after)."""
+
+    def __init__(self, model: str, pooling: str, max_length: int, normalize: bool, device: str = "auto",
+                 dtype: str = "float32"):  # fmt: skip
+        import torch
+        from transformers import AutoModel, AutoTokenizer
+
+        if pooling not in POOLINGS:
+            raise ValueError(f"pooling must be one of {', '.join(POOLINGS)}, got {pooling!r}")
+        self.model_dir = resolve_model_dir(model)
+        self.device = pick_device(device)
+        self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir)
+        if pooling == "last-token" and self.tokenizer.pad_token is None:  # decoders often have none
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.model = AutoModel.from_pretrained(self.model_dir).to(self.device).eval()
+        self.dtype = resolve_dtype(dtype, self.device, self.model.config)
+        self.model = self.model.to(getattr(torch, self.dtype))
+        self.pooling, self.max_length, self.normalize = pooling, max_length, normalize
+        self.truncated = 0
+        self.last_cut: list[bool] = []  # which texts of the last encode call were cut at max_length
+        self._torch = torch
+
+    @property
+    def dimension(self) -> int:
+        return int(self.model.config.hidden_size)
+
+    def encode(self, texts: list, batch_size: int = 32) -> np.ndarray:
+        """float32 vectors, one per text (a text may be a (first, second) sentence pair)."""
+        torch = self._torch
+        if not texts:
+            self.last_cut = []
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        self.last_cut = [length > self.max_length for length in self._token_counts(texts)]
+        self.truncated += sum(self.last_cut)
+        lengths = [len(t[0]) + len(t[1]) if isinstance(t, tuple) else len(t) for t in texts]
+        order = np.argsort(-np.asarray(lengths), kind="stable")
+        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        with torch.inference_mode():
+            for start in range(0, len(texts), batch_size):
+                batch_index = order[start : start + batch_size]
+                out[batch_index] = self._embed(self._tokenize([texts[i] for i in batch_index], self.max_length))
+        return out
+
+    def encode_independent(self, texts: list[str], batch_size: int = 64, bucket: int = 16) -> np.ndarray:
+        """float32 vectors whose every bit depends on the text alone, not on the texts batched with it.
+
+        Padding is what couples them: a batch is padded to its longest text, and attention over a
+        padded sequence takes another code path, which moves results by ~5e-7. Here a text is always
+        padded to the next multiple of `bucket` tokens and batches never mix padded lengths, so each
+        text meets exactly the same arithmetic whatever else is queried with it (rows of a batch do not
+        interact). A search server micro-batches concurrent queries; this keeps their scores and ranks
+        reproducible to the last printed digit."""
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        full = self._token_counts(texts)
+        self.truncated += sum(length > self.max_length for length in full)
+        lengths = [min(length, self.max_length) for length in full]
+        padded = [min(-(-n // bucket) * bucket, self.max_length) for n in lengths]
+        order = sorted(range(len(texts)), key=lambda i: (padded[i], i))
+        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        with self._torch.inference_mode():
+            start = 0
+            while start < len(order):
+                size, stop = padded[order[start]], start
+                while stop < len(order) and stop - start < batch_size and padded[order[stop]] == size:
+                    stop += 1
+                batch_index = order[start:stop]
+                tokens = self._tokenize([texts[i] for i in batch_index], size, pad_to=size)
+                out[batch_index] = self._embed(tokens)
+                start = stop
+        return out
+
+    def _token_counts(self, texts: list) -> list[int]:
+        """Tokens each text has before truncation (with special tokens, and the EOS last-token pooling
+        appends)."""
+        if isinstance(texts[0], tuple):
+            ids = self.tokenizer([t[0] for t in texts], [t[1] for t in texts], verbose=False)["input_ids"]
+        else:
+            ids = self.tokenizer(list(texts), verbose=False)["input_ids"]
+        if self.pooling == "last-token":
+            eos = self.tokenizer.eos_token_id
+            return [len(seq) + (not seq or seq[-1] != eos) for seq in ids]
+        return [len(seq) for seq in ids]
+
+    def _tokenize(self, batch: list, max_length: int, pad_to: int | None = None):
+        """A batch as model inputs, cut at `max_length` tokens, padded to its longest text (or `pad_to`)."""
+        padding = "max_length" if pad_to else True
+        if isinstance(batch[0], tuple):
+            return self.tokenizer([t[0] for t in batch], [t[1] for t in batch], truncation="longest_first",
+                                  max_length=max_length, padding=padding, return_tensors="pt")  # fmt: skip
+        if self.pooling != "last-token":
+            return self.tokenizer(batch, truncation=True, max_length=max_length, padding=padding,
+                                  return_tensors="pt")  # fmt: skip
+        # a decoder's text vector is the state of its last token, which must be EOS (as E5-Mistral and
+        # Qwen3-Embedding are trained): cut one token early and append it where the tokenizer did not
+        eos = self.tokenizer.eos_token_id
+        ids = self.tokenizer(batch, truncation=True, max_length=max_length - 1)["input_ids"]
+        ids = [seq if seq and seq[-1] == eos else [*seq, eos] for seq in ids]
+        return self.tokenizer.pad({"input_ids": ids}, padding=padding, max_length=pad_to, return_tensors="pt")
+
+    def _embed(self, tokens) -> np.ndarray:
+        """Pooled (and, if configured, normalised) vectors of one tokenised batch."""
+        return self.forward({key: value.to(self.device) for key, value in tokens.items()}).cpu().numpy()
+
+    def forward(self, inputs: dict):
+        """Pooled (and, if configured, normalised) float32 vectors of one batch of model inputs already
+        on the device, left on the device (a caller on a GPU copies them back when it chooses)."""
+        torch = self._torch
+        hidden = self.model(**inputs).last_hidden_state
+        if self.pooling == "cls":
+            vectors = hidden[:, 0]
+        elif self.pooling == "last-token":
+            if self.tokenizer.padding_side == "left":
+                vectors = hidden[:, -1]
+            else:
+                last = inputs["attention_mask"].sum(1) - 1
+                vectors = hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
+        else:
+            mask = inputs["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+            vectors = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+        vectors = vectors.float()
+        if self.normalize:
+            vectors = torch.nn.functional.normalize(vectors, p=2, dim=1)
+        return vectors
