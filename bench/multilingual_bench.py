@@ -27,8 +27,8 @@ def chinese_texts() -> list[str]:
     CMB-Clin cases with their answers."""
     from lxml import etree
 
-    from corpusbuild.wikilang import wiki_language
-    from corpusbuild.wikitext import wiki_sections
+    from corpusbuild.sources.wikipedia.language import wiki_language
+    from corpusbuild.sources.wikipedia.wikitext import wiki_sections
 
     zh = wiki_language("zh", "bench")
     texts = [MULTILINGUAL.joinpath("medline", "wmt-wmt19.medline.zh-en.zh").read_text(encoding="utf-8")]

@@ -12,13 +12,13 @@ import click
 from rich.markup import escape
 
 from corpusbuild.chunking import ChunkingParams, validate_chunking
+from corpusbuild.engine.report import BuildProgress, console, print_summary
+from corpusbuild.engine.shardbuild import BuildAborted, BuildLocked, BuildOutcome, run_sharded_build
 from corpusbuild.errors import OutputError
 from corpusbuild.inputs import expand_inputs, output_folder_problem
 from corpusbuild.recipe import RecipeError, check_checksums, load_recipe, root_record
-from corpusbuild.report import BuildProgress, console, print_summary
-from corpusbuild.shardbuild import BuildAborted, BuildLocked, BuildOutcome, run_sharded_build
 from corpusbuild.sources import KINDS, SOURCE_NAME_RE
-from corpusbuild.wikidump_ranges import RANGE_BYTES
+from corpusbuild.sources.wikipedia.dump_ranges import RANGE_BYTES
 from medsnip import __version__
 from medsnip.buildrecord import write_build_record
 from medsnip.executor_options import executor_from_options, executor_options, with_options
@@ -352,7 +352,7 @@ def build(recipe_path, root, variables, workers, executor, ray_address, require_
 @click.option("--inputs", "check_inputs", is_flag=True, help="Also re-hash the input files.")
 def verify(directory: Path, check_inputs: bool) -> None:
     """Recompute checksums and counts against DIRECTORY/build.json and say exactly what differs."""
-    from corpusbuild.verify import verify_build
+    from corpusbuild.engine.verify import verify_build
 
     differences, summary = verify_build(directory, check_inputs=check_inputs)
     if differences:
@@ -369,7 +369,7 @@ def verify(directory: Path, check_inputs: bool) -> None:
 @click.option("--out", "out_path", required=True, type=click.Path(path_type=Path), help="Output file.")
 def export(directory: Path, fmt: str, out_path: Path) -> None:
     """Export a built corpus: MedRAG JSONL (id,title,content,contents), full JSONL, or Parquet."""
-    from corpusbuild.export import ExportError, export_corpus
+    from corpusbuild.engine.export import ExportError, export_corpus
 
     try:
         written = export_corpus(directory, fmt, out_path)

@@ -24,7 +24,7 @@ from medsnip.buildrecord import HashingReader
 class ReaderInput:
     """One input as a reader gets it: its path (for messages), its bytes, the first four of them (to
     tell compressions apart), the build parameters, and for a split input the byte range it reads
-    (corpusbuild.wikidump_ranges), else None."""
+    (corpusbuild.sources.wikipedia.dump_ranges), else None."""
 
     path: str
     stream: HashingReader

@@ -13,7 +13,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 from corpusbuild.cli import main as corpusbuild_main
-from corpusbuild.verify import verify_build
+from corpusbuild.engine.verify import verify_build
 from demo.refkit_walkthrough import curation_walkthrough, show_item
 from medsnip.corpus import Corpus, LineageError
 from medsnip.snippet import SHARD_GLOB, iter_snippets

@@ -22,7 +22,7 @@ from medsnip.buildrecord import (
 )
 
 SERVED_INDEXES = ("store", "bm25", "dense-*")  # the index folders of a corpus folder a server loads, in order
-CHANGES = "changes.jsonl"  # a build's change set against its parent (corpusbuild.changes writes it)
+CHANGES = "changes.jsonl"  # a build's change set against its parent (corpusbuild.engine.changes writes it)
 KINDS = ("added", "changed", "removed")
 
 

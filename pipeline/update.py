@@ -3,7 +3,7 @@ and a running searchd is told to swap generations.
 
 1. corpusbuild: the corpus is rebuilt with its recorded inputs plus the new update files, with the
    parameters its build.json records. Parsed files are reused from the kept work, so only the new
-   files are parsed; the build records its change set (corpusbuild.changes).
+   files are parsed; the build records its change set (corpusbuild.engine.changes).
 2. indexes: every index the corpus folder holds (store, bm25, dense-*) that cites an earlier version of
    the corpus is rebuilt with the parameters its own build.json records; dense embeds only snippets
    whose text was added or changed (vectors are keyed by text digest, indexer.dense), BM25 applies the
@@ -33,7 +33,7 @@ class UpdateError(ValueError):
 def new_update_files(record: dict, folders: list[Path]) -> list[Path]:
     """The PubMed files in `folders` that the corpus's build has not read yet, in NLM's order."""
     from corpusbuild.inputs import expand_inputs, order_inputs
-    from corpusbuild.pubmed import SUFFIXES
+    from corpusbuild.sources.pubmed import SUFFIXES
 
     known = {str(Path(entry["path"]).resolve()) for entry in record["inputs"]}
     files, problems = expand_inputs([str(folder) for folder in folders], SUFFIXES)

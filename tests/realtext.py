@@ -7,7 +7,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from corpusbuild.inputs import decompressed
-from corpusbuild.pubmed_xml import RawArticle, iter_pubmed_records
+from corpusbuild.sources.pubmed.xml import RawArticle, iter_pubmed_records
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples"
 

@@ -1,4 +1,4 @@
-"""A build over an earlier one records what changed (corpusbuild.changes): on the real update chain
+"""A build over an earlier one records what changed (corpusbuild.engine.changes): on the real update chain
 (a baseline, the real update file pubmed20n1016 with its revisions and DeleteCitation, a later update
 that deletes and revises), the change set equals the difference of the two builds' snippets computed
 here by hand, names its parent build, is checked by verify, and is empty for a rebuild."""

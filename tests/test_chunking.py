@@ -8,7 +8,7 @@ import pytest
 from langchain_text_splitters import RecursiveCharacterTextSplitter
 
 from corpusbuild.chunking import chunk_text, validate_chunking
-from corpusbuild.pubmed import abstract_text
+from corpusbuild.sources.pubmed import abstract_text
 from realtext import pubmed_texts, pubmedqa_abstracts, textbook_books
 
 

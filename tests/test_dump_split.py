@@ -17,7 +17,7 @@ import pytest
 from wiki_scaleup import multistream_index_path, write_multistream_dump
 
 from conftest import SAMPLES
-from corpusbuild.wikidump_ranges import plan_dump_split
+from corpusbuild.sources.wikipedia.dump_ranges import plan_dump_split
 from helpers import kill_when, record_without_run, shard_bytes, start_corpusbuild
 from medsnip.buildrecord import read_build_record
 

@@ -70,7 +70,7 @@ def test_statpearls_match_medrags_paragraph_walk(tmp_path, run_corpusbuild):
 
 
 def test_wikipedia_chunks_whole_articles_like_medrag(tmp_path, run_corpusbuild):
-    from corpusbuild.wikitext import wiki_sections
+    from corpusbuild.sources.wikipedia.wikitext import wiki_sections
 
     dumps = sorted((SAMPLES / "wikipedia").glob("*.bz2"))
     out = tmp_path / "wikipedia"

@@ -67,7 +67,7 @@ def test_chinese_dump_is_cleaned_by_its_siteinfo_and_chinese_tables(zhwiki):
 
 
 def test_variant_markup_takes_the_authors_text_or_the_asked_script(tmp_path, run_corpusbuild):
-    from corpusbuild.wikilang import resolve_variants
+    from corpusbuild.sources.wikipedia.language import resolve_variants
 
     assert resolve_variants("-{zh-tw:資訊;zh-cn:信息;}-科学") == "資訊科学"  # first listed: as written
     assert resolve_variants("-{zh-tw:資訊;zh-cn:信息;}-", ("zh-hans", "zh-cn")) == "信息"
@@ -129,8 +129,8 @@ def test_history_dumps_keep_the_newest_revision(tmp_path, run_corpusbuild):
 def _real_chinese_texts() -> list[str]:
     from lxml import etree
 
-    from corpusbuild.wikilang import wiki_language
-    from corpusbuild.wikitext import wiki_sections
+    from corpusbuild.sources.wikipedia.language import wiki_language
+    from corpusbuild.sources.wikipedia.wikitext import wiki_sections
 
     texts = ["".join(MEDLINE.joinpath("wmt-wmt19.medline.zh-en.zh").read_text(encoding="utf-8").split("\n")),
              MEDLINE.joinpath("wmt-wmt19.medline.zh-en.zh").read_text(encoding="utf-8")]  # fmt: skip

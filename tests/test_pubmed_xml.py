@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from corpusbuild.inputs import decompressed
-from corpusbuild.pubmed_xml import Deletion, RawArticle, SkippedRecord, iter_pubmed_records
+from corpusbuild.sources.pubmed.xml import Deletion, RawArticle, SkippedRecord, iter_pubmed_records
 
 
 def read_records(path, **options):

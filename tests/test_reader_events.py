@@ -10,9 +10,9 @@ import orjson
 
 from conftest import REPO, SAMPLES
 from corpusbuild.chunking import ChunkingParams
+from corpusbuild.engine.maptask import write_events
+from corpusbuild.engine.parts import EVENT_RECORD, PartWriter, part_index_path
 from corpusbuild.events import Delete, Problem, ReaderInput, Record, Skip
-from corpusbuild.maptask import write_events
-from corpusbuild.parts import EVENT_RECORD, PartWriter, part_index_path
 from corpusbuild.sources import KINDS
 from medsnip.buildrecord import HashingReader
 from medsnip.snippet import shard_of

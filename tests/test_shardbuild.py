@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from isal import isal_zlib
 
-from corpusbuild.parts import (
+from corpusbuild.engine.parts import (
     EVENT_DELETE,
     EVENT_RECORD,
     EVENT_SKIP,
@@ -14,7 +14,7 @@ from corpusbuild.parts import (
     part_blocks_path,
     part_index_path,
 )
-from corpusbuild.reducetask import ShardTask, run_shard_task
+from corpusbuild.engine.reducetask import ShardTask, run_shard_task
 
 
 def test_part_writer_sorts_events_by_key_then_position(tmp_path):

@@ -99,7 +99,7 @@ def test_stripping_refs_and_comments_before_parsing_changes_nothing():
     as parsing everything, on every page of both real dump samples and on edge cases."""
     from lxml import etree
 
-    from corpusbuild.wikitext import wiki_sections
+    from corpusbuild.sources.wikipedia.wikitext import wiki_sections
 
     texts = []
     for dump in (SLICE, TABLES):

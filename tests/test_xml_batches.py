@@ -14,10 +14,10 @@ from isal import igzip
 from isal.igzip_lib import IsalError
 from pubmed_scaleup import write_scaled_pubmed
 
-import corpusbuild.pubmed_xml as pubmed_xml
-import corpusbuild.xmlbatches as xmlbatches
+import corpusbuild.sources.pubmed.batches as xmlbatches
+import corpusbuild.sources.pubmed.xml as pubmed_xml
 from corpusbuild.errors import InputError
-from corpusbuild.pubmed_xml import BadRecord, FileSummary, iter_pubmed_records
+from corpusbuild.sources.pubmed.xml import BadRecord, FileSummary, iter_pubmed_records
 from medsnip.buildrecord import read_build_record
 
 

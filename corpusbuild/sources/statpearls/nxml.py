@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from corpusbuild.cleaning import clean_text
-from corpusbuild.xmltools import children, first_child, local_name
+from corpusbuild.sources.xmltools import children, first_child, local_name
 
 # Subtrees that never carry running text.
 _DROP = {

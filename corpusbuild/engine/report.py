@@ -7,8 +7,8 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from corpusbuild.engine.shardbuild import BuildCallbacks
 from corpusbuild.errors import InputProblem
-from corpusbuild.shardbuild import BuildCallbacks
 
 console = Console(stderr=True, soft_wrap=True)  # never wrap: paths must stay copyable
 

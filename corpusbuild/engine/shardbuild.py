@@ -1,9 +1,9 @@
 """The sharded, resumable build engine every source uses: it plans the tasks and runs them.
 
-Map (corpusbuild.maptask): one task per input file, or byte range of a split one, runs the source's
-reader and writes its documents into parts (corpusbuild.parts). Reduce (corpusbuild.reducetask): one
+Map (corpusbuild.engine.maptask): one task per input file, or byte range of a split one, runs the source's
+reader and writes its documents into parts (corpusbuild.engine.parts). Reduce (corpusbuild.engine.reducetask): one
 task per shard merges the parts in input order; the last event for a document wins, which gives NLM's
-"latest version of each citation" semantics however many workers ran. Publish (corpusbuild.publish):
+"latest version of each citation" semantics however many workers ran. Publish (corpusbuild.engine.publish):
 shards are moved into the output folder; build.json is written last and is the commit point. Tasks
 run on an executor (medsnip.executor: a local process pool or Ray).
 
@@ -26,12 +26,12 @@ from pathlib import Path
 
 import orjson
 
+from corpusbuild.engine.maptask import FileTask, file_task_key, load_finished_file_task, run_file_task
+from corpusbuild.engine.publish import build_record, folder_bytes, per_input, prune_work, publish
+from corpusbuild.engine.reducetask import ShardTask, load_finished_shard_task, run_shard_task
 from corpusbuild.errors import InputProblem
 from corpusbuild.events import Reader
-from corpusbuild.maptask import FileTask, file_task_key, load_finished_file_task, run_file_task
-from corpusbuild.publish import build_record, folder_bytes, per_input, prune_work, publish
-from corpusbuild.reducetask import ShardTask, load_finished_shard_task, run_shard_task
-from corpusbuild.wikidump_ranges import SplitPlan
+from corpusbuild.splits import SplitPlan
 from medsnip.executor import Executor, LocalExecutor
 from medsnip.processes import held_lock
 
@@ -151,7 +151,7 @@ def _run_build(
     `read` is the source's reader (corpusbuild.events). `on_duplicate` says what two records with the
     same key mean: "replace" (a later version; PubMed) or "error" (ids must be unique; the first is kept
     and the others reported). `split_function` may cut one input into byte ranges parsed as separate
-    tasks, in order (corpusbuild.wikidump_ranges).
+    tasks, in order (corpusbuild.sources.wikipedia.dump_ranges).
     `executor` runs the tasks (medsnip.executor; a local pool of `workers` by default): the shards are
     the same bytes whichever runs them.
     """

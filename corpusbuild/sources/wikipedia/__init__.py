@@ -1,7 +1,7 @@
 """Wikipedia `pages-articles[-multistream].xml[.bz2]` dumps to section-titled snippets.
 
 Main namespace only; redirects and disambiguation pages are skipped (and counted). Each page's prose
-is split into sections by mwparserfromhell (corpusbuild.wikitext), each section chunked at the chunk
+is split into sections by mwparserfromhell (corpusbuild.sources.wikipedia.wikitext), each section chunked at the chunk
 size, every chunk titled `Page -- Section -- Subsection`. ids: `wikipedia:<page id>:<j>`, shards
 ordered by page id. Streaming: pages are cleared as they are read, whatever the dump's size; the
 XML's declared encoding and byte-order mark are honoured by the XML parser.
@@ -21,10 +21,10 @@ from corpusbuild.errors import InputError, InputProblem
 from corpusbuild.events import Problem, ReaderEvent, ReaderInput, ReaderStats, Record, Skip
 from corpusbuild.ids import BadId, numeric_id
 from corpusbuild.inputs import DECOMPRESSION_ERRORS, ChainedReader, decompressed
-from corpusbuild.wikidump_ranges import range_position
-from corpusbuild.wikilang import ENGLISH, WikiLanguage, siteinfo_language
-from corpusbuild.xmltools import first_child, local_name, release, syntax_error_message
-from corpusbuild.zhscript import ChineseScript
+from corpusbuild.sources.wikipedia.dump_ranges import range_position
+from corpusbuild.sources.wikipedia.language import ENGLISH, WikiLanguage, siteinfo_language
+from corpusbuild.sources.wikipedia.zhscript import ChineseScript
+from corpusbuild.sources.xmltools import first_child, local_name, release, syntax_error_message
 from medsnip.snippet import dumps_snippet, make_snippet
 
 SOURCE = "wikipedia"
@@ -38,12 +38,12 @@ def page_snippets(page_id: str, title: str, wikitext: str, params: ChunkingParam
     asked for, if any; each snippet's meta records the script its text is written in."""
     lines = []
     index = 0
-    from corpusbuild.wikitext import wiki_sections  # mwparserfromhell: loaded when a dump is read
+    from corpusbuild.sources.wikipedia.wikitext import wiki_sections  # mwparserfromhell: loaded when a dump is read
 
     variants = script.preferred_variants if script is not None else ()
     sections = wiki_sections(wikitext, language=language, variants=variants)
-    if medrag:  # the whole article chunked as MedRAG chunks it (corpusbuild.medrag)
-        from corpusbuild.medrag import wikipedia_block
+    if medrag:  # the whole article chunked as MedRAG chunks it (corpusbuild.sources.medrag)
+        from corpusbuild.sources.medrag import wikipedia_block
 
         return wikipedia_block(page_id, title, sections, params.chunk_size, params.chunk_overlap)
     params = params.for_language(language.code)
@@ -126,7 +126,7 @@ def read_wikipedia(source: ReaderInput) -> Generator[ReaderEvent, None, ReaderSt
 
 
 def _is_disambiguation(title: str, wikitext: str, language: WikiLanguage) -> bool:
-    from corpusbuild.wikitext import is_disambiguation  # mwparserfromhell: loaded when a dump is read
+    from corpusbuild.sources.wikipedia.wikitext import is_disambiguation  # mwparserfromhell: loaded when a dump is read
 
     return is_disambiguation(title, wikitext, language)
 

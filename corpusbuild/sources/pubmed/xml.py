@@ -1,7 +1,7 @@
 """Streaming reader for PubMed/MEDLINE XML: PubmedArticleSet (baseline, update, efetch) and the
 legacy MedlineCitationSet layout.
 
-Reads records in batches of about 128 KB of XML (corpusbuild.xmlbatches), or with lxml iterparse
+Reads records in batches of about 128 KB of XML (corpusbuild.sources.pubmed.batches), or with lxml iterparse
 clearing every record once read, so memory stays flat whatever the file size. Yields raw (uncleaned)
 fields; cleaning and chunking happen downstream.
 """
@@ -19,8 +19,8 @@ from lxml import etree
 from corpusbuild.errors import InputError, InputProblem
 from corpusbuild.ids import BadId, numeric_id
 from corpusbuild.inputs import DECOMPRESSION_ERRORS
-from corpusbuild.xmlbatches import RecordBatches, read_prolog
-from corpusbuild.xmltools import release, syntax_error_message
+from corpusbuild.sources.pubmed.batches import RecordBatches, read_prolog
+from corpusbuild.sources.xmltools import release, syntax_error_message
 
 ROOT_TAGS = ("PubmedArticleSet", "MedlineCitationSet")
 _YEAR_RE = re.compile(r"\b(1[6-9]\d\d|2\d\d\d)\b")
@@ -252,7 +252,7 @@ def _records_of(
     element, tag: str, line_offset: int, progress: _Progress, file_label: str, skip_without_abstract: bool
 ) -> Iterator[RawArticle | Deletion | SkippedRecord | BadRecord]:
     """What one record element (a child of the root) stands for; lines are the element's plus
-    `line_offset` (non-zero when the element was parsed in a batch, see corpusbuild.xmlbatches)."""
+    `line_offset` (non-zero when the element was parsed in a batch, see corpusbuild.sources.pubmed.batches)."""
     line = (element.sourceline or 0) + line_offset
     progress.last_line = line
     progress.ordinal += 1
@@ -301,7 +301,7 @@ def iter_pubmed_records(
 
     Records are the root's children named PubmedArticle, PubmedBookArticle, DeleteCitation (or, in a
     MedlineCitationSet, MedlineCitation). They are parsed in batches of whole records
-    (corpusbuild.xmlbatches); whatever the batches cannot take exactly (a file on one line, malformed
+    (corpusbuild.sources.pubmed.batches); whatever the batches cannot take exactly (a file on one line, malformed
     XML, an unusual prolog) is streamed with iterparse from that point, with the same result.
 
     With `skip_without_abstract`, citations without an abstract come back as SkippedRecord

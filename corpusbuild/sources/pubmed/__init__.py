@@ -9,13 +9,13 @@ from collections import Counter
 from collections.abc import Generator
 from dataclasses import dataclass
 
-from corpusbuild import medrag
 from corpusbuild.chunking import ChunkingParams
 from corpusbuild.cleaning import clean_text, collapse_whitespace
 from corpusbuild.errors import InputProblem
 from corpusbuild.events import Delete, Problem, ReaderEvent, ReaderInput, ReaderStats, Record, Skip
 from corpusbuild.inputs import decompressed
-from corpusbuild.pubmed_xml import Deletion, FileSummary, RawArticle, SkippedRecord, iter_pubmed_records
+from corpusbuild.sources.medrag import read_pubmed as read_pubmed_as_medrag
+from corpusbuild.sources.pubmed.xml import Deletion, FileSummary, RawArticle, SkippedRecord, iter_pubmed_records
 from medsnip.snippet import snippet_lines
 
 SOURCE = "pubmed"
@@ -29,7 +29,7 @@ class PubmedParams(ChunkingParams):
 
     keep_no_abstract: bool = False
     max_record_chars: int = 1_000_000
-    medrag: bool = False  # MedRAG-compatible snippets (corpusbuild.medrag), read by read_pubmed
+    medrag: bool = False  # MedRAG-compatible snippets (corpusbuild.sources.medrag), read by read_pubmed
 
 
 def abstract_text(sections: list[tuple[str | None, str]]) -> str:
@@ -81,7 +81,7 @@ def read_pubmed(source: ReaderInput) -> Generator[ReaderEvent, None, ReaderStats
     """Reader for one PubMed/MEDLINE XML file: a Record per citation with an abstract, a Skip per
     citation left out, a Delete per PMID of a DeleteCitation, a Problem per bad record."""
     if source.params.get("medrag"):
-        return (yield from medrag.read_pubmed(source))
+        return (yield from read_pubmed_as_medrag(source))
     params = PubmedParams.from_dict(source.params)
     stats = ReaderStats(Counter(articles=0, deletions=0), skipped=Counter())  # PubMed files carry updates
     counts, skipped = stats.counts, stats.skipped

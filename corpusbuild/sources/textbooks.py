@@ -11,13 +11,13 @@ from collections import Counter
 from collections.abc import Generator
 from pathlib import Path
 
-from corpusbuild import medrag
 from corpusbuild.chunking import ChunkingParams
 from corpusbuild.cleaning import clean_text, visible_or_empty
 from corpusbuild.errors import InputError, InputProblem
 from corpusbuild.events import ReaderEvent, ReaderInput, ReaderStats, Record
 from corpusbuild.ids import BadId, text_id
 from corpusbuild.inputs import read_decompressed
+from corpusbuild.sources.medrag import read_textbook as read_textbook_as_medrag
 from medsnip.snippet import document_key, snippet_lines
 
 SOURCE = "textbooks"
@@ -47,7 +47,7 @@ def decode_text(data: bytes, label: str) -> str:
 def read_textbook(source: ReaderInput) -> Generator[ReaderEvent, None, ReaderStats]:
     """Reader for one book file: the whole book is one document."""
     if source.params.get("medrag"):
-        return (yield from medrag.read_textbook(source))
+        return (yield from read_textbook_as_medrag(source))
     params = ChunkingParams.from_dict(source.params)
     data = read_decompressed(source.stream, source.magic, source.path)
     text = visible_or_empty(clean_text(decode_text(data, source.path)))

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import orjson
 
+from corpusbuild.engine.parts import EVENT_DELETE, EVENT_RECORD, EVENT_SKIP, PartWriter
 from corpusbuild.errors import InputError, InputProblem, OutputError, writing
 from corpusbuild.events import Delete, Problem, Reader, ReaderInput, Record, Skip
-from corpusbuild.parts import EVENT_DELETE, EVENT_RECORD, EVENT_SKIP, PartWriter
 from medsnip import __version__
 from medsnip.buildrecord import HashingReader, read_json, write_json
 from medsnip.snippet import shard_of
@@ -39,7 +39,7 @@ class FileTask:
     parts_root: str
     num_shards: int
     params: dict
-    part: dict | None = None  # one byte range of a split input (corpusbuild.wikidump_ranges), else None
+    part: dict | None = None  # one byte range of a split input (corpusbuild.sources.wikipedia.dump_ranges), else None
 
     @property
     def final_dir(self) -> Path:

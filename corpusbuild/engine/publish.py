@@ -8,9 +8,9 @@ import shutil
 from collections import Counter
 from pathlib import Path
 
-from corpusbuild.changes import compute_changes, previous_record
+from corpusbuild.engine.changes import compute_changes, previous_record
 from corpusbuild.errors import writing
-from corpusbuild.wikidump_ranges import SplitPlan
+from corpusbuild.splits import SplitPlan
 from medsnip.buildrecord import BUILD_RECORD, RECORD_SCHEMA, dumps_record, lineage_hash, tool_identity
 from medsnip.corpus import CHANGES
 from medsnip.generations import keep_corpus
@@ -128,7 +128,7 @@ def publish(out_dir: Path, reduce_dir: Path, names: list[str], record: dict) -> 
     linked: a published shard shares no bytes with the work folder, so editing one cannot edit the cache.
     Each shard's mtime goes into the record (`run.shard_mtime_ns`), so later stages can tell a shard
     changed since its build without hashing it (medsnip.corpus). Over an earlier complete build, the
-    change set against it (corpusbuild.changes) is computed first and moved in with the shards, and
+    change set against it (corpusbuild.engine.changes) is computed first and moved in with the shards, and
     the earlier build itself is kept as a generation (hard links, medsnip.generations) for the servers
     that still read it until `medsnip prune`.
     """

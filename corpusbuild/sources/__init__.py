@@ -13,11 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from corpusbuild import jsonl, parallel, pubmed, statpearls, textbooks, wikipedia
 from corpusbuild.chunking import ChunkingParams
 from corpusbuild.events import Reader
 from corpusbuild.inputs import order_inputs
-from corpusbuild.wikidump_ranges import plan_dump_split
+from corpusbuild.sources import jsonl, parallel, pubmed, statpearls, textbooks, wikipedia
+from corpusbuild.sources.wikipedia.dump_ranges import plan_dump_split
 
 SOURCE_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 

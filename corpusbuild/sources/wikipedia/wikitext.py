@@ -4,7 +4,7 @@ Kept: running text, link labels, bold/italic contents, list items (one per line)
 the path of each section. Dropped: templates (infoboxes, citations, navboxes), <ref> and other
 non-prose tags, tables, comments, files and images, categories, interlanguage links, and the
 trailing reference/link sections. What a language calls its file and category namespaces, its
-reference sections and its disambiguation templates comes from a WikiLanguage (corpusbuild.wikilang);
+reference sections and its disambiguation templates comes from a WikiLanguage (corpusbuild.sources.wikipedia.language);
 English by default.
 """
 
@@ -27,7 +27,7 @@ from mwparserfromhell.nodes import (
 )
 
 from corpusbuild.cleaning import clean_text
-from corpusbuild.wikilang import ENGLISH, WikiLanguage, resolve_variants
+from corpusbuild.sources.wikipedia.language import ENGLISH, WikiLanguage, resolve_variants
 
 _DROP_TAGS = {
     "ref", "references", "table", "gallery", "math", "chem", "ce", "score", "timeline", "graph", "imagemap",

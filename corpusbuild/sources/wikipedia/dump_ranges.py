@@ -23,8 +23,9 @@ import bz2
 import hashlib
 import re
 from bisect import bisect_left
-from dataclasses import dataclass
 from pathlib import Path
+
+from corpusbuild.splits import SplitPlan
 
 RANGE_BYTES = 64 << 20  # file bytes per range for big dumps (enwiki multistream: ~350 ranges)
 _READ_BYTES = 8 << 20
@@ -32,15 +33,6 @@ _HEAD_LIMIT = 16 << 20  # the header before the first <page> is a few KB; give u
 _BZ2_STREAM_RE = re.compile(rb"BZh[1-9]1AY&SY")
 _PAGE_START_RE = re.compile(rb"<page[\s>]")  # a page start tag (any attributes, e.g. a namespace)
 _ASCII_COMPATIBLE_START = re.compile(rb"^(\xef\xbb\xbf)?\s*<")  # UTF-8 (with or without BOM), not UTF-16/32
-
-
-@dataclass(frozen=True)
-class SplitPlan:
-    """How one input file is parsed in parts: its identity and one task description per range."""
-
-    sha256: str
-    size: int
-    parts: list[dict]  # {"start", "end", "index", "count", "head"} in file order
 
 
 def index_path_for(dump: Path) -> Path | None:

@@ -18,8 +18,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from corpusbuild.errors import InputProblem, writing
-from corpusbuild.parts import (
+from corpusbuild.engine.parts import (
     EVENT_DELETE,
     EVENT_DTYPE,
     EVENT_SKIP,
@@ -28,6 +27,7 @@ from corpusbuild.parts import (
     part_blocks_path,
     part_index_path,
 )
+from corpusbuild.errors import InputProblem, writing
 from medsnip.buildrecord import read_json, sha256_file, write_json
 from medsnip.snippet import shard_name
 

@@ -18,14 +18,14 @@ from pathlib import PurePosixPath
 
 from lxml import etree
 
-from corpusbuild import medrag
 from corpusbuild.chunking import ChunkingParams
 from corpusbuild.errors import InputError, InputProblem
 from corpusbuild.events import Problem, ReaderEvent, ReaderInput, ReaderStats, Record
 from corpusbuild.ids import BadId, text_id
 from corpusbuild.inputs import DECOMPRESSION_ERRORS, read_decompressed
-from corpusbuild.nxml import NxmlDocument, merge_short_paragraphs, parse_nxml
-from corpusbuild.xmltools import syntax_error_message
+from corpusbuild.sources.medrag import statpearls_record
+from corpusbuild.sources.statpearls.nxml import NxmlDocument, merge_short_paragraphs, parse_nxml
+from corpusbuild.sources.xmltools import syntax_error_message
 from medsnip.snippet import document_key, dumps_snippet, make_snippet
 
 SUFFIXES = (".nxml", ".nxml.gz", ".tar.gz", ".tgz", ".tar", ".tar.bz2")
@@ -35,7 +35,7 @@ MIN_PARAGRAPH = 200  # shorter paragraphs merge into the previous one
 
 @dataclass(frozen=True)
 class StatpearlsParams(ChunkingParams):
-    medrag: bool = False  # MedRAG's own paragraph walk (corpusbuild.medrag)
+    medrag: bool = False  # MedRAG's own paragraph walk (corpusbuild.sources.medrag)
 
 
 _PARSER = etree.XMLParser(no_network=True, load_dtd=False, resolve_entities=False, huge_tree=True)
@@ -88,7 +88,7 @@ def _article_events(member: str, data: bytes, label: str, position: int, params:
                     counts: Counter) -> list[Record]:  # fmt: skip
     """The Records of one NXML file's articles; InputError (before any event) if it cannot be read."""
     if params.medrag:
-        event = medrag.statpearls_record(member, data, label, name, position)
+        event = statpearls_record(member, data, label, name, position)
         counts["documents_read"] += 1
         counts["snippets"] += event.count if isinstance(event, Record) else 0
         return [event]

@@ -30,7 +30,7 @@ from corpusbuild.cleaning import clean_text, visible_or_empty
 from corpusbuild.errors import InputError, InputProblem
 from corpusbuild.events import ReaderEvent, ReaderInput, ReaderStats, Record
 from corpusbuild.inputs import DECOMPRESSION_ERRORS, decompressed
-from corpusbuild.textbooks import decode_text
+from corpusbuild.sources.textbooks import decode_text
 from medsnip.languages import canonical_language, is_cjk
 from medsnip.snippet import document_key, snippet_lines
 
