@@ -154,7 +154,7 @@ def test_an_index_never_replaces_what_is_not_an_index_of_its_kind(tmp_path, run_
     before = folder_digest(corpus)
     cases = {
         a_file: "exists and is not a folder",
-        corpus: "holds other files (the output of corpusbuild.sources.textbooks)",
+        corpus: "holds other files (the output of corpusbuild.textbooks)",
         corpus / "bm25": "holds other files (the output of indexer.bm25)",
         Path("/proc/medsnip-store"): "cannot write to /proc",
     }
