@@ -5,6 +5,7 @@ them with searchd, query it, and build a small curation benchmark with refkit.""
 from __future__ import annotations
 
 import argparse
+import time
 from pathlib import Path
 
 from rich.console import Console
@@ -47,6 +48,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=REPO / "build" / "demo")
     args = parser.parse_args()
     console = Console() if Console().is_terminal else Console(width=140)  # logs and CI get a readable width
+    steps: dict[str, float] = {}
+    started = time.perf_counter()
     console.rule("corpusbuild build manifests/demo.toml (real PubMed, PMC NXML, textbook and Wikipedia samples)")
     recipe = REPO / "manifests" / "demo.toml"
     try:
@@ -71,8 +74,13 @@ def main() -> None:
     for snippet_id in EXAMPLE_IDS:
         show_snippet(console, wanted[snippet_id])
     console.print(f"corpus root: {args.out} (build.json lists every source's record)")
-    build_indexes(console, args.out, sources)
-    serve_and_query(console, args.out, args.out / "refkit")
+    steps["corpusbuild: 5 sources built and verified"] = time.perf_counter() - started
+    steps.update(build_indexes(console, args.out, sources))
+    steps.update(serve_and_query(console, args.out, args.out / "refkit"))
+    table = Table("step", "seconds", title="make demo, step by step (this run)")
+    for step, seconds in [*steps.items(), ("total", time.perf_counter() - started)]:
+        table.add_row(step, f"{seconds:.1f}")
+    console.print(table)
 
 
 DEMO_QUERIES = (  # real questions: PubMedQA (samples/ir), and two of the kind MedQA asks
@@ -82,15 +90,16 @@ DEMO_QUERIES = (  # real questions: PubMedQA (samples/ir), and two of the kind M
 )
 
 
-def serve_and_query(console: Console, root: Path, refkit_out: Path) -> None:
+def serve_and_query(console: Console, root: Path, refkit_out: Path) -> dict[str, float]:
     """Start searchd on a free loopback port, wait for SERVING, run the demo queries and the refkit
-    walkthrough, stop it."""
+    walkthrough, stop it; returns the seconds of each part."""
     import signal
 
     from searchd.client import SearchClient
     from searchd.launch import start_background_server
 
     console.rule("searchd: hybrid BM25 + dense search over every source, fused by RRF (k=60)")
+    steps, started = {}, time.perf_counter()
     process, address = start_background_server(root)
     try:
         with SearchClient(address) as client:
@@ -106,13 +115,17 @@ def serve_and_query(console: Console, root: Path, refkit_out: Path) -> None:
                     table.add_row(str(hit.rank), f"{hit.score:.4f}", escape(hit.id), escape(ranks),
                                   f"[bold]{escape(hit.title)}[/bold]\n{escape(hit.content[:160])}...")  # fmt: skip
                 console.print(table)
+        steps["searchd: started, 3 hybrid queries"] = time.perf_counter() - started
+        started = time.perf_counter()
         item = curation_walkthrough(console, address, refkit_out)
+        steps["refkit: collect, label, lexicon, noise, assemble (7 questions)"] = time.perf_counter() - started
     finally:
         process.send_signal(signal.SIGTERM)
         status = process.wait(timeout=60)
     console.print(f"searchd stopped (exit status {status}); request log: {process.log_path}")
     console.rule("one assembled benchmark item (refkit assemble), with its references")
     show_item(console, item, refkit_out / "items.jsonl")
+    return steps
 
 
 def _size_mb(path: Path) -> float:
@@ -150,22 +163,29 @@ def ensure_indexes(corpus: Corpus, encoder_name: str, encoders: dict, log=None) 
             encoders[encoder_name] = DenseEncoder(preset(encoder_name))
         if log:
             log(f"embedding {corpus.snippets:,} {corpus.path.name} snippets on CPU")
-        build_dense(corpus, dense, encoders[encoder_name], batch_size=64, log=log)
+        build_dense(corpus, dense, encoders[encoder_name], batch_size=16, log=log)  # 16: fastest on 2 CPU cores
         built.append("dense")
     return built
 
 
-def build_indexes(console: Console, root: Path, sources: tuple[str, ...]) -> None:
-    """Store, BM25 and dense (minilm) for every source; reused when they still match their corpus."""
+def build_indexes(console: Console, root: Path, sources: tuple[str, ...]) -> dict[str, float]:
+    """Store, BM25 and dense (minilm) for every source; reused when they still match their corpus.
+    Returns the seconds each source's indexes took."""
     console.rule("indexer: store, BM25 and dense (all-MiniLM-L6-v2, bundled; about 20 snippets/s on this CPU)")
     encoders: dict = {}
     table = Table("source", "snippets", "store MB", "bm25 MB", "dense-minilm MB", "built now")
+    steps = {}
     for source in sources:
+        started = time.perf_counter()
         corpus = Corpus.open(root / source)
         built = ensure_indexes(corpus, "minilm", encoders, console.print)
+        steps[f"indexer: {source} ({corpus.snippets:,} snippets): {', '.join(built) or 'reused'}"] = (
+            time.perf_counter() - started
+        )
         table.add_row(source, f"{corpus.snippets:,}", *(f"{_size_mb(corpus.path / name):.1f}"
                       for name in ("store", "bm25", "dense-minilm")), ", ".join(built) or "reused")  # fmt: skip
     console.print(table)
+    return steps
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@ Each batch is padded from the window's id arrays into host tensors (pinned when 
 and copied with `non_blocking=True`, so the host pads batch n+1 while the device computes batch n.
 Pooled vectors stay on the device until the window is done; its copy back is started then and waited
 for only after the next window's batches are queued, so the device never idles on the host's
-bookkeeping between windows. On a CPU the same code runs synchronously.
+bookkeeping between windows. On a CPU the same code runs synchronously and hands each window back as
+soon as it is computed.
 """
 
 from __future__ import annotations
@@ -52,13 +53,13 @@ def embed_windows(encoder, windows: Iterable[tuple[object, object]],
                 computed[start : start + len(rows)] = encoder.forward(inputs)
                 start += len(rows)
             order = np.concatenate([rows for rows, _ in batches]) if batches else np.zeros(0, dtype=np.int64)
-            if on_gpu:
-                copied = torch.empty(computed.shape, dtype=torch.float32, pin_memory=True)
-                copied.copy_(computed, non_blocking=True)
-                done = torch.cuda.Event()
-                done.record()
-            else:
-                copied, done = computed, None
+            if not on_gpu:  # computed already: nothing to overlap, so no reason to hold the window back
+                yield _finished(key, fed, computed, None, order)
+                continue
+            copied = torch.empty(computed.shape, dtype=torch.float32, pin_memory=True)
+            copied.copy_(computed, non_blocking=True)
+            done = torch.cuda.Event()
+            done.record()
             if pending is not None:
                 yield _finished(*pending)
             pending = (key, fed, copied, done, order)
