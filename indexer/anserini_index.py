@@ -3,15 +3,13 @@ Lucene indexes, so what it builds is exactly what Anserini builds."""
 
 from __future__ import annotations
 
-import functools
 import os
 import re
-import subprocess
 from pathlib import Path
 
 from indexer.jvm import JVM_QUIET_OPTIONS, anserini_jar
 from medsnip.languages import ANSERINI_LANGUAGES
-from medsnip.processes import die_with_parent
+from medsnip.processes import run_dying_with_us
 
 INDEX_FLAGS = ("-storePositions", "-storeDocvectors")  # positions and doc vectors: phrase queries, RM3
 
@@ -57,8 +55,7 @@ def medsnip_java_command(main_class: str, *args: str) -> list[str]:
 def run_java(command: list[str], what: str) -> str:
     """Run a JVM command that dies with this process (killing the indexer must not leave Anserini
     writing on); its stdout and stderr together, or RuntimeError naming `what` with the log's tail."""
-    completed = subprocess.run(command, capture_output=True, text=True,
-                               preexec_fn=functools.partial(die_with_parent, os.getpid()))  # fmt: skip
+    completed = run_dying_with_us(command, capture_output=True, text=True)
     if completed.returncode != 0:
         raise RuntimeError(f"{what} failed ({completed.returncode}):\n{completed.stderr[-3000:]}")
     return completed.stdout + completed.stderr

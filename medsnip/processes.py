@@ -9,10 +9,12 @@ not leave the half-written copies, or a child still writing them, behind either.
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import re
 import shutil
 import signal
+import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -53,6 +55,17 @@ def die_with_parent(parent: int) -> None:
         pass
     if os.getppid() != parent:  # the parent died before prctl took effect
         os._exit(1)
+
+
+def run_dying_with_us(command: list[str], **options) -> subprocess.CompletedProcess:
+    """subprocess.run for a program that must end when this process ends (a JVM building an index).
+    util-linux's `setpriv --pdeathsig KILL` sets the death signal and execs it, so no Python runs in the
+    forked child: a preexec_fn would, and in a process that holds a gRPC channel (refkit collecting
+    while an update runs) the child then runs gRPC's fork handlers and can abort before its exec."""
+    setpriv = shutil.which("setpriv")
+    if setpriv:
+        return subprocess.run([setpriv, "--pdeathsig", "KILL", "--", *command], **options)
+    return subprocess.run(command, preexec_fn=functools.partial(die_with_parent, os.getpid()), **options)
 
 
 def is_alive(pid: int) -> bool:
