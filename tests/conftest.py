@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from filelock import FileLock
 from pubmed_scaleup import load_template_articles, renumbered, without_abstract, write_pubmed_file
 
 from corpusbuild.cli import main as corpusbuild_main
@@ -89,11 +90,24 @@ def run_indexer(*args):
 
 
 @pytest.fixture(scope="session")
-def search_root(tmp_path_factory, run_corpusbuild) -> Path:
+def search_root(tmp_path_factory, run_corpusbuild, worker_id) -> Path:
     """A corpus root as DESIGN.md lays it out, from real data: `pubmedqa` (the 500 PubMedQA abstracts
     of samples/ir/pubmedqa-beir, one snippet each, with store, BM25 and dense minilm) and `textbooks`
-    (the sample books, store and BM25 only)."""
-    root = tmp_path_factory.mktemp("root")
+    (the sample books, store and BM25 only). Built once per run: the pytest-xdist workers share it,
+    read-only (a test that builds an index from one of its corpora works on a copy: copy_corpus)."""
+    if worker_id == "master":
+        return _build_search_root(tmp_path_factory.mktemp("root"), run_corpusbuild)
+    root = tmp_path_factory.getbasetemp().parent / "search-root"
+    with FileLock(f"{root}.lock"):
+        if not (root / "complete").is_file():
+            shutil.rmtree(root, ignore_errors=True)
+            _build_search_root(root, run_corpusbuild)
+            (root / "complete").touch()
+    return root
+
+
+def _build_search_root(root: Path, run_corpusbuild) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
     beir = SAMPLES / "ir" / "pubmedqa-beir"
     result = run_corpusbuild("jsonl", beir / "corpus.jsonl", "--source", "pubmedqa", "--no-chunk",
                              "--out", root / "pubmedqa", "--shards", 4, "--workers", 1, "--quiet")  # fmt: skip
@@ -106,3 +120,12 @@ def search_root(tmp_path_factory, run_corpusbuild) -> Path:
         run_indexer("bm25", root / name)
     run_indexer("dense", root / "pubmedqa", "--preset", "minilm", "--batch-size", 64)
     return root
+
+
+def copy_corpus(corpus: Path, folder: Path, *leave_out: str) -> Path:
+    """A private copy of a shared corpus folder (with its indexes but those named in `leave_out`), for a
+    test that builds indexes from it: a build takes the corpus folder's job lock, which another
+    worker's build would meet."""
+    target = folder / corpus.name
+    shutil.copytree(corpus, target, ignore=shutil.ignore_patterns(".generations", *leave_out))
+    return target

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from conftest import REPO, SAMPLES, run_indexer
+from conftest import REPO, SAMPLES, copy_corpus, run_indexer
 from helpers import kill_when
 from indexer.bm25_sharded import shard_groups
 from medsnip.buildrecord import read_build_record
@@ -20,8 +20,9 @@ from medsnip.queries import query_texts
 
 
 @pytest.fixture(scope="module")
-def corpus_dir(search_root):
-    return search_root / "pubmedqa"  # 4 shards, with the single-run bm25 index
+def corpus_dir(search_root, tmp_path_factory):
+    """4 shards, with the single-run bm25 index (a copy: the tests build indexes from it)."""
+    return copy_corpus(search_root / "pubmedqa", tmp_path_factory.mktemp("sharded"), "dense-*")
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import REPO, SAMPLES, run_indexer
+from conftest import REPO, SAMPLES, copy_corpus, run_indexer
 from helpers import kill_when
 from indexer.evaluate import doc_ids_of, evaluate
 from medsnip.corpus import Corpus, LineageError
@@ -167,6 +167,7 @@ def test_indexes_refuse_another_corpus_and_another_encoder(dense_dir, corpus_dir
 
 
 def test_killed_dense_build_resumes_from_finished_shards(corpus_dir, dense_dir, tmp_path):
+    corpus_dir = copy_corpus(corpus_dir, tmp_path, "bm25", "dense-*")
     out = tmp_path / "dense"
     command = [sys.executable, "-m", "indexer.cli", "dense", str(corpus_dir), "--preset", "minilm", "--out", str(out),
                "--batch-size", "16"]  # fmt: skip

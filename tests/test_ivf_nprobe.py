@@ -7,12 +7,13 @@ PubMedQA embeddings (no re-embedding)."""
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import grpc
 import numpy as np
 import pytest
 
-from conftest import SAMPLES, run_indexer
+from conftest import SAMPLES, copy_corpus, run_indexer
 from medsnip.corpus import Corpus
 from medsnip.queries import query_texts
 from searchd.client import SearchClient
@@ -30,12 +31,18 @@ def with_embeddings(corpus_dir, out):
 
 
 @pytest.fixture(scope="module")
-def indexes(search_root, tmp_path_factory):
+def pubmedqa(search_root, tmp_path_factory) -> Path:
+    """The shared root's PubMedQA corpus with its Flat index, copied: these tests build indexes from it."""
+    return copy_corpus(search_root / "pubmedqa", tmp_path_factory.mktemp("ivf-corpus"), "bm25")
+
+
+@pytest.fixture(scope="module")
+def indexes(pubmedqa, tmp_path_factory):
     """(exact Flat index, IVF8,Flat index, query vectors) over the PubMedQA corpus."""
     from indexer.dense import DenseIndex
     from medsnip.encoders import DenseEncoder
 
-    corpus_dir = search_root / "pubmedqa"
+    corpus_dir = pubmedqa
     out = with_embeddings(corpus_dir, tmp_path_factory.mktemp("ivf") / "dense-ivf")
     run_indexer("dense", corpus_dir, "--preset", "minilm", "--index-factory", f"IVF{LISTS},Flat", "--out", out)
     corpus = Corpus.open(corpus_dir)
@@ -80,11 +87,11 @@ def test_searchd_refuses_an_nprobe_out_of_range(search_root):
         assert process.wait(timeout=60) == 0
 
 
-def test_training_is_seeded_and_shared_by_every_shard(indexes, search_root, tmp_path):
+def test_training_is_seeded_and_shared_by_every_shard(indexes, pubmedqa, tmp_path):
     import faiss
 
     _, ivf, _ = indexes
-    corpus_dir = search_root / "pubmedqa"
+    corpus_dir = pubmedqa
     again = with_embeddings(corpus_dir, tmp_path / "dense-ivf-again")
     run_indexer("dense", corpus_dir, "--preset", "minilm", "--index-factory", f"IVF{LISTS},Flat", "--out", again)
     shards = sorted(ivf.path.glob("faiss-*.index"))
@@ -102,11 +109,11 @@ def test_shard_indexes_are_memory_mapped_not_read(indexes):
     assert {str(p.resolve()) for p in ivf.path.glob("faiss-*.index")} <= mapped
 
 
-def test_opq_ivf_pq_takes_nprobe_through_its_rotation(search_root, tmp_path, indexes):
+def test_opq_ivf_pq_takes_nprobe_through_its_rotation(pubmedqa, tmp_path, indexes):
     from indexer.dense import DenseIndex
 
     flat, _, vectors = indexes
-    corpus_dir = search_root / "pubmedqa"
+    corpus_dir = pubmedqa
     out = with_embeddings(corpus_dir, tmp_path / "dense-opq")
     run_indexer("dense", corpus_dir, "--preset", "minilm", "--index-factory", f"OPQ16,IVF{LISTS},PQ16x4", "--out", out)
     per_call = DenseIndex(out, flat.corpus).search_vectors(vectors, 10, nprobe=LISTS)
