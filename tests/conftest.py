@@ -129,3 +129,18 @@ def copy_corpus(corpus: Path, folder: Path, *leave_out: str) -> Path:
     target = folder / corpus.name
     shutil.copytree(corpus, target, ignore=shutil.ignore_patterns(".generations", *leave_out))
     return target
+
+
+# The files whose fixtures and tests take longest (servers, Ray clusters, CPU embedding), longest
+# first, measured with --durations=0: `make test` hands whole files to its two workers in collection
+# order, so starting these first lets both workers finish together instead of one running the
+# longest file alone at the end.
+LONGEST_FILES = (
+    "test_refkit.py", "test_indexer.py", "test_searchd.py", "test_executor.py", "test_dense_devices.py",
+    "test_searchd_limits.py", "test_multilingual.py", "test_ivf_nprobe.py",
+)  # fmt: skip
+
+
+def pytest_collection_modifyitems(items):
+    rank = {name: number for number, name in enumerate(LONGEST_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
