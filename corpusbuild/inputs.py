@@ -135,7 +135,7 @@ def decompressed(raw: BinaryIO, magic: bytes) -> BinaryIO:
     if magic.startswith(b"\x1f\x8b"):
         return igzip.IGzipFile(fileobj=raw, mode="rb")
     if magic.startswith(b"BZh"):
-        return bz2.BZ2File(raw, mode="rb")
+        return io.BufferedReader(StrictBZ2Reader(raw), buffer_size=1 << 16)
     return raw
 
 
@@ -145,6 +145,51 @@ def read_decompressed(raw: BinaryIO, magic: bytes, label: str) -> bytes:
         return decompressed(raw, magic).read()
     except DECOMPRESSION_ERRORS as error:
         raise InputError(InputProblem(label, f"truncated or corrupt compressed stream ({error})")) from error
+
+
+class StrictBZ2Reader(io.RawIOBase):
+    """A multi-stream bzip2 file decompressed, refusing what Python's BZ2File skips in silence: bytes
+    after the last complete stream that are not a stream (a damaged or padded dump). Reading it whole
+    or in byte ranges (dump_ranges) must give the same result, and a range that starts there fails."""
+
+    def __init__(self, raw: BinaryIO):
+        super().__init__()
+        self._raw = raw
+        self._decompressor = bz2.BZ2Decompressor()
+        self._consumed = 0  # compressed bytes handed to decompressors, for the error's position
+        self._stream_start = 0
+        self._fed = False  # the current decompressor has been given bytes
+        self._pending = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        while True:
+            if self._decompressor.eof:
+                leftover = self._decompressor.unused_data
+                self._consumed -= len(leftover)
+                self._pending = leftover + self._pending
+                self._stream_start, self._fed = self._consumed, False
+                self._decompressor = bz2.BZ2Decompressor()
+            chunk = b""
+            if self._decompressor.needs_input:
+                if not self._pending:
+                    self._pending = self._raw.read(1 << 16)
+                    if not self._pending:
+                        if self._fed:
+                            raise EOFError(f"the bzip2 stream at byte {self._stream_start} ends before its end marker")
+                        return 0
+                chunk, self._pending = self._pending, b""
+                self._consumed += len(chunk)
+                self._fed = True
+            try:
+                data = self._decompressor.decompress(chunk, max_length=len(buffer))
+            except OSError as error:
+                raise OSError(f"{error}: the bytes from {self._stream_start} are not a bzip2 stream") from error
+            if data:
+                buffer[: len(data)] = data
+                return len(data)
 
 
 class ChainedReader(io.RawIOBase):

@@ -123,3 +123,24 @@ def test_killed_split_build_resumes_to_the_identical_result(tmp_path, multistrea
             entry.pop("ranges", None)
             entry["stats"].pop("seconds", None)
     assert actual == expected
+
+
+def test_garbage_after_a_fake_stream_header_fails_the_same_way_on_any_number_of_workers(tmp_path, run_corpusbuild):
+    """Bytes appended after the last stream that begin like a stream header: the planner does not start
+    a range there (they do not decompress), and the whole-file reader does not skip them in silence, as
+    Python's BZ2File would: 1 and 2 workers both fail the file with the same error naming the byte."""
+    import random
+
+    dump = tmp_path / "enwiki-multistream.xml.bz2"
+    tail = b"BZh91AY&SY" + random.Random(20261125).randbytes(3000)
+    dump.write_bytes((SAMPLES / "wikipedia" / "enwiki-table-markup.xml.bz2").read_bytes() + tail)
+    size = dump.stat().st_size
+    assert plan_dump_split(dump, 2, range_bytes=10_000) is None  # the only header found is the fake one
+    outputs = []
+    for workers in (1, 2):
+        result = run_corpusbuild("wikipedia", dump, "--out", tmp_path / f"out-{workers}", "--workers", workers,
+                                 "--range-mb", 0.01, "--quiet")  # fmt: skip
+        assert result.exit_code == 1
+        outputs.append([line for line in result.output.splitlines() if line.startswith("error")])
+    assert outputs[0] == outputs[1] and outputs[0]  # (the error is printed as it happens and in the summary)
+    assert f"the bytes from {size - len(tail)} are not a bzip2 stream" in outputs[0][0]

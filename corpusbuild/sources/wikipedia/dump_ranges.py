@@ -96,6 +96,19 @@ def _scan(
     return digest.hexdigest(), offset + len(carry), boundaries
 
 
+def _starts_a_stream(path: Path, offset: int, probe: int = 1 << 16) -> bool:
+    """Whether the bytes at `offset` decompress as a bzip2 stream (a range must start at a real one: a
+    stream header inside damaged or appended bytes would make the split differ from reading it whole)."""
+    with open(path, "rb") as handle:
+        handle.seek(offset)
+        data = handle.read(probe)
+    try:
+        bz2.BZ2Decompressor().decompress(data, max_length=1)
+    except OSError:
+        return False
+    return True
+
+
 def _bz2_head(path: Path) -> bytes | None:
     """Decompressed bytes before the first <page> (the dump's header), or None if not found."""
     decompressor = bz2.BZ2Decompressor()
@@ -152,6 +165,8 @@ def plan_dump_split(path: Path, workers: int, range_bytes: int = RANGE_BYTES) ->
         offsets = read_index_offsets(index)
         lines = {offsets[i]: None for i in (bisect_left(offsets, t) for t in targets) if i < len(offsets)}
     boundaries = sorted(b for b in lines if 0 < b < size)
+    if compressed and index is None:  # found by their header alone, which any bytes may happen to hold
+        boundaries = [offset for offset in boundaries if _starts_a_stream(path, offset)]
     if not boundaries:
         return None
     starts = [0, *boundaries]
