@@ -257,17 +257,17 @@ def _feeding(encoder, devices: list[str], batch_size: int | None, batch_tokens: 
              dtype: str, compile_model: bool):  # fmt: skip
     """(batch size, indexer.dense.Feeding) from the options and the devices' kind: GPUs take big
     batches by a token budget and feeder processes on the cores the devices leave free."""
-    from indexer.dense import Feeding
+    from indexer.dense import Feeding, rows_budget
     from indexer.device_loop import compile_model as compile_encoder
     from indexer.feeding import BatchPlan
+    from medsnip.encoders import TextEncoder
 
     on_gpu = any(name.startswith("cuda") for name in devices)
     batch_size = batch_size or (512 if on_gpu else 32)
-    max_length = getattr(encoder.documents, "max_length", 0) or 512
-    tokens = batch_tokens or (65536 if on_gpu else batch_size * max_length)
+    tokens = batch_tokens or (65536 if on_gpu else rows_budget(encoder, batch_size))
     if feeders is None:
         feeders = min(6, max(1, ((os.cpu_count() or 2) - len(devices)) // len(devices))) if on_gpu else 0
-    if compile_model and encoder.documents is not None and hasattr(encoder.documents, "forward"):
+    if compile_model and isinstance(encoder.documents, TextEncoder):
         compile_encoder(encoder.documents)
     plan = BatchPlan(rows=batch_size, tokens=tokens, pad_multiple=64 if compile_model else 8)
     return batch_size, Feeding(plan=plan, feeders=feeders, dtype=dtype, compile=compile_model)

@@ -340,8 +340,13 @@ class Feeding:
     def plan_for(self, encoder: DenseEncoder, batch_size: int) -> BatchPlan:
         if self.plan is not None:
             return self.plan
-        max_length = getattr(encoder.documents, "max_length", 0) or 512
-        return BatchPlan(rows=batch_size, tokens=batch_size * max_length)
+        return BatchPlan(rows=batch_size, tokens=rows_budget(encoder, batch_size))
+
+
+def rows_budget(encoder: DenseEncoder, rows: int) -> int:
+    """The tokens `rows` texts of the encoder's max length take: a budget that limits a batch by its row
+    count alone."""
+    return rows * (getattr(encoder.documents, "max_length", 0) or 512)
 
 
 def embed_corpus(corpus: Corpus, out: Path, encoder: DenseEncoder, batch_size: int, log=None, *,

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import signal
 import time
 from pathlib import Path
@@ -16,7 +15,7 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
-from conftest import PUBMED_SAMPLES, SAMPLES, run_indexer
+from conftest import PUBMED_SAMPLES, SAMPLES, copy_corpus, run_indexer
 from medsnip.jsonl import InputFileError
 from medsnip.queries import QueryFileError, read_query_file
 from refkit.cli import main as refkit_main
@@ -53,7 +52,7 @@ def refkit(*args, ok: bool = True):
 @pytest.fixture(scope="module")
 def refkit_root(search_root, tmp_path_factory, run_corpusbuild) -> Path:
     root = tmp_path_factory.mktemp("refkit-root")
-    shutil.copytree(search_root / "pubmedqa", root / "pubmedqa")
+    copy_corpus(search_root / "pubmedqa", root)
     result = run_corpusbuild("pubmed", PUBMED_SAMPLES, "--out", root / "pubmed", "--shards", 2, "--workers", 1,
                              "--quiet")  # fmt: skip
     assert result.exit_code == 0, result.output

@@ -16,7 +16,7 @@ import grpc
 import pytest
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from conftest import REPO, SAMPLES
+from conftest import REPO, SAMPLES, copy_corpus
 from helpers import rrf_by_hand
 from medsnip.corpus import Corpus
 from medsnip.queries import query_texts
@@ -217,7 +217,7 @@ def test_refuses_to_start_on_a_lineage_mismatch(search_root, tmp_path):
     import shutil
 
     root = tmp_path / "root"
-    shutil.copytree(search_root / "textbooks", root / "textbooks")
+    copy_corpus(search_root / "textbooks", root)
     shutil.rmtree(root / "textbooks" / "bm25")
     shutil.copytree(search_root / "pubmedqa" / "bm25", root / "textbooks" / "bm25")  # another corpus's index
     result = subprocess.run(

@@ -18,6 +18,7 @@ import pytest
 from click.testing import CliRunner
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from conftest import copy_corpus
 from searchd.cli import main as searchd_main
 from searchd.client import SearchClient
 from searchd.launch import start_background_server
@@ -27,7 +28,7 @@ from searchd.launch import start_background_server
 def watched(search_root, tmp_path_factory):
     folder = tmp_path_factory.mktemp("watched")
     root = folder / "root"
-    shutil.copytree(search_root / "pubmedqa", root / "pubmedqa")
+    copy_corpus(search_root / "pubmedqa", root)
     pid_file = folder / "searchd.pid"
     process, address = start_background_server(root, "--watch", "0.5", "--pid-file", pid_file)
     yield root, process, address, pid_file
@@ -72,7 +73,7 @@ def test_a_server_started_over_an_unfinished_index_says_so(search_root, tmp_path
     """A dense index killed before its record: a (re)started searchd serves BM25, and says that it lacks
     the index (Info's unfinished_indexes, the generation health service NOT_SERVING) instead of nothing."""
     root = tmp_path / "root"
-    shutil.copytree(search_root / "pubmedqa", root / "pubmedqa")
+    copy_corpus(search_root / "pubmedqa", root)
     (root / "pubmedqa" / "dense-minilm" / "build.json").unlink()
     process, address = start_background_server(root)
     try:
@@ -98,7 +99,7 @@ def test_reloads_leave_no_maps_behind(search_root, tmp_path):
     mapped from the root after the reloads are those of one generation, and RSS stays within 150 MB of
     the first load's."""
     root = tmp_path / "root"
-    shutil.copytree(search_root / "textbooks", root / "textbooks")
+    copy_corpus(search_root / "textbooks", root)
     pid_file = tmp_path / "searchd.pid"
     process, address = start_background_server(root, "--pid-file", pid_file)
 
