@@ -24,12 +24,13 @@ from pathlib import Path
 import numpy as np
 import orjson
 
+from refkit.relatedness import DENSE_FLOOR, ENTITY_FLOOR
 from searchd.launch import start_background_server
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO / "samples"
 IR = SAMPLES / "ir"
-QUESTIONS = 300
+QUESTIONS = 500
 SETS = {  # name: (questions, qrels)
     "BioASQ 10b batch 1": (IR / "bioasq-beir" / "queries.tsv", IR / "bioasq-beir" / "qrels.tsv"),
     "PubMedQA test": (IR / "pubmedqa_test_set.json", IR / "pubmedqa-beir" / "qrels.tsv"),
@@ -63,11 +64,42 @@ def bench_root(demo: Path, work: Path) -> Path:
     return root
 
 
+def gold_pairs_line(similarity) -> str:
+    """How alike two answers of one question are (refkit.relatedness.GOLD_CEILING), against answers of
+    two different questions: BioASQ's gold snippets."""
+    from refkit.relatedness import GOLD_CEILING
+
+    folder = IR / "bioasq-beir"
+    texts = {r["_id"]: f"{r['title']} {r['text']}".strip()
+             for r in map(orjson.loads, (folder / "corpus.jsonl").read_bytes().splitlines())}  # fmt: skip
+    relevant: dict[str, list[str]] = {}
+    for line in (folder / "qrels.tsv").read_text(encoding="utf-8").splitlines():
+        query_id, _, doc_id, grade = line.split("\t")
+        if grade.isdigit() and int(grade) > 0:
+            relevant.setdefault(query_id, []).append(doc_id)
+    ids = sorted({d for docs in relevant.values() for d in docs})
+    vectors = dict(zip(ids, similarity.vectors([texts[d] for d in ids]), strict=True))
+    same = [
+        float(vectors[a] @ vectors[b]) for docs in relevant.values() for i, a in enumerate(docs) for b in docs[i + 1 :]
+    ]
+    rng, questions = random.Random(SAMPLE_SEED), sorted(relevant)
+    other = []
+    for _ in range(20_000):
+        first, second = rng.sample(questions, 2)
+        other.append(float(vectors[rng.choice(relevant[first])] @ vectors[rng.choice(relevant[second])]))
+    same_array, other_array = np.array(same), np.array(other)
+    return (f"Answers to one question are alike: two gold snippets of one BioASQ question ({len(same):,} pairs) score "
+            f"{np.median(same_array):.2f} at the median and reach {GOLD_CEILING:.2f} in "
+            f"{(same_array >= GOLD_CEILING).mean():.0%} of pairs; gold snippets of two different questions (20,000 "
+            f"pairs) reach it in {(other_array >= GOLD_CEILING).mean():.2%}. A kept candidate at {GOLD_CEILING:.2f} "
+            "or more to a relevant reference of its question is rejected as a likely answer.")  # fmt: skip
+
+
 def calibration_lines() -> list[str]:
     """The floors of refkit.relatedness and the minilm judge's threshold against labelled pairs."""
     from medsnip.queries import query_texts
     from refkit.judge import PRESETS
-    from refkit.relatedness import DENSE_FLOOR, ENTITY_FLOOR, TextSimilarity
+    from refkit.relatedness import TextSimilarity
 
     similarity = TextSimilarity()
     rows = []
@@ -96,6 +128,8 @@ def calibration_lines() -> list[str]:
                     f"{(mismatched < ENTITY_FLOOR).mean():.1%} | {(mismatched < DENSE_FLOOR).mean():.1%} | "
                     f"{recall:.1%} | {wrongly:.2%} |")  # fmt: skip
     return [
+        gold_pairs_line(similarity),
+        "",
         "Floors and the judge on labelled pairs (MiniLM cosine of a question and a text; mismatched = a question "
         "with another question's relevant text, which is biomedical but unrelated). A kept reference must reach "
         f"{ENTITY_FLOOR:.2f} when it names a key entity and {DENSE_FLOOR:.2f} otherwise; the minilm judge "
@@ -111,14 +145,18 @@ def calibration_lines() -> list[str]:
     ]
 
 
-def review_sample(outputs: dict[str, Path], destination: Path) -> int:
-    """A fixed-seed sample of kept noise across the sets (default setup), written for judging by hand."""
-    kept = []
-    for set_name, path in outputs.items():
+def review_sample(outputs: dict[tuple[str, str], Path], destination: Path) -> int:
+    """A fixed-seed sample of kept noise across the sets and setups (a reference kept by both setups
+    once, as the default's), written for judging by hand."""
+    kept, seen = [], set()
+    for (set_name, setup), path in outputs.items():
         for record in map(orjson.loads, path.read_bytes().splitlines()):
             rewrites = {r["number"]: r["query"] for r in record["rewrites"]}
             for reference in record["noise"]:
-                kept.append({"set": set_name, "id": record["id"], "question": record["query"],
+                if (record["id"], reference["snippet_id"]) in seen:
+                    continue
+                seen.add((record["id"], reference["snippet_id"]))
+                kept.append({"set": set_name, "setup": setup, "id": record["id"], "question": record["query"],
                              "rewrite": rewrites[reference["rewrite"]], "snippet_id": reference["snippet_id"],
                              "reference": f"{reference['title']} {reference['content']}".strip()[:700],
                              "related": reference["related"]})  # fmt: skip
@@ -137,7 +175,7 @@ def noise_section(demo: Path, work: Path) -> list[str]:
         _run("lexicon", "--mesh-names", "--mesh", SAMPLES / "mesh" / "meshrdf-desc-samples.xml", "--supplementary",
              SAMPLES / "mesh" / "meshrdf-supp-samples.xml", "--server", address, "--out", lexicon)  # fmt: skip
         lexicon_seconds = time.perf_counter() - started
-        rows, defaults = [], {}
+        rows, outputs = [], {}
         for name, (questions, qrels) in SETS.items():
             refs, labeled = work / "refs.jsonl", work / f"labeled-{len(rows)}.jsonl"
             _run("collect", questions, "--server", address, "--k", 16, "--limit", QUESTIONS, "--out", refs)
@@ -152,8 +190,7 @@ def noise_section(demo: Path, work: Path) -> list[str]:
                 _run("noise", questions, "--server", address, "--lexicon", lexicon, "--seed", 13, "--limit",
                      QUESTIONS, "--refs", labeled, "--out", out, *extra)  # fmt: skip
                 seconds = time.perf_counter() - started
-                if not extra:
-                    defaults[name] = out
+                outputs[name, setup] = out
                 audit = json.loads(_run("audit", out, *(["--qrels", qrels] if qrels else []), "--lexicon", lexicon))
                 no_entity = sum(n for reason, n in audit["shortfall"].items() if reason.startswith("no entity"))
                 with_entity = audit["questions"] - no_entity
@@ -166,7 +203,7 @@ def noise_section(demo: Path, work: Path) -> list[str]:
                             f"{audit['kept']} | {by.get('entity', 0)} / {by.get('similarity', 0)} | {leak} | "
                             f"{audit['rewrites_without_sense']}/{audit['rewrites']} | "
                             f"{audit['rewrites_with_grammar_problems']} | {refused} | {seconds:.0f} |")  # fmt: skip
-        sampled = review_sample(defaults, REPO / "docs" / "noise-review-sample.jsonl")
+        sampled = review_sample(outputs, REPO / "docs" / "noise-review-sample.jsonl")
     finally:
         process.terminate()
         process.wait(timeout=60)
@@ -179,11 +216,12 @@ def noise_section(demo: Path, work: Path) -> list[str]:
         f"`--refs` the labelled references; the lexicon is every MeSH name under the real slices, merged with "
         f"the served records (`refkit lexicon --mesh-names --mesh ... --server`, {lexicon_seconds:.0f} s). "
         "Covered = questions with 3+ hard negatives (kept references related to the question: naming its key "
-        "entity or the swapped-in one with MiniLM similarity 0.30+, or similarity 0.40+), among the questions "
-        "where the vocabulary finds a target. Leak = kept noise the qrels call relevant (BioASQ: a gold "
-        "snippet of the question; PubMedQA: its own abstract). Sense = rewrites that break a refkit.sense rule "
-        "as `refkit audit --lexicon` checks it; refused = swap candidates the sense rules turned down, by rule "
-        "('same-concept' includes near-synonyms and group/concept mismatches).",
+        f"entity or the swapped-in one with MiniLM similarity {ENTITY_FLOOR:.2f}+, or similarity {DENSE_FLOOR:.2f}+), "
+        "among the questions where the vocabulary finds a target. Swaps are searched before they are chosen and a "
+        "swap the corpus does not support (refkit.support) is refused ('unsupported'). Leak = kept noise the qrels "
+        "call relevant (BioASQ: a gold snippet of the question; PubMedQA: its own abstract). Sense = rewrites that "
+        "break a refkit.sense rule as `refkit audit --lexicon` checks it; refused = swap candidates the sense rules "
+        "turned down, by rule ('same-concept' includes near-synonyms and group/concept mismatches).",
         "",
         "| questions | setup | n | with a target | covered | kept | by entity / by similarity | leak | sense "
         "problems | grammar | refused swaps | noise s |",
@@ -191,7 +229,7 @@ def noise_section(demo: Path, work: Path) -> list[str]:
         *rows,
         "",
         *calibration_lines(),
-        f"Hand review: {sampled} kept references drawn with seed {SAMPLE_SEED} from the default runs "
+        f"Hand review: {sampled} kept references drawn with seed {SAMPLE_SEED} from the runs above (both setups) "
         "(docs/noise-review-sample.jsonl) and judged by reading question, rewrite and reference: "
         "docs/noise-review.md.",
         "",

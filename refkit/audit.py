@@ -7,7 +7,9 @@ judgements exist (qrels: TREC or BEIR, keyed by document or snippet id): the sha
 the judgements call relevant to its question, i.e. noise that answers the question and would punish a
 model for citing it. Entity swaps are counted by the rule that chose them (sibling, cooccurrence,
 related), rewrites whose edited words read wrong (refkit.grammar) are counted and listed, and so are
-rewrites that break a sense rule (refkit.sense: with `lexicon`, its entity rules too). Coverage counts
+rewrites that break a sense rule (refkit.sense: with `lexicon`, its entity rules too), and so are
+rewrites the corpus does not support (refkit.support; noise kept from one of them is listed as a sense
+problem of that rewrite, as noise must never keep it). Coverage counts
 hard negatives only: kept references recorded as related to the question (refkit.relatedness), by how
 (a shared entity, or similarity above the floor); swap candidates the sense rules refused are counted
 by rule.
@@ -35,7 +37,7 @@ def audit_noise(noise_path: Path, qrels: dict[str, dict[str, int]] | None = None
     rules: Counter = Counter()
     kept_per_question: Counter = Counter()
     leaks, grammar = [], []
-    rewrites = 0
+    rewrites = unsupported = 0
     for _, record in read_jsonl(noise_path, ("id", "noise", "rewrites")):
         questions += 1
         kept = [n for n in record["noise"] if n.get("related")]  # hard negatives: related to the question
@@ -59,6 +61,11 @@ def audit_noise(noise_path: Path, qrels: dict[str, dict[str, int]] | None = None
             if problems:
                 grammar.append({"id": str(record["id"]), "rewrite": rewrite["query"], "problems": problems})
             nonsense = rewrite_sense_problems(record, rewrite, lexicon, generic)
+            support = rewrite.get("support")
+            if support is not None and not support["supported"]:
+                unsupported += 1
+                if any(n.get("rewrite") == rewrite.get("number") for n in record["noise"]):
+                    nonsense = [*nonsense, f"unsupported: noise kept from it, though {support['why']}"]
             if nonsense:
                 sense.append({"id": str(record["id"]), "rewrite": rewrite["query"], "problems": nonsense})
         judged = (qrels or {}).get(str(record["id"]))
@@ -82,6 +89,7 @@ def audit_noise(noise_path: Path, qrels: dict[str, dict[str, int]] | None = None
         "shortfall": dict(sorted(shortfall.items())),
         "entity_swap_rules": dict(sorted(rules.items())),
         "rewrites": rewrites,
+        "rewrites_unsupported": unsupported,
         "rewrites_with_grammar_problems": len(grammar),
         "grammar_problems": grammar,
         "rewrites_without_sense": len(sense),

@@ -287,6 +287,10 @@ def warm_cache() -> None:
               help="Hits per rewrite: as deep as --top-m (rewrites share the original's top hits).")  # fmt: skip
 @click.option("--attribute-swaps", default=2, show_default=True, type=click.IntRange(0), help="Aspect rewrites.")
 @click.option("--entity-swaps", default=2, show_default=True, type=click.IntRange(0), help="Entity rewrites.")
+@click.option("--support/--no-support", default=True, show_default=True,
+              help="Keep only swaps the corpus supports: a text retrieved for the rewrite names the swapped-in "
+              "concept with what the question keeps (refkit.support). --no-support rewrites regardless, for "
+              "a corpus too small to name the siblings.")  # fmt: skip
 @click.option("--refs", type=PathIn,
               help="refs.jsonl from collect (or labeled.jsonl from label): noise must not duplicate these; those "
               "labelled relevant are the gold references kept noise is compared with.")  # fmt: skip
@@ -306,7 +310,7 @@ def warm_cache() -> None:
 @dedup_options
 @_friendly_errors
 def noise(queries_file, lexicon_path, seed, out, judge_name, judge_threshold, per_query, top_m, candidates,
-          attribute_swaps, entity_swaps, refs, related_floor, answer_ceiling, aspects_path, language, address,
+          attribute_swaps, entity_swaps, support, refs, related_floor, answer_ceiling, aspects_path, language, address,
           token_file, tls, ca_file, retrievers,
           corpora, fusion, rrf_k, query_format, limit, dedup_threshold, shingle_words) -> None:  # fmt: skip
     """Entity/attribute substitutions and the filtered hard-negative references they retrieve."""
@@ -341,7 +345,7 @@ def noise(queries_file, lexicon_path, seed, out, judge_name, judge_threshold, pe
         generator = NoiseGenerator(
             client, address, lineage, QueryRewriter(lexicon_data, aspects, language),
             RetrievalOptions(candidates, tuple(corpora), tuple(retrievers), rrf_k, fusion=fusion),
-            NoiseOptions(seed, per_query, top_m, candidates, attribute_swaps, entity_swaps),
+            NoiseOptions(seed, per_query, top_m, candidates, attribute_swaps, entity_swaps, support),
             DedupOptions(dedup_threshold, shingle_words),
             collected, provenance, judge, related_floor, answer_ceiling,
         )  # fmt: skip

@@ -37,7 +37,15 @@ from refkit.connection import ServerError, describe_rpc_error
 from refkit.lexicon import REWRITTEN_TYPES, Entity, Lexicon, natural_name, profile_similarity
 from refkit.matcher import Aspect, Match, PhraseMatcher, agree_number, is_plural, other_number, with_variants
 from refkit.related import NameSimilarity
-from refkit.relatedness import ANSWER_CEILING, DENSE_FLOOR, PoolBM25, RelatednessTest, TextSimilarity, similarity_record
+from refkit.relatedness import (
+    ANSWER_CEILING,
+    DENSE_FLOOR,
+    GOLD_CEILING,
+    PoolBM25,
+    RelatednessTest,
+    TextSimilarity,
+    similarity_record,
+)
 from refkit.sense import (
     FUNCTION_WORDS,
     aspect_position_problem,
@@ -53,6 +61,7 @@ from refkit.sense import (
     question_part,
     tree_siblings,
 )
+from refkit.support import CONTEXT_TYPES, Evidence, SupportTest, aspect_evidence, entity_evidence
 from searchd.client import SearchClient
 
 ENTITY_POOL = 5  # the seed picks entity swaps among this many best-ranked candidates
@@ -88,10 +97,12 @@ class NoiseOptions:
     candidates: int = 100  # hits retrieved per rewrite: as deep as top_m
     attribute_swaps: int = 2
     entity_swaps: int = 2
+    support: bool = True  # only swaps the corpus supports (refkit.support)
 
     def as_dict(self) -> dict:
         return {"seed": self.seed, "per_query": self.per_query, "top_m": self.top_m, "candidates": self.candidates,
-                "attribute_swaps": self.attribute_swaps, "entity_swaps": self.entity_swaps}  # fmt: skip
+                "attribute_swaps": self.attribute_swaps, "entity_swaps": self.entity_swaps,
+                "support": self.support}  # fmt: skip
 
 
 @dataclass
@@ -103,6 +114,7 @@ class Analysis:
     generic: frozenset[str] = frozenset()  # keys of the generic entities found (never targets)
     out_of_position: list[dict] = field(default_factory=list)  # aspect words that are not what is asked
     refused_swaps: list[dict] = field(default_factory=list)  # swap candidates the sense rules refused
+    swap_options: tuple | None = None  # (aspects, entities) a swap may put in; QueryRewriter fills it
 
     def as_dict(self) -> dict:
         return {
@@ -155,6 +167,7 @@ class QueryRewriter:
         self._name_bigrams = {pair for form, _ in phrases for words in [_WORDS.findall(form.lower())]
                               for pair in zip(words, words[1:], strict=False)}  # fmt: skip
         self._has_related = any(e.related for e in typed)
+        self._has_trees = any(e.trees for e in typed)
 
     def analyse(self, query: str) -> Analysis:
         """Entities, aspects and the target pair. Questions end with what they ask ("... which of the
@@ -230,11 +243,12 @@ class QueryRewriter:
         1. `sibling`: with MeSH trees, entities sharing a tree parent with the original (another drug of
            the class, another disease of the family), named at least SIBLING_TREE_FLOOR alike
            (CHEMICAL_SIBLING_FLOOR for drugs and genes, placed by structure, and organisms), ranked by
-           co-occurrence, then by how alike the names are;
-        2. `cooccurrence`: entities the indexed records carry together with it, named alike (MiniLM
-           similarity of the names at SIBLING_NAME_FLOOR or above);
-        3. `related`, only for an entity without trees (trees say what its siblings are; names alone
-           pick "Cephapirin" for "Aspirin"): its nearest same-type names at SIBLING_NAME_FLOOR or above
+           co-occurrence, then by how alike the names are; in a vocabulary with trees this is the only
+           rule (an entity it does not place gets no swap: names and co-occurrence alone pick "Bariatric
+           Surgery" for "Barium Enema", "Cephapirin" for "Aspirin");
+        2. `cooccurrence`, without trees: entities the indexed records carry together with it, named
+           alike (MiniLM similarity of the names at SIBLING_NAME_FLOOR or above);
+        3. `related`, without trees: its nearest same-type names at SIBLING_NAME_FLOOR or above
            (refkit.related);
         4. `same-type`, only for a lexicon built without related names (`--no-related`): the first
            SAME_TYPE_SCAN other entities of its type, ranked as below, named alike as for 2 and 3.
@@ -261,11 +275,13 @@ class QueryRewriter:
         if siblings:
             alike = dict(zip((e.key for e in siblings), self.name_similarity.many(original, siblings), strict=True))
             siblings.sort(key=lambda e: (-original.cooccurrence.get(e.name, 0), -alike[e.key], e.key))
-        rules = [
-            ("sibling", siblings),
-            ("cooccurrence", [e for e in candidates if original.cooccurrence.get(e.name, 0)]),
-            ("related", [] if original.trees else [allowed[name] for name in related]),
-        ]
+        rules = [("sibling", siblings)]
+        if self._has_trees and not original.trees and refused is not None:
+            refused.append({"to": "any", "rule": "sibling", "why": (f"no tree place: {original.name} has no MeSH tree "
+                            "number in this vocabulary, so its siblings are unknown")})  # fmt: skip
+        if not self._has_trees:  # names and co-occurrence pick "Bariatric Surgery" for "Barium Enema" where trees can
+            rules += [("cooccurrence", [e for e in candidates if original.cooccurrence.get(e.name, 0)]),
+                      ("related", [allowed[name] for name in related])]  # fmt: skip
         if not self._has_related:  # a lexicon built without related names: the best-ranked others, named alike
             rules.append(("same-type", candidates[:SAME_TYPE_SCAN]))
         for rule, members in rules:
@@ -295,25 +311,49 @@ class QueryRewriter:
                 return chosen
         return []
 
-    def rewrites(self, query: QueryItem, analysis: Analysis, options: NoiseOptions) -> list[Rewrite]:
+    def _swap_options(self, query: QueryItem, analysis: Analysis) -> tuple[list[Aspect], list[tuple[Entity, str]]]:
+        """The aspects and entities a swap may put in, in a fixed order (computed once per analysis: the
+        entity rules record what they refuse)."""
+        if analysis.swap_options is None:
+            entity: Entity = analysis.entity.payload
+            aspects: list[Aspect] = []
+            if analysis.aspect is not None:
+                asked = analysis.aspect
+
+                def fits(aspect: Aspect) -> bool:
+                    return self.language != "en" or predicate_problem(query.query, asked.start, asked.payload.name,
+                                                                      aspect.name) is None  # fmt: skip
+
+                aspects = [a for a in self.aspects if a.type == entity.type and a.name != asked.payload.name
+                           and fits(a)]  # fmt: skip
+            present = {m.payload.key for m in analysis.entities}
+            analysis.swap_options = (aspects, self.entity_candidates(entity, present, analysis.refused_swaps))
+        return analysis.swap_options
+
+    def swap_candidates(self, query: QueryItem, analysis: Analysis) -> list[Rewrite]:
+        """Every single swap `rewrites` may choose: each aspect, then each entity of the pool."""
+        if analysis.entity is None:
+            return []
+        aspects, pool = self._swap_options(query, analysis)
+        swap = functools.partial(self._swap, query.query, analysis, self.language)
+        return [swap(aspect=a) for a in aspects] + [swap(entity=e) for e in pool]
+
+    def rewrites(self, query: QueryItem, analysis: Analysis, options: NoiseOptions,
+                 supported: Callable[[Rewrite], bool] | None = None) -> list[Rewrite]:  # fmt: skip
+        """The rewrites of one query: `options.attribute_swaps` aspect swaps and `options.entity_swaps`
+        entity swaps, taken in a seeded order from what the sense rules allow and, with `supported`, only
+        swaps it accepts (refkit.support: the corpus speaks of the swapped situation); then both at once,
+        the first of each (its support is checked once it is retrieved)."""
         if analysis.entity is None:
             return []
         rng = random.Random(f"{options.seed}:{query.id}")
         entity: Entity = analysis.entity.payload
-        attribute_targets: list[Aspect] = []
-        if analysis.aspect is not None:
-            asked = analysis.aspect
-
-            def fits(aspect: Aspect) -> bool:
-                return self.language != "en" or predicate_problem(query.query, asked.start, asked.payload.name,
-                                                                  aspect.name) is None  # fmt: skip
-
-            others = [a for a in self.aspects if a.type == entity.type and a.name != asked.payload.name and fits(a)]
-            attribute_targets = rng.sample(others, min(options.attribute_swaps, len(others)))
-        present = {m.payload.key for m in analysis.entities}
-        pool = self.entity_candidates(entity, present, analysis.refused_swaps)
-        entity_targets = rng.sample(pool, min(options.entity_swaps, len(pool)))
+        aspects, pool = self._swap_options(query, analysis)
         swap = functools.partial(self._swap, query.query, analysis, self.language)
+        accepted = supported or (lambda rewrite: True)
+        attribute_targets = [a for a in rng.sample(aspects, len(aspects))
+                             if accepted(swap(aspect=a))][: options.attribute_swaps]  # fmt: skip
+        entity_targets = [e for e in rng.sample(pool, len(pool)) if accepted(swap(entity=e))][: options.entity_swaps]
         rewrites = [swap(aspect=target) for target in attribute_targets]
         rewrites += [swap(entity=target) for target in entity_targets]
         if attribute_targets and entity_targets:
@@ -445,27 +485,37 @@ class NoiseGenerator:
     ) -> Iterator[dict]:
         """`progress(n)`: called as searches finish (one per rewritten original and one per rewrite)."""
         analyses = [self.rewriter.analyse(q.query) for q in queries]
-        rewrites = [self.rewriter.rewrites(q, a, self.options) for q, a in zip(queries, analyses, strict=True)]
-        wanted = [i for i, r in enumerate(rewrites) if r]
+        candidates = [self.rewriter.swap_candidates(q, a) for q, a in zip(queries, analyses, strict=True)]
+        wanted = [i for i, c in enumerate(candidates) if c]
         originals = search_many(
             self.client, self.address, [queries[i].query for i in wanted], self._retrieval(self.options.top_m), batch,
             progress, self.lineage,
         )  # fmt: skip
-        flat = [r.query for i in wanted for r in rewrites[i]]
-        rewritten_hits = iter(
-            search_many(
-                self.client, self.address, flat, self._retrieval(self.options.candidates), batch, progress, self.lineage
-            )  # fmt: skip
-        )
         top_m = dict(zip(wanted, originals, strict=True))
+        searched: dict[str, list] = {}  # rewrite -> its hits; with support, every candidate swap is searched first
+        if self.options.support:
+            self._search_into(searched, [r.query for i in wanted for r in candidates[i]], batch, progress)
+        supports: list[dict[str, dict]] = [{} for _ in queries]  # per query: rewrite -> refkit.support record
+        rewrites: list[list[Rewrite]] = []
+        for index, (query, analysis) in enumerate(zip(queries, analyses, strict=True)):
+            test = functools.partial(self._supported, query, analysis, searched, supports[index])
+            chosen = self.rewriter.rewrites(query, analysis, self.options, test if self.options.support else None)
+            rewrites.append(chosen if candidates[index] else [])
+        self._search_into(searched, [r.query for chosen in rewrites for r in chosen], batch, progress)  # both at once
+        for index, (query, analysis) in enumerate(zip(queries, analyses, strict=True)):
+            if self.options.support:
+                rewrites[index] = [r for r in rewrites[index]
+                                   if self._supported(query, analysis, searched, supports[index], r)]  # fmt: skip
         for index, (query, analysis) in enumerate(zip(queries, analyses, strict=True)):
             record = {"id": query.id, "query": query.query, **analysis.as_dict()}
             if not rewrites[index]:
-                reason = "no entity of the lexicon (of a type that is rewritten) in the query"
+                reason = ("no entity of the lexicon (of a type that is rewritten) in the query" if not candidates[index]
+                          else "no swap the corpus supports (refkit.support)")  # fmt: skip
                 yield {**record, "rewrites": [], "noise": [], "rejected": [], "skipped": reason, "shortfall": None,
                        **self._footer()}  # fmt: skip
                 continue
-            hits_per_rewrite = [next(rewritten_hits) for _ in rewrites[index]]
+            hits_per_rewrite = [searched[r.query] for r in rewrites[index]]
+            support = [supports[index].get(r.query) for r in rewrites[index]]
             noise, rejected = self._filter(query, analysis, rewrites[index], top_m[index], hits_per_rewrite)
             shortfall = None
             if len(noise) < self.options.per_query:
@@ -476,13 +526,39 @@ class NoiseGenerator:
                              f"cannot answer")  # fmt: skip
             yield {
                 **record,
-                "rewrites": [r.as_dict(n) for n, r in enumerate(rewrites[index], 1)],
+                "rewrites": [
+                    {**r.as_dict(n), "support": s}
+                    for n, (r, s) in enumerate(zip(rewrites[index], support, strict=True), 1)
+                ],
                 "noise": noise,
                 "rejected": rejected,
                 "skipped": None,
                 "shortfall": shortfall,
                 **self._footer(),
             }
+
+    def _search_into(self, searched: dict[str, list], texts: list[str], batch: int, progress) -> None:
+        """Retrieve every text not searched yet (candidates deep) into `searched`."""
+        new = [t for t in dict.fromkeys(texts) if t not in searched]
+        hits = search_many(self.client, self.address, new, self._retrieval(self.options.candidates), batch, progress,
+                           self.lineage)  # fmt: skip
+        searched.update(zip(new, hits, strict=True))
+
+    def _supported(self, query: QueryItem, analysis: Analysis, searched: dict[str, list], records: dict[str, dict],
+                   rewrite: Rewrite) -> bool:  # fmt: skip
+        """Does the corpus support the rewrite (refkit.support)? Records the answer once; a refused swap is
+        listed among the query's refused swaps with rule `support`."""
+        if rewrite.query not in records:
+            target: Entity = analysis.entity.payload
+            context = [e for e in self._key_entities(query, analysis) if e.key != target.key
+                       and e.type in CONTEXT_TYPES]  # fmt: skip
+            record = records[rewrite.query] = SupportTest(self.similarity).check(
+                rewrite.query, self._evidence(rewrite, target, context), searched[rewrite.query]
+            )
+            if not record["supported"]:
+                to = " + ".join(edit["to"] for edit in rewrite.replaced)
+                analysis.refused_swaps.append({"to": to, "rule": "support", "why": f"unsupported: {record['why']}"})
+        return records[rewrite.query]["supported"]
 
     def _retrieval(self, k: int) -> RetrievalOptions:
         return RetrievalOptions(k, self.retrieval.corpora, self.retrieval.retrievers, self.retrieval.rrf_k,
@@ -492,10 +568,27 @@ class NoiseGenerator:
         return {"params": {**self.options.as_dict(), "retrieval": self.retrieval.as_dict(), **self.provenance},
                 "lineage": self.lineage["corpora"]}  # fmt: skip
 
-    def _relatedness(self, query: QueryItem, analysis: Analysis, rewrites: list[Rewrite]) -> RelatednessTest:
-        asked_from = question_part(query.query)  # a vignette's findings are not what it asks about
+    @staticmethod
+    def _key_entities(query: QueryItem, analysis: Analysis) -> list[Entity]:
+        """The entities a question is about: its non-generic entities in the part that asks (a vignette's
+        findings are not what it asks about), of refkit.support.CONTEXT_TYPES where it names any ("Hospitals",
+        "Mutation", "Plasma" set a question's scene; a text naming only them is not about it)."""
+        asked_from = question_part(query.query)
         key = list({m.payload.key: m.payload for m in analysis.entities
                     if m.payload.key not in analysis.generic and m.start >= asked_from}.values())  # fmt: skip
+        return [e for e in key if e.type in CONTEXT_TYPES] or key
+
+    def _evidence(self, rewrite: Rewrite, target: Entity, context: list[Entity]) -> Evidence:
+        put_in = [e for edit in rewrite.replaced if edit["what"] == "entity"
+                  and (e := self.rewriter.lexicon.get(edit["to"])) is not None]  # fmt: skip
+        if put_in:
+            return entity_evidence(put_in, context, self.rewriter.language)
+        [edit] = [edit for edit in rewrite.replaced if edit["what"] == "aspect"]
+        aspect = next(a for a in self.rewriter.aspects if a.name == edit["to"] and a.type == edit["type"])
+        return aspect_evidence(aspect, target, self.rewriter.language)
+
+    def _relatedness(self, query: QueryItem, analysis: Analysis, rewrites: list[Rewrite]) -> RelatednessTest:
+        key = self._key_entities(query, analysis)
         swapped_in = {number: [e for edit in rewrite.replaced if edit["what"] == "entity"
                                and (e := self.rewriter.lexicon.get(edit["to"])) is not None]
                       for number, rewrite in enumerate(rewrites, 1)}  # fmt: skip
@@ -544,6 +637,12 @@ class NoiseGenerator:
                     reason = (f"the judge ({judged['model']}) scores it {judged['score']:.4f}, at or above "
                               f"{judged['threshold']}: it may answer the original question")  # fmt: skip
             how = None
+            if reason is None and gold:
+                self._embed_ahead(order, position, original_rank)
+                closest = max(self.similarity.cosine(f"{hit.title} {hit.content}", gold))
+                if closest >= GOLD_CEILING:
+                    reason = (f"likely answers: MiniLM similarity {closest:.2f} to a relevant reference of the "
+                              f"question, at or above {GOLD_CEILING:.2f}")  # fmt: skip
             if reason is None:
                 self._embed_ahead(order, position, original_rank)
                 how, why = related.check(f"{hit.title} {hit.content}", rewrite_number)

@@ -42,7 +42,9 @@ still be a question an expert would ask, about something else. The rules, each w
   "periportal fibrosis"; itself an adjective before a word: "therapeutic index") is part of a concept
   the vocabulary does not know; it is never the one replaced. A rewrite never writes a word twice in
   a row where the original did not ("gestational diabetes mellitus" -> "diabetes mellitus mellitus").
-- `aspect-position`: an aspect is replaced only where it is what the question asks about the entity:
+- `aspect-position`: an aspect is replaced only where it is what the question asks about the entity,
+  never in a headline before the question ("quality of life and outcome in stroke patients: is the
+  Barthel index an adequate measure?"):
   "the X of|for|in ... <entity>", "<entity>('s) X", or a question's head ("which of the following X",
   "what X"); never inside a compound ("gene therapies": a word that is neither a function word nor a
   usual modifier stands right before it; "adenoma detection rate", "treatment options": a noun
@@ -306,11 +308,24 @@ def possessive_before(text: str, start: int) -> bool:
     return bool(before) and before != text[:start] and bool(re.search(r"\w['\u2019]s?$", before))
 
 
+# "Longer term quality of life and outcome in stroke patients: is the Barthel index ... adequate?": what
+# the title names before the colon is the topic; the question after it is what is asked.
+_HEADLINE = re.compile(
+    r"^[^:?]+:\s+(?=(?:is|are|was|were|does|do|did|can|could|should|will|would|has|have|"
+    r"what|which|how|why|when|who)\b[^:]*\?\s*$)",
+    re.IGNORECASE,
+)
+
+
 def aspect_position_problem(
     query: str, aspect_span: tuple[int, int], entity_spans: Iterable[tuple[int, int]]
 ) -> str | None:
     """Why the aspect at `aspect_span` is not what the question asks about one of `entity_spans` (None: it is)."""
     start, end = aspect_span
+    headline = _HEADLINE.match(query)
+    if headline and end <= headline.end():
+        return (f"aspect-position: {query[start:end]!r} is in the headline; the question after it asks "
+                f"{query[headline.end():].strip()!r}")  # fmt: skip
     before, after = query[:start], query[end:]
     previous = _WORD.findall(before)
     spans = list(entity_spans)

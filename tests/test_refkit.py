@@ -23,6 +23,7 @@ from refkit.dedup import Deduplicator, jaccard, shingles
 from refkit.lexicon import LexiconError, read_lexicon
 from refkit.matcher import PhraseMatcher, read_aspects
 from refkit.noise import PairingTest, QueryRewriter
+from refkit.relatedness import ENTITY_FLOOR
 from refkit.score import Citations, parse_citations, read_responses, score
 from refkit.sense import question_part
 from searchd.client import SearchClient
@@ -376,8 +377,11 @@ def test_collect_label_noise_assemble_score(server, names_lexicon_path, question
     assert [r["label"] for r in asthma_refs if r["doc_id"] == ASTHMA[0]] == ["relevant"]  # its own abstract
 
     lexicon_path = names_lexicon_path
+    # this 1,100-document root names few of the siblings a swap puts in and holds few related texts outside a
+    # question's top hits: the rewrites are tested without the corpus-support rule and with a lower similarity
+    # floor here, and with the defaults below
     refkit("noise", questions, "--server", server, "--lexicon", lexicon_path, "--seed", 13, "--refs", refs,
-           "--per-query", 4, "--top-m", 30, "--out", noise)  # fmt: skip
+           "--per-query", 4, "--top-m", 30, "--no-support", "--related-floor", 0.35, "--out", noise)  # fmt: skip
     generated = {r["id"]: r for r in map(orjson.loads, noise.read_bytes().splitlines())}
     assert set(generated) == {r["id"] for r in collected}
     rewritten = [r for r in generated.values() if r["rewrites"]]
@@ -413,6 +417,22 @@ def test_collect_label_noise_assemble_score(server, names_lexicon_path, question
     assert audited["questions"] == len(generated) and audited["kept"] == sum(len(r["noise"]) for r in rewritten)
     assert audited["covered"] == sum(1 for r in generated.values() if len(r["noise"]) >= 3)
     assert audited["judged_kept"] > 0 and audited["leak_rate"] == 0.0  # a question's own abstract is never noise
+
+    supported = tmp_path / "supported.jsonl"
+    refkit("noise", questions, "--server", server, "--lexicon", lexicon_path, "--seed", 13, "--refs", refs,
+           "--per-query", 4, "--top-m", 30, "--out", supported)  # fmt: skip
+    refusals = 0
+    for record in map(orjson.loads, supported.read_bytes().splitlines()):
+        by_rule = [r for r in record["refused_swaps"] if r["rule"] == "support"]
+        refusals += len(by_rule)
+        assert all(r["why"].startswith("unsupported: ") for r in by_rule)
+        if record["target"] is not None and not record["rewrites"]:  # every candidate swap was refused
+            assert record["skipped"] == "no swap the corpus supports (refkit.support)" and by_rule
+        for rewrite in record["rewrites"]:  # a kept rewrite names the text that supports it
+            assert rewrite["support"]["supported"] and rewrite["support"]["similarity"] >= ENTITY_FLOOR
+        assert {n["rewrite"] for n in record["noise"]} <= {r["number"] for r in record["rewrites"]}
+    assert refusals > 0
+    assert json.loads(refkit("audit", supported).stdout)["rewrites_unsupported"] == 0
 
     refkit("assemble", "--relevant", labeled, "--noise", noise, "--n-relevant", "1..2", "--n-irrelevant", "3..5",
            "--seed", 7, "--out", items)  # fmt: skip
@@ -741,7 +761,7 @@ def names_lexicon_path(server, tmp_path_factory) -> Path:
     (IR / "bioasq_10B1_golden.json", 40, 13, 0),  # this root holds no document on BioASQ's topics
     # a vignette is rewritten only where it asks, and only in its drugs, diseases and genes (refkit.sense,
     # refkit.noise): few MedQA questions get a rewrite, none of a finding
-    (IR / "medqa_us_4options_test.jsonl", 60, 3, 0), (IR / "pubmedqa_test_set.json", 40, 13, 15),
+    (IR / "medqa_us_4options_test.jsonl", 60, 3, 0), (IR / "pubmedqa_test_set.json", 40, 13, 4),
 ])  # fmt: skip
 def test_every_rewrite_of_real_questions_reads_right(server, names_lexicon_path, questions_file, limit, least_rewrites,
                                                      least_kept, tmp_path):  # fmt: skip
@@ -751,7 +771,7 @@ def test_every_rewrite_of_real_questions_reads_right(server, names_lexicon_path,
     noise = tmp_path / "noise.jsonl"
     # this root holds 1,100 documents: outside the original's top-30 is where hard negatives still are
     refkit("noise", questions_file, "--server", server, "--lexicon", names_lexicon_path, "--seed", 13, "--limit",
-           limit, "--top-m", 30, "--out", noise)  # fmt: skip
+           limit, "--top-m", 30, "--no-support", "--out", noise)  # fmt: skip
     audited = json.loads(refkit("audit", noise, "--qrels", BEIR / "qrels.tsv", "--lexicon", names_lexicon_path).stdout)
     assert audited["questions"] == limit and audited["rewrites"] >= least_rewrites
     assert audited["rewrites_with_grammar_problems"] == 0, audited["grammar_problems"]
@@ -828,7 +848,8 @@ def test_noise_with_a_judge_records_it_and_rejects_likely_answers(server, names_
     for run in ("first", "second"):
         out = tmp_path / f"{run}.jsonl"
         refkit("noise", questions, "--server", server, "--lexicon", names_lexicon_path, "--seed", 3, "--judge",
-               "minilm", "--judge-threshold", 0.42, "--top-m", 50, "--out", out)  # fmt: skip
+               "minilm", "--judge-threshold", 0.42, "--top-m", 50, "--no-support", "--related-floor", 0.35,
+               "--out", out)  # fmt: skip
         outputs.append(out.read_bytes())
     assert outputs[0] == outputs[1]
     records = [orjson.loads(line) for line in outputs[0].splitlines()]
