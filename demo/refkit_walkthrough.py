@@ -21,7 +21,8 @@ REPO = Path(__file__).resolve().parents[1]
 QUERIES = REPO / "samples" / "ir" / "refkit-demo-queries.tsv"
 QRELS = REPO / "samples" / "ir" / "pubmedqa-beir" / "qrels.tsv"
 MESH = REPO / "samples" / "mesh"
-SHOWN_ITEM = "16266387"  # "Fast foods - are they a risk factor for asthma?"
+# the question whose rewrites the demo root supports: a relevant abstract beside a kept hard negative
+SHOWN_ITEM = "17682349"  # "Are there gender differences in the reasons why African Americans delay ... infarction?"
 
 
 def _refkit(console: Console, *args) -> None:
