@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 
+from medsnip.irformats import read_qrels
 from refkit.relatedness import DENSE_FLOOR, ENTITY_FLOOR
 from searchd.launch import start_background_server
 
@@ -64,19 +65,21 @@ def bench_root(demo: Path, work: Path) -> Path:
     return root
 
 
+def labelled(folder: Path) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """A BEIR folder's texts (id -> title and text) and each query's relevant ids, in qrels order."""
+    texts = {r["_id"]: f"{r['title']} {r['text']}".strip()
+             for r in map(orjson.loads, (folder / "corpus.jsonl").read_bytes().splitlines())}  # fmt: skip
+    relevant = {query_id: [doc_id for doc_id, grade in judged.items() if grade > 0]
+                for query_id, judged in read_qrels(folder / "qrels.tsv").items()}  # fmt: skip
+    return texts, {query_id: docs for query_id, docs in relevant.items() if docs}
+
+
 def gold_pairs_line(similarity) -> str:
     """How alike two answers of one question are (refkit.relatedness.GOLD_CEILING), against answers of
     two different questions: BioASQ's gold snippets."""
     from refkit.relatedness import GOLD_CEILING
 
-    folder = IR / "bioasq-beir"
-    texts = {r["_id"]: f"{r['title']} {r['text']}".strip()
-             for r in map(orjson.loads, (folder / "corpus.jsonl").read_bytes().splitlines())}  # fmt: skip
-    relevant: dict[str, list[str]] = {}
-    for line in (folder / "qrels.tsv").read_text(encoding="utf-8").splitlines():
-        query_id, _, doc_id, grade = line.split("\t")
-        if grade.isdigit() and int(grade) > 0:
-            relevant.setdefault(query_id, []).append(doc_id)
+    texts, relevant = labelled(IR / "bioasq-beir")
     ids = sorted({d for docs in relevant.values() for d in docs})
     vectors = dict(zip(ids, similarity.vectors([texts[d] for d in ids]), strict=True))
     same = [
@@ -106,13 +109,8 @@ def calibration_lines() -> list[str]:
     for name, folder in (("PubMedQA (question, its abstract)", IR / "pubmedqa-beir"),
                          ("BioASQ (question, its gold snippets)", IR / "bioasq-beir")):  # fmt: skip
         questions = query_texts(folder / "queries.tsv")
-        texts = {r["_id"]: f"{r['title']} {r['text']}".strip()
-                 for r in map(orjson.loads, (folder / "corpus.jsonl").read_bytes().splitlines())}  # fmt: skip
-        relevant: dict[str, list[str]] = {}
-        for line in (folder / "qrels.tsv").read_text(encoding="utf-8").splitlines():
-            query_id, _, doc_id, grade = line.split("\t")
-            if int(grade) > 0 and query_id in questions:
-                relevant.setdefault(query_id, []).append(doc_id)
+        texts, relevant = labelled(folder)
+        relevant = {query_id: docs for query_id, docs in relevant.items() if query_id in questions}
         chosen = sorted(relevant)[:200]
         question_vectors = similarity.vectors([questions[q] for q in chosen])
         own = [relevant[q][0] for q in chosen]

@@ -478,6 +478,7 @@ class NoiseGenerator:
         self.provenance = provenance or {}
         self.judge = judge
         self.similarity = TextSimilarity()
+        self.support = SupportTest(self.similarity)
         self.floor, self.ceiling = floor, ceiling
 
     def run(
@@ -496,16 +497,15 @@ class NoiseGenerator:
         if self.options.support:
             self._search_into(searched, [r.query for i in wanted for r in candidates[i]], batch, progress)
         supports: list[dict[str, dict]] = [{} for _ in queries]  # per query: rewrite -> refkit.support record
-        rewrites: list[list[Rewrite]] = []
-        for index, (query, analysis) in enumerate(zip(queries, analyses, strict=True)):
-            test = functools.partial(self._supported, query, analysis, searched, supports[index])
-            chosen = self.rewriter.rewrites(query, analysis, self.options, test if self.options.support else None)
-            rewrites.append(chosen if candidates[index] else [])
+        checks = [self._support_check(query, analysis, searched, supports[index])
+                  if candidates[index] and self.options.support else None
+                  for index, (query, analysis) in enumerate(zip(queries, analyses, strict=True))]  # fmt: skip
+        rewrites = [self.rewriter.rewrites(query, analysis, self.options, check)
+                    for query, analysis, check in zip(queries, analyses, checks, strict=True)]  # fmt: skip
         self._search_into(searched, [r.query for chosen in rewrites for r in chosen], batch, progress)  # both at once
-        for index, (query, analysis) in enumerate(zip(queries, analyses, strict=True)):
-            if self.options.support:
-                rewrites[index] = [r for r in rewrites[index]
-                                   if self._supported(query, analysis, searched, supports[index], r)]  # fmt: skip
+        for index, check in enumerate(checks):
+            if check is not None:
+                rewrites[index] = [r for r in rewrites[index] if check(r)]
         for index, (query, analysis) in enumerate(zip(queries, analyses, strict=True)):
             record = {"id": query.id, "query": query.query, **analysis.as_dict()}
             if not rewrites[index]:
@@ -544,21 +544,25 @@ class NoiseGenerator:
                            self.lineage)  # fmt: skip
         searched.update(zip(new, hits, strict=True))
 
-    def _supported(self, query: QueryItem, analysis: Analysis, searched: dict[str, list], records: dict[str, dict],
-                   rewrite: Rewrite) -> bool:  # fmt: skip
-        """Does the corpus support the rewrite (refkit.support)? Records the answer once; a refused swap is
-        listed among the query's refused swaps with rule `support`."""
-        if rewrite.query not in records:
-            target: Entity = analysis.entity.payload
-            context = [e for e in self._key_entities(query, analysis) if e.key != target.key
-                       and e.type in CONTEXT_TYPES]  # fmt: skip
-            record = records[rewrite.query] = SupportTest(self.similarity).check(
-                rewrite.query, self._evidence(rewrite, target, context), searched[rewrite.query]
-            )
-            if not record["supported"]:
-                to = " + ".join(edit["to"] for edit in rewrite.replaced)
-                analysis.refused_swaps.append({"to": to, "rule": "support", "why": f"unsupported: {record['why']}"})
-        return records[rewrite.query]["supported"]
+    def _support_check(self, query: QueryItem, analysis: Analysis, searched: dict[str, list],
+                       records: dict[str, dict]) -> Callable[[Rewrite], bool]:  # fmt: skip
+        """Does the corpus support a rewrite of this query (refkit.support)? Each rewrite is tested once and
+        its record kept in `records`; a refused swap is listed among the query's refused swaps with rule
+        `support`."""
+        target: Entity = analysis.entity.payload
+        context = [e for e in self._key_entities(query, analysis) if e.key != target.key and e.type in CONTEXT_TYPES]
+
+        def supported(rewrite: Rewrite) -> bool:
+            if rewrite.query not in records:
+                record = records[rewrite.query] = self.support.check(
+                    rewrite.query, self._evidence(rewrite, target, context), searched[rewrite.query]
+                )
+                if not record["supported"]:
+                    to = " + ".join(edit["to"] for edit in rewrite.replaced)
+                    analysis.refused_swaps.append({"to": to, "rule": "support", "why": f"unsupported: {record['why']}"})
+            return records[rewrite.query]["supported"]
+
+        return supported
 
     def _retrieval(self, k: int) -> RetrievalOptions:
         return RetrievalOptions(k, self.retrieval.corpora, self.retrieval.retrievers, self.retrieval.rrf_k,
@@ -578,9 +582,13 @@ class NoiseGenerator:
                     if m.payload.key not in analysis.generic and m.start >= asked_from}.values())  # fmt: skip
         return [e for e in key if e.type in CONTEXT_TYPES] or key
 
+    def _put_in(self, rewrite: Rewrite) -> list[Entity]:
+        """The entities a rewrite's swap put in."""
+        return [e for edit in rewrite.replaced if edit["what"] == "entity"
+                and (e := self.rewriter.lexicon.get(edit["to"])) is not None]  # fmt: skip
+
     def _evidence(self, rewrite: Rewrite, target: Entity, context: list[Entity]) -> Evidence:
-        put_in = [e for edit in rewrite.replaced if edit["what"] == "entity"
-                  and (e := self.rewriter.lexicon.get(edit["to"])) is not None]  # fmt: skip
+        put_in = self._put_in(rewrite)
         if put_in:
             return entity_evidence(put_in, context, self.rewriter.language)
         [edit] = [edit for edit in rewrite.replaced if edit["what"] == "aspect"]
@@ -589,9 +597,7 @@ class NoiseGenerator:
 
     def _relatedness(self, query: QueryItem, analysis: Analysis, rewrites: list[Rewrite]) -> RelatednessTest:
         key = self._key_entities(query, analysis)
-        swapped_in = {number: [e for edit in rewrite.replaced if edit["what"] == "entity"
-                               and (e := self.rewriter.lexicon.get(edit["to"])) is not None]
-                      for number, rewrite in enumerate(rewrites, 1)}  # fmt: skip
+        swapped_in = {number: self._put_in(rewrite) for number, rewrite in enumerate(rewrites, 1)}
         return RelatednessTest(query.query, key, swapped_in, self.similarity, self.rewriter.language, self.floor,
                                ceiling=self.ceiling)  # fmt: skip
 
@@ -637,14 +643,14 @@ class NoiseGenerator:
                     reason = (f"the judge ({judged['model']}) scores it {judged['score']:.4f}, at or above "
                               f"{judged['threshold']}: it may answer the original question")  # fmt: skip
             how = None
-            if reason is None and gold:
+            if reason is None:
                 self._embed_ahead(order, position, original_rank)
+            if reason is None and gold:
                 closest = max(self.similarity.cosine(f"{hit.title} {hit.content}", gold))
                 if closest >= GOLD_CEILING:
                     reason = (f"likely answers: MiniLM similarity {closest:.2f} to a relevant reference of the "
                               f"question, at or above {GOLD_CEILING:.2f}")  # fmt: skip
             if reason is None:
-                self._embed_ahead(order, position, original_rank)
                 how, why = related.check(f"{hit.title} {hit.content}", rewrite_number)
                 if how is None:
                     reason = why

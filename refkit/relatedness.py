@@ -16,7 +16,7 @@ candidate at `GOLD_CEILING` or above to one of the question's known relevant ref
 The floors and the ceiling are calibrated on labelled pairs (samples/ir/pubmedqa-beir, bioasq-beir): a
 question and another question's relevant text (related only by being biomedical) score below 0.40 in
 99% of PubMedQA pairs and below 0.45 in 99% of BioASQ pairs as well, while a question and its own
-abstract score 0.72 at the median and 0.50 or more in 95% of pairs (tests/test_refkit_relatedness.py
+abstract score 0.72 at the median and 0.50 or more in 95% of pairs (tests/test_refkit_support.py
 recomputes them; `make bench` reports them). A hand review of kept references at the earlier floors
 (0.30 with an entity, 0.40 without) found most of those between 0.30 and 0.40, and most of those
 related by similarity alone below 0.45, to be about something else. Hard negatives are what lies

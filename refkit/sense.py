@@ -42,13 +42,12 @@ still be a question an expert would ask, about something else. The rules, each w
   "periportal fibrosis"; itself an adjective before a word: "therapeutic index") is part of a concept
   the vocabulary does not know; it is never the one replaced. A rewrite never writes a word twice in
   a row where the original did not ("gestational diabetes mellitus" -> "diabetes mellitus mellitus").
-- `aspect-position`: an aspect is replaced only where it is what the question asks about the entity,
-  never in a headline before the question ("quality of life and outcome in stroke patients: is the
-  Barthel index an adequate measure?"):
+- `aspect-position`: an aspect is replaced only where it is what the question asks about the entity:
   "the X of|for|in ... <entity>", "<entity>('s) X", or a question's head ("which of the following X",
   "what X"); never inside a compound ("gene therapies": a word that is neither a function word nor a
   usual modifier stands right before it; "adenoma detection rate", "treatment options": a noun
-  follows it).
+  follows it), and never in a headline before the question ("quality of life and outcome in stroke
+  patients: is the Barthel index an adequate measure?").
 - `predicate`: the replacement must fit the words that govern the aspect, staying in the group of the
   aspect it replaces: after "effective for the", "used for", "approved for" ... only therapeutic aspects
   (treatment, indications); after "risk for", "risk of" only harms (adverse effects, complications);

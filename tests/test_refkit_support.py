@@ -13,6 +13,7 @@ import orjson
 import pytest
 
 from conftest import SAMPLES
+from medsnip.irformats import read_qrels
 from medsnip.queries import QueryItem, query_texts
 from medsnip.v1 import search_pb2
 from refkit.lexicon import Entity
@@ -31,6 +32,12 @@ PYOSTOMATITIS = Entity("Pyostomatitis Vegetans", "disease")
 def corpus(folder: str) -> dict[str, str]:
     rows = map(orjson.loads, (IR / folder / "corpus.jsonl").read_bytes().splitlines())
     return {r["_id"]: f"{r['title']} {r['text']}".strip() for r in rows}
+
+
+def relevant_ids(folder: str) -> dict[str, list[str]]:
+    """Each query's relevant ids, in qrels order."""
+    judged = read_qrels(IR / folder / "qrels.tsv")
+    return {query_id: docs for query_id, grades in judged.items() if (docs := [d for d, g in grades.items() if g > 0])}
 
 
 def hits(texts: list[str]) -> list:
@@ -81,22 +88,14 @@ def test_the_floors_and_the_gold_ceiling_hold_on_labelled_pairs(bioasq):
     similarity = TextSimilarity()
     for folder, floor in (("pubmedqa-beir", ENTITY_FLOOR), ("bioasq-beir", DENSE_FLOOR)):
         questions, texts = query_texts(IR / folder / "queries.tsv"), corpus(folder)
-        relevant: dict[str, str] = {}
-        for line in (IR / folder / "qrels.tsv").read_text(encoding="utf-8").splitlines():
-            query_id, _, doc_id, grade = line.split("\t")
-            if grade.isdigit() and int(grade) > 0 and query_id in questions:
-                relevant.setdefault(query_id, doc_id)
+        relevant = {query_id: docs[0] for query_id, docs in relevant_ids(folder).items() if query_id in questions}
         chosen = sorted(relevant)[:90]
         scores = similarity.vectors([questions[q] for q in chosen]) @ similarity.vectors(
             [texts[relevant[q]] for q in chosen]).T  # fmt: skip
         mismatched = scores[~np.eye(len(chosen), dtype=bool)]
         assert (mismatched < floor).mean() >= 0.99, folder
         assert np.median(np.diag(scores)) >= 0.6, folder  # answers score far above the floors
-    gold: dict[str, list[str]] = {}
-    for line in (IR / "bioasq-beir" / "qrels.tsv").read_text(encoding="utf-8").splitlines():
-        query_id, _, doc_id, grade = line.split("\t")
-        if grade.isdigit() and int(grade) > 0:
-            gold.setdefault(query_id, []).append(doc_id)
+    gold = relevant_ids("bioasq-beir")
     chosen = sorted(gold)[:30]
     ids = sorted({d for q in chosen for d in gold[q]})
     vectors = dict(zip(ids, similarity.vectors([bioasq[d] for d in ids]), strict=True))
