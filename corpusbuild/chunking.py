@@ -90,7 +90,9 @@ class RecursiveSplitter:
             ends = list(map(add, accumulate(map(len, parts)), range(0, step * len(parts), step)))
             if not parts[0]:
                 del ends[0]  # LangChain drops the empty piece before a leading separator
-            longest = max(len(parts[0]), max(map(len, parts[1:]), default=-step) + step)
+            # An upper bound (the first piece has no separator before it) is enough: the loop below is
+            # exact for any piece, and gives the fast path's result when every piece is short.
+            longest = max(map(len, parts)) + step
         else:
             ends = list(range(1, len(text) + 1))
             longest = 1

@@ -29,6 +29,10 @@ class BadId(ValueError):
 
 def numeric_id(text: str | None, what: str = "id") -> tuple[int, bool]:
     """(the id as an int, whether it was normalised) for ASCII digits; BadId otherwise."""
+    # The common case, a plain PMID of at most 18 digits without a leading zero, needs no regex (one is
+    # read per citation): str.isdigit on ASCII text accepts exactly 0-9, and 18 digits stay below MAX_KEY.
+    if text and text.isascii() and text.isdigit() and text[0] != "0" and len(text) <= 18:
+        return int(text), False
     text = (text or "").strip()
     if not text:
         raise BadId(f"missing {what}")

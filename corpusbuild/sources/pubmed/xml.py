@@ -248,30 +248,28 @@ class _Progress:
         return pmid
 
 
-def _records_of(
+def _record_of(
     element, tag: str, line_offset: int, progress: _Progress, file_label: str, skip_without_abstract: bool
-) -> Iterator[RawArticle | Deletion | SkippedRecord | BadRecord]:
-    """What one record element (a child of the root) stands for; lines are the element's plus
-    `line_offset` (non-zero when the element was parsed in a batch, see corpusbuild.sources.pubmed.batches)."""
+) -> RawArticle | Deletion | SkippedRecord | BadRecord | list[Deletion | BadRecord]:
+    """What one record element (a child of the root) stands for: one record, or for a DeleteCitation a
+    list (a BadRecord per unusable PMID, then the Deletion). A plain return, not a generator: this runs
+    once per citation, and a generator per record costs more than the work it wraps. Lines are the
+    element's plus `line_offset` (non-zero when the element was parsed in a batch, see
+    corpusbuild.sources.pubmed.batches)."""
     line = (element.sourceline or 0) + line_offset
     progress.last_line = line
     progress.ordinal += 1
     if tag == "DeleteCitation":
         pmids = []
+        found: list[Deletion | BadRecord] = []
         for pmid_element in element.iterfind("PMID"):
             try:
                 pmids.append(progress.pmid(pmid_element))
             except BadId as error:
-                yield BadRecord(
-                    InputProblem(
-                        file_label,
-                        str(error),
-                        line=(pmid_element.sourceline or 0) + line_offset,
-                        element="DeleteCitation/PMID",
-                    )
-                )
-        yield Deletion(pmids=pmids, line=line)
-        return
+                where = (pmid_element.sourceline or 0) + line_offset
+                found.append(BadRecord(InputProblem(file_label, str(error), line=where, element="DeleteCitation/PMID")))
+        found.append(Deletion(pmids=pmids, line=line))
+        return found
     if tag == "PubmedArticle":
         citation = _first(element, "MedlineCitation")
     elif tag == "PubmedBookArticle":
@@ -283,12 +281,10 @@ def _records_of(
         pmid = progress.pmid(pmid_element)
     except BadId as error:
         where_line = (pmid_element.sourceline or 0) + line_offset if pmid_element is not None else line
-        yield BadRecord(InputProblem(file_label, str(error), line=where_line, element=f"{tag} #{progress.ordinal}"))
-        return
+        return BadRecord(InputProblem(file_label, str(error), line=where_line, element=f"{tag} #{progress.ordinal}"))
     if tag == "PubmedBookArticle":
-        yield SkippedRecord(pmid=pmid, line=line, reason="book_article")
-    else:
-        yield _article_fields(citation, pmid, line, skip_without_abstract)
+        return SkippedRecord(pmid=pmid, line=line, reason="book_article")
+    return _article_fields(citation, pmid, line, skip_without_abstract)
 
 
 def iter_pubmed_records(
@@ -331,13 +327,16 @@ def _all_records(
             batches = RecordBatches(stream, prolog, record_tags, parser)
             for batch in batches:
                 summary.root_tag = prolog.root_tag
+                line_offset = batch.line_offset
                 for element in batch.root:
                     tag = element.tag
                     if tag in record_tags:
                         summary.records += 1
-                        yield from _records_of(
-                            element, tag, batch.line_offset, progress, file_label, skip_without_abstract
-                        )
+                        record = _record_of(element, tag, line_offset, progress, file_label, skip_without_abstract)
+                        if type(record) is list:
+                            yield from record
+                        else:
+                            yield record
             if batches.rest is None:
                 return
             stream = batches.rest
@@ -373,7 +372,11 @@ def _streamed_records(
         if parent is None or parent.getparent() is not None:
             continue  # not a child of the root (a MedlineCitation inside a PubmedArticle, ...)
         summary.records += 1
-        yield from _records_of(element, element.tag, 0, progress, file_label, skip_without_abstract)
+        record = _record_of(element, element.tag, 0, progress, file_label, skip_without_abstract)
+        if type(record) is list:
+            yield from record
+        else:
+            yield record
         release(element)
     if summary.root_tag is None:
         root = context.root
