@@ -125,7 +125,9 @@ def tokenize_window(texts: list, backend=None, settings: TokenizerSettings | Non
     """Token ids of `texts` (strings or (first, second) pairs), cut at the max length; in a feeder
     process the tokenizer is the one _start_feeder made."""
     backend, settings = backend or _backend, settings or _settings
-    encodings = backend.encode_batch(texts, add_special_tokens=True)
+    # encode_batch_fast skips character offsets, which nothing here reads: same ids, ~20% less time
+    encode = getattr(backend, "encode_batch_fast", backend.encode_batch)
+    encodings = encode(texts, add_special_tokens=True)
     eos = settings.append_eos
     sequences = [encoding.ids for encoding in encodings]
     cut = np.fromiter((bool(encoding.overflowing) for encoding in encodings), dtype=bool, count=len(encodings))
