@@ -138,11 +138,10 @@ def feeding_section(corpus_dir: Path, work: Path, repeats: int = 3) -> list[str]
     lines += [
         "",
         f"Feeder scaling: 2 processes give {rate[2] / rate[1]:.2f}x one process's rate on this {os.cpu_count()}-core "
-        "machine (the main process pads and writes while feeders tokenize). On a GPU machine the default is the "
-        "free cores shared between the devices, at most 6 feeders per device: at one feeder's rate here "
-        f"({rate[1]:,.0f} snippets/s), 6 give ~{6 * rate[1]:,.0f}/s of batches, above what issue 28 asks of one "
-        "H100 for BERT-base (8,000/s at ~190 tokens); MiniLM's 25,000/s needs about "
-        f"{25_000 / rate[1]:.1f} such cores (`--feeders`). Not measured on a GPU: none was lent to this session.",
+        "machine (the main process pads and writes while feeders tokenize). On a GPU machine every core the "
+        f"embedding processes leave free is a feeder by default: at one feeder's rate here ({rate[1]:,.0f} "
+        f"snippets/s), MiniLM-L6's forward-only ceiling on an H100 (~41,000/s) would take about "
+        f"{41_000 / rate[1]:.0f} such cores; measured on an H100 in the GPU section.",
         "",
     ]
     return lines

@@ -3,8 +3,8 @@ run, turned into hours for the 2026 PubMed baseline and MedCorp on N nodes with 
 
 Measured: corpusbuild's parse and merge on one core (one 30,000-citation file, pinned), the snippets
 and bytes a citation becomes, `indexer bm25` on one 2-core node (2 threads) with its index bytes,
-`indexer store`, and CPU embedding with the bundled MiniLM. Not measurable here: a GPU's embedding
-rate (no GPU was lent to this project's sessions), so GPU rows take it as a stated parameter.
+`indexer store`, and CPU embedding with the bundled MiniLM. Not measurable on this machine: a GPU's
+embedding rate, which GPU rows take from the H100 run of bench/gpu_bench.py (docs/benchmarks.md).
 Returns markdown lines."""
 
 from __future__ import annotations
@@ -21,7 +21,9 @@ import orjson
 REPO = Path(__file__).resolve().parents[1]
 PUBMED_2026_CITATIONS = 39_000_000  # NLM's 2026 baseline, about 1,300 files of 30,000 (approximate)
 MEDCORP_SNIPPETS = 54_200_000  # MedRAG's MedCorp: PubMed 23.9M, StatPearls 0.3M, textbooks 0.1M, Wikipedia 29.9M
-ASSUMED_GPU_SNIPPETS_PER_S = 10_000  # a 110M-parameter BERT in fp16 on one H100: the issue's target, NOT measured
+# `indexer dense` end to end, BERT-base shape in fp16 on one H100 80GB (16 host cores), real PubMed snippets of
+# ~184 tokens: measured by bench/gpu_bench.py on a lent GPU machine, not in this run
+GPU_SNIPPETS_PER_S = 4_844
 MEDCPT_VS_MINILM_COST = 110 / 22  # MedCPT/BGE-base vs MiniLM parameters; CPU cost taken as proportional
 DEFAULT_SHARDS = 32  # corpusbuild's default --shards: one merge task per shard caps the merge's parallelism
 SETUPS = [  # (nodes, cores per node, GPUs per node)
@@ -123,8 +125,8 @@ def scale_section(source: Path, corpus: Path, work: Path) -> list[str]:
         f"{pubmed_snippets / 1e6:.0f}M snippets here (only citations with abstracts, chunked); MedCorp "
         f"{MEDCORP_SNIPPETS / 1e6:.1f}M snippets (BM25, store and embeddings). Embedding with a 110M "
         f"encoder (MedCPT, BGE-base): CPU at MiniLM's measured rate / {MEDCPT_VS_MINILM_COST:.0f} (parameters); "
-        f"GPU at an assumed {ASSUMED_GPU_SNIPPETS_PER_S:,} snippets/s per GPU (fp16, H100-class), the issue's "
-        "target, **not measured** (no GPU here).",
+        f"GPU at {GPU_SNIPPETS_PER_S:,} snippets/s per GPU: `indexer dense` end to end with a BERT-base shape "
+        "in fp16 on one H100, measured on a lent GPU machine (the GPU section), not in this run.",
         "",
         f"| nodes x cores x GPUs | corpusbuild PubMed h ({DEFAULT_SHARDS} shards) | BM25 MedCorp h (groups + merge) | "
         "store MedCorp h | embed MedCorp h (110M encoder) |",
@@ -140,7 +142,7 @@ def scale_section(source: Path, corpus: Path, work: Path) -> list[str]:
         bm25 += MEDCORP_SNIPPETS * rates["bm25_bytes_per_snippet"] / 500e6  # addIndexes copies at ~500 MB/s
         store = MEDCORP_SNIPPETS / rates["store_snippets_per_node_s"]  # one process, whatever the cluster
         if gpus:
-            embed = MEDCORP_SNIPPETS / (ASSUMED_GPU_SNIPPETS_PER_S * gpus * nodes)
+            embed = MEDCORP_SNIPPETS / (GPU_SNIPPETS_PER_S * gpus * nodes)
         else:
             embed = MEDCORP_SNIPPETS / (minilm_per_core / MEDCPT_VS_MINILM_COST * total_cores)
         lines.append(f"| {nodes} x {cores} x {gpus} | {(parse + merge) / 3600:,.2f} | {bm25 / 3600:,.2f} | "
