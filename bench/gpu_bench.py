@@ -134,8 +134,9 @@ def indexer_dense(corpus: Path, model: Path, max_length: int, out: Path, *extra:
     """`indexer dense` end to end (shards in, vectors and FAISS out) with the GPU sampled meanwhile."""
     shutil.rmtree(out, ignore_errors=True)
     sampler = GpuSampler()
-    wall = run([sys.executable, "-m", "indexer.cli", "dense", str(corpus), "--model", str(model), "--pooling", "mean",
-                "--max-length", str(max_length), "--no-normalize", "--device", "cuda", "--out", str(out), *extra])  # fmt: skip
+    command = [sys.executable, "-m", "indexer.cli", "dense", str(corpus), "--model", str(model), "--pooling", "mean",
+               "--max-length", str(max_length), "--no-normalize", "--device", "cuda", "--out", str(out)]  # fmt: skip
+    wall = run([*command, *extra])
     gpu = sampler.stop()
     record = orjson.loads((out / "build.json").read_bytes())
     seconds = record["run"]["seconds"]
