@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import threading
+
 import numpy as np
 
 from medsnip.encoders.spec import POOLINGS, resolve_model_dir
+
+_THREADS_LOCK = threading.Lock()  # torch's thread count is process-wide: one encode_independent changes it at a time
 
 DTYPES = ("auto", "float16", "bfloat16", "float32")
 
@@ -86,7 +91,12 @@ class TextEncoder:
         padded to the next multiple of `bucket` tokens and batches never mix padded lengths, so each
         text meets exactly the same arithmetic whatever else is queried with it (rows of a batch do not
         interact). A search server micro-batches concurrent queries; this keeps their scores and ranks
-        reproducible to the last printed digit."""
+        reproducible to the last printed digit.
+
+        On a CPU the batch runs on one intra-op thread: with several, how torch splits a matrix product
+        between threads depends on the batch's row count, and on some CPUs (AVX-512 Xeons) that changes
+        the last bits of a row (measured: 4 of 30 queries differed between alone and batched with two
+        threads, none with one). The cost is ~1.4x the encoder time of a two-thread batch."""
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         full = self._token_counts(texts)
@@ -95,7 +105,7 @@ class TextEncoder:
         padded = [min(-(-n // bucket) * bucket, self.max_length) for n in lengths]
         order = sorted(range(len(texts)), key=lambda i: (padded[i], i))
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
-        with self._torch.inference_mode():
+        with self._torch.inference_mode(), self._one_thread_on_cpu():
             start = 0
             while start < len(order):
                 size, stop = padded[order[start]], start
@@ -106,6 +116,22 @@ class TextEncoder:
                 out[batch_index] = self._embed(tokens)
                 start = stop
         return out
+
+    @contextlib.contextmanager
+    def _one_thread_on_cpu(self):
+        """torch's intra-op threads set to one for the block when this encoder runs on a CPU (restored
+        after; one block at a time in the process, as the setting is the process's)."""
+        torch = self._torch
+        if self.device != "cpu":
+            yield
+            return
+        with _THREADS_LOCK:  # also when already one: another block's restore must not land inside this one
+            threads = torch.get_num_threads()
+            torch.set_num_threads(1)
+            try:
+                yield
+            finally:
+                torch.set_num_threads(threads)
 
     def _token_counts(self, texts: list) -> list[int]:
         """Tokens each text has before truncation (with special tokens, and the EOS last-token pooling
