@@ -101,6 +101,7 @@ def pubmed_section(args) -> list[str]:
     lines = [
         "## corpusbuild pubmed, one core, against the pipeline a careful user would write",
         "",
+        f"- machine of this section's run: {os.cpu_count()} cores, {cpu_model()}",
         f"- input: {RECORDS_PER_FILE:,} real PubMed citations per file: the records of samples/pubmed "
         "(efetch, update-file and legacy MEDLINE records, about a third without an abstract) repeated "
         "under new PMIDs, gzip-compressed like NLM's files",
@@ -124,9 +125,12 @@ def pubmed_section(args) -> list[str]:
     paired_scaling = per_round_ratios(scaling[1], scaling[2])
     lines += [
         "",
-        "Target from the issue: at least 4x the reference's articles/s on one core, peak RSS under 300 MB "
-        f"per worker. Measured: {ours_rate / reference_rate:.2f}x (best against best). Each round runs both "
-        f"back to back; the ratio within a round was {describe_ratios(paired)}.",
+        "Targets: at least 4x the reference's articles/s on one core with peak RSS under 300 MB per worker; "
+        "4.5x asked since (the speed before the kept work was compressed). Measured: "
+        f"{ours_rate / reference_rate:.2f}x (best against best). Each round runs both back to back; the ratio "
+        f"within a round was {describe_ratios(paired)}. Compressing each document's block of the kept work "
+        "(ISA-L level 0, then inflating it in the merge) costs about 7% of this single-core run (py-spy) and "
+        "keeps the work at about a quarter of the shards' bytes.",
         "",
         "## Scaling from 1 to 2 workers (two files, 60,000 citations)",
         "",
