@@ -139,8 +139,8 @@ def feeding_section(corpus_dir: Path, work: Path, repeats: int = 3) -> list[str]
         "",
         f"Feeder scaling: 2 processes give {rate[2] / rate[1]:.2f}x one process's rate on this {os.cpu_count()}-core "
         "machine (the main process pads and writes while feeders tokenize). On a GPU machine every core the "
-        f"embedding processes leave free is a feeder by default: at one feeder's rate here ({rate[1]:,.0f} "
-        f"snippets/s), MiniLM-L6's forward-only ceiling on an H100 (~41,000/s) would take about "
+        "embedding processes leave free is a feeder by default (at most 16 a device): at one feeder's rate "
+        f"here ({rate[1]:,.0f} snippets/s), MiniLM-L6's forward-only ceiling on an H100 (~41,000/s) would take about "
         f"{41_000 / rate[1]:.0f} such cores; measured on an H100 in the GPU section.",
         "",
     ]
