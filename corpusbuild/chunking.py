@@ -9,7 +9,11 @@ with its defaults (separators "\\n\\n", "\\n", " ", ""; separator kept at the st
   decision it makes compares a window's total length with the chunk size or the overlap; with `len`
   those totals are differences of one prefix-sum array, which is strictly increasing because pieces
   are never empty, so each decision is a binary search: O(pieces) once plus O(chunks * log pieces);
-- text that fits one chunk is returned stripped, which is what the splitter returns for it.
+- text that fits one chunk is returned stripped, which is what the splitter returns for it;
+- at a one-character separator (a space, a line break) with every piece shorter than a chunk, the
+  usual case for prose, the same decisions are made on the text itself: a chunk's end is the last
+  separator within reach (str.rfind), the overlap's start the first one past a position (str.find),
+  so no piece is built: O(chunks) C-level scans.
 
 It does not import LangChain (whose import alone costs 0.4 s per process). tests/test_chunking.py
 proves it identical to LangChain's own class on all the real text in samples/ at several sizes and on
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 from bisect import bisect_left, bisect_right
 from functools import lru_cache
 from itertools import accumulate
@@ -84,6 +89,8 @@ class RecursiveSplitter:
                 del ends[-1]
             longest = max(map(sub, ends, [0, *ends[:-1]]))
         elif separator:
+            if len(separator) == 1 and self._pieces_fit(text, separator):
+                return self._merge_at(text, separator)
             parts = text.split(separator)
             step = len(separator)
             # ends[k] = end offset of piece k: the parts' lengths plus one separator before each but the first.
@@ -114,6 +121,57 @@ class RecursiveSplitter:
         if len(run) > 1:
             chunks.extend(self._merge(text, run))
         return chunks
+
+    def _pieces_fit(self, text: str, separator: str) -> bool:
+        """Whether every piece at the one-character `separator` is shorter than the chunk size, by the
+        bound `_split` uses (the longest run without the separator, plus one). Few separators: split
+        and measure; many (words): a regex for a run of chunk_size - 1, which fails within a word."""
+        if text.count(separator) < 64:
+            return max(map(len, text.split(separator))) + 1 < self.chunk_size
+        return _long_run_pattern(separator, self.chunk_size).search(text) is None
+
+    def _merge_at(self, text: str, separator: str) -> list[str]:
+        """`_merge` over the pieces of `text` at the one-character `separator` (kept at the start of
+        each piece but the first; an empty first piece dropped), every piece shorter than the chunk size.
+
+        The pieces' offsets are 0, every later position of the separator, and len(text): each binary
+        search of `_merge` over them becomes a scan of the text between two known offsets."""
+        size = self.chunk_size
+        overlap = self.chunk_overlap
+        length = len(text)
+        chunks: list[str] = []
+        start = 0  # offset of the window's first piece (`offsets[start]` in _merge)
+        current = 0  # offset of the piece the merge is at (`offsets[index]`)
+        while current < length:
+            reach = start + size
+            if reach >= length:  # the rest fits the window
+                break
+            end = text.rfind(separator, 1, reach + 1)  # the last piece boundary within reach
+            if end < current:
+                end = current
+            following = text.find(separator, end + 1)  # the boundary after `end`
+            if following == -1:
+                following = length
+            if end > start:
+                if end - start > size:
+                    logger.warning("Created a chunk of size %d, which is longer than the specified %d", end - start,
+                                   size)  # fmt: skip
+                _append_stripped(chunks, text[start:end])
+                start = max(self._first_boundary(text, separator, end - overlap, start, end),
+                            self._first_boundary(text, separator, following - size, start, end))  # fmt: skip
+            current = following
+        _append_stripped(chunks, text[start:length])
+        return chunks
+
+    @staticmethod
+    def _first_boundary(text: str, separator: str, position: int, low: int, high: int) -> int:
+        """The first piece boundary at or after `position` in [low, high), else high (`bisect_left`)."""
+        if position <= low:
+            return low
+        if position >= high:
+            return high
+        found = text.find(separator, position, high)
+        return high if found == -1 else found
 
     def _merge(self, text: str, offsets: list[int]) -> list[str]:
         """LangChain's `_merge_splits` with separator "" over the pieces text[offsets[k]:offsets[k+1]]."""
@@ -150,6 +208,11 @@ def _append_stripped(chunks: list[str], text: str) -> None:
     text = text.strip()
     if text:
         chunks.append(text)
+
+
+@lru_cache(maxsize=64)
+def _long_run_pattern(separator: str, chunk_size: int) -> re.Pattern:
+    return re.compile(f"[^{re.escape(separator)}]{{{max(chunk_size - 1, 0)}}}")
 
 
 @lru_cache(maxsize=8)
