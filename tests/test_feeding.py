@@ -2,11 +2,13 @@
 the vectors and cut flags equal the encoder's own `encode` (the path before the pipeline) in feeder
 processes or in-process, for texts and (title, content) pairs; batch plans are deterministic and keep
 their budget; a shard many times the queue's size is embedded with memory that follows the queue depth
-(null model: the feeding is what is measured)."""
+(null model: the feeding is what is measured); GPU builds default to every free core as a feeder."""
 
 from __future__ import annotations
 
+import os
 import tracemalloc
+from types import SimpleNamespace
 
 import numpy as np
 import orjson
@@ -14,6 +16,7 @@ import pytest
 from feeding_bench import null_dense_encoder
 
 from helpers import PUBMEDQA_CORPUS, pubmedqa_abstracts
+from indexer.cli import _feeding
 from indexer.dense import Feeding, close_feeders, embed_corpus
 from indexer.device_loop import embed_windows
 from indexer.feeding import BatchPlan, Feeders, tokenize_window, tokenizer_settings
@@ -110,3 +113,17 @@ def test_memory_follows_the_queue_not_the_shard(tmp_path, run_corpusbuild):
         vectors = np.load(tmp_path / f"dense-{copies}" / "emb-00000.npy", mmap_mode="r")
         assert vectors.shape == (copies * len(lines), 768)
     assert peaks[32] < 1.5 * peaks[4] + 2**20, peaks  # 8x the rows: not 8x the memory
+
+
+@pytest.mark.parametrize(("cores", "gpus", "feeders"), [(16, 1, 15), (64, 1, 16), (16, 2, 7), (2, 1, 1), (1, 2, 1)])
+def test_gpu_builds_feed_from_every_free_core_up_to_16_a_device(monkeypatch, cores, gpus, feeders):
+    """One core per device for its embedding process, the rest shared as feeders (at most 16 each); big
+    token-budget batches; CPU builds tokenize in the embedding process."""
+    monkeypatch.setattr(os, "cpu_count", lambda: cores)
+    encoder = SimpleNamespace(documents=SimpleNamespace(max_length=256))
+    batch_size, feeding = _feeding(encoder, [f"cuda:{n}" for n in range(gpus)], None, None, None, "auto", False)
+    assert feeding.feeders == feeders and batch_size == 512
+    assert (feeding.plan.rows, feeding.plan.tokens) == (512, 65536)
+    batch_size, feeding = _feeding(encoder, ["cpu"], None, None, None, "float32", False)
+    assert feeding.feeders == 0 and (batch_size, feeding.plan.tokens) == (32, 32 * 256)
+    assert _feeding(encoder, ["cuda:0"], None, None, 3, "auto", False)[1].feeders == 3  # --feeders wins
