@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -93,10 +94,12 @@ class TextEncoder:
         interact). A search server micro-batches concurrent queries; this keeps their scores and ranks
         reproducible to the last printed digit.
 
-        On a CPU the batch runs on one intra-op thread: with several, how torch splits a matrix product
+        On a CPU each batch runs on one intra-op thread: with several, how torch splits a matrix product
         between threads depends on the batch's row count, and on some CPUs (AVX-512 Xeons) that changes
         the last bits of a row (measured: 4 of 30 queries differed between alone and batched with two
-        threads, none with one). The cost is ~1.4x the encoder time of a two-thread batch."""
+        threads, none with one). The cores are used by running batches side by side instead, one per
+        thread torch was set to use; a single batch (a handful of queries) runs ~1.4x slower than on
+        two intra-op threads."""
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         full = self._token_counts(texts)
@@ -104,32 +107,45 @@ class TextEncoder:
         lengths = [min(length, self.max_length) for length in full]
         padded = [min(-(-n // bucket) * bucket, self.max_length) for n in lengths]
         order = sorted(range(len(texts)), key=lambda i: (padded[i], i))
+        batches = []  # tokenized here, in order: a fast tokenizer must not be called from two threads
+        start = 0
+        while start < len(order):
+            size, stop = padded[order[start]], start
+            while stop < len(order) and stop - start < batch_size and padded[order[stop]] == size:
+                stop += 1
+            batch_index = order[start:stop]
+            batches.append((batch_index, self._tokenize([texts[i] for i in batch_index], size, pad_to=size)))
+            start = stop
+
+        def embed(batch):
+            with self._torch.inference_mode():  # thread-local: entered in the thread that computes
+                return batch[0], self._embed(batch[1])
+
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
-        with self._torch.inference_mode(), self._one_thread_on_cpu():
-            start = 0
-            while start < len(order):
-                size, stop = padded[order[start]], start
-                while stop < len(order) and stop - start < batch_size and padded[order[stop]] == size:
-                    stop += 1
-                batch_index = order[start:stop]
-                tokens = self._tokenize([texts[i] for i in batch_index], size, pad_to=size)
-                out[batch_index] = self._embed(tokens)
-                start = stop
+        with self._one_thread_on_cpu() as side_by_side:
+            if side_by_side > 1 and len(batches) > 1:
+                with ThreadPoolExecutor(side_by_side) as pool:
+                    embedded = list(pool.map(embed, batches))
+            else:
+                embedded = map(embed, batches)
+            for batch_index, vectors in embedded:
+                out[batch_index] = vectors
         return out
 
     @contextlib.contextmanager
     def _one_thread_on_cpu(self):
         """torch's intra-op threads set to one for the block when this encoder runs on a CPU (restored
-        after; one block at a time in the process, as the setting is the process's)."""
+        after; one block at a time in the process, as the setting is the process's); yields the number
+        it was set to before (1 on a GPU), the batches the block may run side by side."""
         torch = self._torch
         if self.device != "cpu":
-            yield
+            yield 1
             return
         with _THREADS_LOCK:  # also when already one: another block's restore must not land inside this one
             threads = torch.get_num_threads()
             torch.set_num_threads(1)
             try:
-                yield
+                yield threads
             finally:
                 torch.set_num_threads(threads)
 
