@@ -32,7 +32,7 @@ from rich.table import Table
 from medsnip import __version__
 from medsnip.languages import language_callback
 from medsnip.queries import FORMATS, QueryFileError, read_query_file
-from refkit.relatedness import ANSWER_CEILING, DENSE_FLOOR
+from refkit.noise.options import ANSWER_CEILING, ANSWER_MARGIN, ENTITY_FLOOR, SIMILARITY_FLOOR
 from searchd.cli import client_options
 
 console = Console(stderr=True, highlight=False)
@@ -146,6 +146,10 @@ def collect(queries_file, out, k, address, token_file, tls, ca_file, retrievers,
 @click.option("--mesh-trees", "trees_path", default="shipped", show_default=True,
               help="Tree numbers joined to --mesh-names by descriptor UI: a TSV of mesh_id, mesh_name, "
                    "mesh_tree_number (gzipped or not), 'shipped' (MeSH 2015's, bundled) or 'none'.")  # fmt: skip
+@click.option("--mesh-actions", "actions_path", default="shipped", show_default=True,
+              help="Pharmacological actions joined to --mesh-names by descriptor UI (drug siblings share one): a TSV "
+                   "of name, ui, pharmacological_action_name, pharmacological_action_ui, 'shipped' (MeSH 2018's, "
+                   "bundled) or 'none'.")  # fmt: skip
 @click.option("--related/--no-related", default=True, show_default=True,
               help="Rank each entity's nearest same-type names with the bundled MiniLM (the swap rule used when "
                    "neither trees nor co-occurrence choose; minutes for all of MeSH on 2 CPU cores).")  # fmt: skip
@@ -153,12 +157,17 @@ def collect(queries_file, out, k, address, token_file, tls, ca_file, retrievers,
               help="Names in another language keyed by MeSH descriptor UI, a JSON list of {term, id} (the French "
               "MeSH dictionary's shape), joined to the entities of those UIs: fr=mesh_dict_fr_en.json.gz "
               "(repeatable).")  # fmt: skip
+@click.option("--corpus-names/--no-corpus-names", default=True, show_default=True,
+              help="With --server or --corpus: add the names the records' texts give (abbreviations they define, "
+              "drug names by INN stem, gene symbols, author keywords) and count the records naming each entity "
+              "(refkit.corpus_names).")  # fmt: skip
 @_friendly_errors
 def lexicon(out, address, corpus_dirs, corpora, token_file, tls, ca_file, mesh_path, supplementary, names_path,
-            qualifiers_path, trees_path, related, translation_specs) -> None:  # fmt: skip
-    """An entity lexicon: MeSH (--mesh, --mesh-names) merged with what the indexed PubMed records' headings and
-    chemicals say (--server or --corpus: frequencies, qualifier profiles, co-occurrence); either alone works."""
-    from refkit.lexicon import LexiconMiner
+            qualifiers_path, trees_path, actions_path, related, translation_specs, corpus_names) -> None:  # fmt: skip
+    """An entity lexicon: MeSH (--mesh, --mesh-names) merged with what the indexed records say (--server or
+    --corpus: headings, chemicals, the names their texts give, how many records name each entity); either alone
+    works."""
+    from refkit.lexicon_build import LexiconSources, build_lexicon
 
     if address and corpus_dirs:
         raise click.UsageError("give --server ADDR or --corpus DIR, not both")
@@ -168,89 +177,30 @@ def lexicon(out, address, corpus_dirs, corpora, token_file, tls, ca_file, mesh_p
         raise click.UsageError("--supplementary goes with --mesh or --mesh-names")
     if qualifiers_path and not names_path:
         raise click.UsageError("--mesh-qualifiers goes with --mesh-names")
-    miner = LexiconMiner()
-    if not (address or corpus_dirs):
-        client = contextlib.nullcontext()
-
-        def documents():
-            return iter(())
-    elif address:
-        import grpc
-
-        from refkit.connection import ServerError, describe_rpc_error
-
-        client, _ = _connect(address, token_file, tls, ca_file)
-
-        def documents():
-            try:
-                for _, snippet in client.scan_snippets(corpora, first_chunk_only=True):
-                    yield json.loads(snippet.meta_json) if snippet.meta_json else {}
-            except grpc.RpcError as error:
-                raise ServerError(describe_rpc_error(address, error)) from error
-    else:
-        from medsnip.corpus import Corpus, LineageError
-        from medsnip.snippet import iter_snippets
-
-        try:
-            opened = [Corpus.open(folder) for folder in corpus_dirs]
-        except LineageError as error:
-            raise ValueError(str(error)) from error
-        client = contextlib.nullcontext()
-
-        def documents():
-            for corpus in opened:
-                for shard in corpus.shards:
-                    for snippet in iter_snippets(shard.path):
-                        if snippet["chunk"] == 0:
-                            yield snippet.get("meta") or {}
-
-    with client:  # two passes: types first, then co-occurrence among the typed entities
-        for meta in documents():
-            miner.add_document(meta)
-        for meta in documents():
-            miner.add_cooccurrence(meta)
-    built = miner.lexicon()
-    if (address or corpus_dirs) and not len(built):
-        raise ValueError("no MeSH headings or chemicals in the scanned records (is a PubMed corpus among them?)")
-    if mesh_path or names_path:
-        from lxml import etree
-
-        from refkit.lexicon import Lexicon
-        from refkit.mesh import merge, read_mesh
-        from refkit.mesh_names import overlay, read_mesh_names
-
-        names = Lexicon([])
-        if names_path:
-            if trees_path not in ("shipped", "none") and not Path(trees_path).is_file():
-                raise click.BadParameter(f"{trees_path}: no such file", param_hint="--mesh-trees")
-            trees = {"shipped": None, "none": False}.get(trees_path, Path(trees_path))
-            names = read_mesh_names(None if names_path == "installed" else Path(names_path), qualifiers_path, trees)
-        try:
-            known_types = {e.ui: e.type for e in names.entities.values()}
-            vocabulary = overlay(read_mesh(mesh_path, supplementary, known_types), names)
-        except etree.XMLSyntaxError as error:
-            raise ValueError(f"{error.filename or mesh_path}:{error.lineno}: not MeSH XML ({error.msg})") from error
-        if not len(vocabulary):
-            raise ValueError(f"{mesh_path or names_path}: no MeSH descriptors")
-        built = merge(vocabulary, built)
+    translations = {}
     for spec in translation_specs:
-        from refkit.lexicon import add_translations, read_names_by_ui
-
         language, sep, path = spec.partition("=")
         if not sep or not Path(path).is_file():
             raise click.BadParameter(
                 f"expected LANG=PATH of an existing file, got {spec!r}", param_hint="--translations"
             )
-        joined = add_translations(built, read_names_by_ui(Path(path)), language_callback(None, None, language))
-        console.print(f"{path}: {language} names joined to {joined:,} entities by MeSH UI")
-    if related:
-        from refkit.related import add_related
-
-        with _progress("related names", len(built)) as advance:
-            add_related(built, progress=advance)
+        translations[language_callback(None, None, language)] = Path(path)
+    sources = LexiconSources(
+        address=address, connect=(lambda: _connect(address, token_file, tls, ca_file)[0]) if address else None,
+        corpus_dirs=tuple(corpus_dirs), corpora=tuple(corpora), mesh_path=mesh_path, supplementary=supplementary,
+        names_path=names_path, qualifiers_path=qualifiers_path, trees_path=trees_path, actions_path=actions_path,
+        related=related,
+        translations=translations, corpus_names=corpus_names,
+    )  # fmt: skip
+    stack = contextlib.ExitStack()
+    with stack:
+        built, summary = build_lexicon(sources, lambda what, total: stack.enter_context(_progress(what, total)))
     built.write(out)
-    types = Counter(e.type for e in built.entities.values())
-    console.print(f"{miner.documents} documents: {len(built)} entities ({dict(sorted(types.items()))}) -> {out}")
+    for language, joined in summary.get("translations", {}).items():
+        console.print(f"{translations[language]}: {language} names joined to {joined:,} entities by MeSH UI")
+    names = ", ".join(f"{kind} {n:,}" for kind, n in summary["corpus_names"].items())
+    console.print(f"{summary['documents']} documents, {summary['records']:,} records read: {len(built)} entities "
+                  f"({summary['types']}){f'; from the texts: {names}' if names else ''} -> {out}")  # fmt: skip
 
 
 @main.command("warm-cache")
@@ -281,25 +231,27 @@ def warm_cache() -> None:
     "--judge-threshold", type=float, help="Score at or above which the judge rejects [default: the preset's]."
 )
 @click.option("--per-query", default=5, show_default=True, type=click.IntRange(1), help="Noisy references kept.")
-@click.option("--top-m", default=100, show_default=True, type=click.IntRange(1),
-              help="A candidate in the original query's top-M is rejected.")  # fmt: skip
-@click.option("--candidates", default=100, show_default=True, type=click.IntRange(1),
-              help="Hits per rewrite: as deep as --top-m (rewrites share the original's top hits).")  # fmt: skip
-@click.option("--attribute-swaps", default=2, show_default=True, type=click.IntRange(0), help="Aspect rewrites.")
+@click.option("--candidates", default=100, show_default=True, type=click.IntRange(1), help="Hits retrieved per rewrite.")
+@click.option("--attribute-swaps", default=1, show_default=True, type=click.IntRange(0), help="Aspect rewrites.")
 @click.option("--entity-swaps", default=2, show_default=True, type=click.IntRange(0), help="Entity rewrites.")
 @click.option("--support/--no-support", default=True, show_default=True,
               help="Keep only swaps the corpus supports: a text retrieved for the rewrite names the swapped-in "
               "concept with what the question keeps (refkit.support). --no-support rewrites regardless, for "
               "a corpus too small to name the siblings.")  # fmt: skip
 @click.option("--refs", type=PathIn,
-              help="refs.jsonl from collect (or labeled.jsonl from label): noise must not duplicate these; those "
-              "labelled relevant are the gold references kept noise is compared with.")  # fmt: skip
-@click.option("--related-floor", default=DENSE_FLOOR, show_default=True, type=click.FloatRange(-1, 1),
-              help="MiniLM similarity to the question that makes a candidate naming none of its entities related "
-              "(a hard negative); below it, it is rejected as unrelated.")  # fmt: skip
+              help="refs.jsonl from collect (or labeled.jsonl from label): noise is never one of these; those "
+              "labelled relevant are known answers kept noise must not read like.")  # fmt: skip
+@click.option("--answer-margin", default=ANSWER_MARGIN, show_default=True, type=click.FloatRange(-1, 1),
+              help="may-answer: a candidate this much closer (MiniLM) to the original question than to the rewrite "
+              "that retrieved it is taken for an answer.")  # fmt: skip
 @click.option("--answer-ceiling", default=ANSWER_CEILING, show_default=True, type=click.FloatRange(-1, 1),
-              help="MiniLM similarity to the question at which a candidate is rejected as a likely answer "
-              "(1 turns the check off).")  # fmt: skip
+              help="may-answer: MiniLM similarity to the original question at which a candidate is taken for an "
+              "answer (1 turns the test off).")  # fmt: skip
+@click.option("--entity-floor", default=ENTITY_FLOOR, show_default=True, type=click.FloatRange(-1, 1),
+              help="unrelated: a candidate naming an entity of the question (or the swapped-in one) must read this "
+              "close to the rewrite.")  # fmt: skip
+@click.option("--similarity-floor", default=SIMILARITY_FLOOR, show_default=True, type=click.FloatRange(-1, 1),
+              help="unrelated: a candidate naming none of them must read this close to the rewrite.")  # fmt: skip
 @click.option("--aspects", "aspects_path", type=PathIn,
               help="Your aspect lexicon [default: refkit's table for --language].")  # fmt: skip
 @click.option("--language", default="en", show_default=True, callback=language_callback,
@@ -309,10 +261,10 @@ def warm_cache() -> None:
 @query_options
 @dedup_options
 @_friendly_errors
-def noise(queries_file, lexicon_path, seed, out, judge_name, judge_threshold, per_query, top_m, candidates,
-          attribute_swaps, entity_swaps, support, refs, related_floor, answer_ceiling, aspects_path, language, address,
-          token_file, tls, ca_file, retrievers,
-          corpora, fusion, rrf_k, query_format, limit, dedup_threshold, shingle_words) -> None:  # fmt: skip
+def noise(queries_file, lexicon_path, seed, out, judge_name, judge_threshold, per_query, candidates, attribute_swaps,
+          entity_swaps, support, refs, answer_margin, answer_ceiling, entity_floor, similarity_floor, aspects_path,
+          language, address, token_file, tls, ca_file, retrievers, corpora, fusion, rrf_k, query_format, limit,
+          dedup_threshold, shingle_words) -> None:  # fmt: skip
     """Entity/attribute substitutions and the filtered hard-negative references they retrieve."""
     from medsnip.jsonl import read_jsonl, write_jsonl
     from refkit.collect import DedupOptions, RetrievalOptions
@@ -331,8 +283,6 @@ def noise(queries_file, lexicon_path, seed, out, judge_name, judge_threshold, pe
         "aspects": str(aspects_path) if aspects_path else f"refkit/{aspects_table(language)}",
         "language": language,
         "dedup": {"threshold": dedup_threshold, "shingle_words": shingle_words},
-        "related_floor": related_floor,
-        "answer_ceiling": answer_ceiling,
     }
     judge = None
     if judge_name:
@@ -345,9 +295,9 @@ def noise(queries_file, lexicon_path, seed, out, judge_name, judge_threshold, pe
         generator = NoiseGenerator(
             client, address, lineage, QueryRewriter(lexicon_data, aspects, language),
             RetrievalOptions(candidates, tuple(corpora), tuple(retrievers), rrf_k, fusion=fusion),
-            NoiseOptions(seed, per_query, top_m, candidates, attribute_swaps, entity_swaps, support),
-            DedupOptions(dedup_threshold, shingle_words),
-            collected, provenance, judge, related_floor, answer_ceiling,
+            NoiseOptions(seed, per_query, candidates, attribute_swaps, entity_swaps, support, answer_margin,
+                         answer_ceiling, entity_floor, similarity_floor),
+            DedupOptions(dedup_threshold, shingle_words), collected, provenance, judge,
         )  # fmt: skip
         with _progress("noise searches", None) as advance:  # the count is known once queries are analysed
             records = list(generator.run(queries, progress=advance))

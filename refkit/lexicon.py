@@ -19,6 +19,9 @@ Columns of lexicon.tsv (a user-supplied lexicon needs `name` and `type`; the oth
 | trees         | MeSH tree numbers, `|`-separated (from `--mesh`): what sibling swaps use |
 | related       | the nearest same-type names by MiniLM similarity: `name=similarity x 1000|...` (refkit.related) |
 | translations  | names in other languages: `fr:Téméfos|zh:奥司他韦|...` (`--translations`: French MeSH by UI) |
+| actions       | MeSH pharmacological actions, `|`-separated (from `--mesh` / `--supplementary`): drug siblings |
+| corpus_frequency | served records that name it (any of its names), counted when mined from a corpus; empty: not counted |
+| origin        | where the entity comes from: `mesh`, `mesh-names`, `supplementary`, `headings` (the records' MeSH and chemicals), `keyword`, `abbreviation`, `inn-stem`, `symbol`, `named-disease` |
 
 Type inference, since PubMed records carry no tree numbers: an entity is a `drug` when it appears in
 a chemical list or its qualifier profile leans to drug-only qualifiers (pharmacology, therapeutic use,
@@ -52,6 +55,9 @@ COLUMNS = (
     "trees",
     "related",
     "translations",
+    "actions",
+    "corpus_frequency",
+    "origin",
 )
 # Every type but `other` is rewritten by refkit noise (aspects for some, entity swaps for all).
 REWRITTEN_TYPES = ("drug", "disease", "gene", "organism", "procedure", "anatomy", "process")
@@ -86,6 +92,9 @@ class Entity:
     trees: list[str] = field(default_factory=list)
     related: Counter = field(default_factory=Counter)
     translations: dict[str, list[str]] = field(default_factory=dict)  # language -> names, preferred first
+    actions: list[str] = field(default_factory=list)  # MeSH pharmacological actions
+    corpus_frequency: int | None = None  # served records naming it; None: not counted
+    origin: str = ""
 
     @property
     def key(self) -> str:
@@ -113,6 +122,12 @@ class Lexicon:
     def get(self, name: str) -> Entity | None:
         return self.entities.get(name.casefold())
 
+    @property
+    def counted(self) -> bool:
+        """Were the entities counted in a served corpus (`corpus_frequency`)? Then a name no served
+        record uses is never a target or a swap."""
+        return any(e.corpus_frequency is not None for e in self.entities.values())
+
     def to_tsv(self) -> bytes:
         out = io.StringIO()
         writer = csv.writer(out, delimiter="\t", lineterminator="\n", quoting=csv.QUOTE_NONE, escapechar="\\")
@@ -121,7 +136,8 @@ class Lexicon:
             writer.writerow([
                 entity.name, entity.ui, entity.type, entity.frequency, "|".join(entity.entry_terms),
                 _pairs(entity.qualifiers), _pairs(entity.cooccurrence, COOCCURRENCE_KEPT), "|".join(entity.trees),
-                _pairs(entity.related), _translations(entity.translations),
+                _pairs(entity.related), _translations(entity.translations), "|".join(entity.actions),
+                "" if entity.corpus_frequency is None else entity.corpus_frequency, entity.origin,
             ])  # fmt: skip
         return out.getvalue().encode("utf-8")
 
@@ -228,6 +244,9 @@ def read_lexicon(path: Path) -> Lexicon:
         frequency = cells.get("frequency", "") or "0"
         if not frequency.isdigit():
             raise LexiconError(f"{where}: column 'frequency' is not a number: {frequency!r}")
+        corpus_frequency = cells.get("corpus_frequency", "")
+        if corpus_frequency and not corpus_frequency.isdigit():
+            raise LexiconError(f"{where}: column 'corpus_frequency' is not a number: {corpus_frequency!r}")
         entities.append(
             Entity(
                 name=cells["name"],
@@ -240,6 +259,9 @@ def read_lexicon(path: Path) -> Lexicon:
                 trees=[t.strip() for t in cells.get("trees", "").split("|") if t.strip()],
                 related=_parse_pairs(cells.get("related", ""), where, "related"),
                 translations=_parse_translations(cells.get("translations", ""), where),
+                actions=[t.strip() for t in cells.get("actions", "").split("|") if t.strip()],
+                corpus_frequency=int(corpus_frequency) if corpus_frequency else None,
+                origin=cells.get("origin", ""),
             )
         )
     if not entities:
@@ -335,6 +357,7 @@ class LexiconMiner:
                     entry_terms=uninverted(name),
                     qualifiers=Counter(self.qualifiers.get(key, {})),
                     cooccurrence=Counter({self.names[k]: n for k, n in self.cooccurrence.get(key, {}).items()}),
+                    origin="headings",
                 )
             )
         return Lexicon(entities)

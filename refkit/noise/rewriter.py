@@ -1,0 +1,180 @@
+"""Stages 1 and 2 of refkit noise for one question: its targets, and the swaps that rewrite it.
+
+`QueryRewriter.analyse` finds mentions and targets (refkit.noise.targets); `swap_candidates` proposes,
+per target, the siblings that pass the swap rules (refkit.noise.siblings), best first, and the aspect
+swaps the question's frame takes (refkit.sense.aspect_frame_problem and predicate_problem);
+`rewrites` chooses among those the corpus supports, in an order seeded by (seed, question id).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Callable
+
+from medsnip.queries import QueryItem
+from refkit.lexicon import REWRITTEN_TYPES, Entity, Lexicon, natural_name
+from refkit.matcher import Aspect, Match, NameMatcher, PhraseMatcher
+from refkit.noise.options import ENTITY_POOL, SWAP_POOL, NoiseOptions
+from refkit.noise.siblings import SiblingIndex
+from refkit.noise.targets import (
+    Analysis,
+    Target,
+    TargetContext,
+    choose_targets,
+    phrase_cut_test,
+    place_aspects,
+    with_defined_abbreviations,
+)
+from refkit.noise.writing import Rewrite, entity_words, match_case, write_swap
+from refkit.sense import aspect_frame_problem, doubled_word, generic_keys, predicate_problem, question_part
+
+_WORDS = re.compile(r"\w+")
+
+
+class QueryRewriter:
+    """Analysis and rewrites of queries against one lexicon and one aspect list."""
+
+    def __init__(self, lexicon: Lexicon, aspects: list[Aspect], language: str = "en"):
+        """`language`: the queries' language. Entities are matched by their names in it (lexicon
+        translations) and in English, swaps write the replacement's name in it; English grammar and word
+        order rules apply to English queries only."""
+        self.lexicon, self.aspects, self.language = lexicon, aspects, language
+        self.english = language == "en"
+        typed = [e for e in lexicon.entities.values() if e.type in REWRITTEN_TYPES]
+        phrases = [(form, e) for e in typed for form in e.surface_forms(language)]
+        self.entity_matcher = NameMatcher(phrases, english=self.english)
+        by_phrase: dict[str, list[Aspect]] = {}  # one phrase may name aspects of several types ("indications")
+        for aspect in aspects:
+            for synonym in aspect.synonyms:
+                by_phrase.setdefault(" ".join(synonym.lower().split()), []).append(aspect)
+        self.aspect_matcher = PhraseMatcher([(phrase, tuple(found)) for phrase, found in by_phrase.items()])
+        self.generic = generic_keys(lexicon)
+        self.siblings = SiblingIndex(lexicon, self.generic)
+        bigrams = {pair for form, _ in phrases for words in [_WORDS.findall(form.lower())]
+                   for pair in zip(words, words[1:], strict=False)}  # fmt: skip
+        self._phrase_cut = phrase_cut_test(bigrams)
+
+    def analyse(self, query: str) -> Analysis:
+        """Mentions, aspects and ranked targets (refkit.noise.targets)."""
+        entities = with_defined_abbreviations(query, self.entity_matcher.find(query))
+        analysis = Analysis(entities, [], generic=frozenset(m.payload.key for m in entities) & self.generic)
+        context = TargetContext(query, entities, self.generic, question_part(query), self.english, self.lexicon.counted,
+                                self._phrase_cut)  # fmt: skip
+        place_aspects(analysis, self.aspect_matcher.find(query), context, self.english)
+        choose_targets(analysis, context)
+        if not entities:
+            analysis.refused_targets.append({"text": "", "entity": "", "rule": "no-mention",
+                                             "why": "no-mention: the question names no entity of the lexicon "
+                                                    "(of a type that is rewritten)"})  # fmt: skip
+        return analysis
+
+    def entity_candidates(self, original: Entity, exclude: set[str],
+                          refused: list[dict] | None = None) -> list[tuple[Entity, str]]:  # fmt: skip
+        """(sibling, rule) that pass the swap rules, best first (refkit.noise.siblings), at most SWAP_POOL;
+        each refused candidate is appended to `refused` with its rule. For a query not in English, siblings
+        with a name in its language come first."""
+        found = self.siblings.siblings(original)
+        if not found and refused is not None:
+            reason = self.siblings.no_sibling_reason(original)
+            refused.append({"target": original.name, "to": "any", "rule": reason.partition(":")[0], "why": reason})
+        chosen: list[tuple[Entity, str]] = []
+        for entity, rule in self.siblings.rank(original, found):
+            problem = self.siblings.swap_problem(original, entity, rule, exclude)
+            if problem is not None:
+                if refused is not None:
+                    refused.append({"target": original.name, "to": entity.name, "rule": problem.partition(":")[0],
+                                    "why": problem})  # fmt: skip
+                continue
+            chosen.append((entity, rule))
+        if not self.english:
+            chosen.sort(key=lambda c: not c[0].translations.get(self.language))
+        return chosen[:SWAP_POOL]
+
+    def aspect_candidates(self, query: str, target: Target, refused: list[dict]) -> list[Aspect]:
+        """The aspects that may replace the target's aspect: same entity type, and a frame and predicate
+        that take them (English; other languages have no word-order rules)."""
+        if target.aspect is None:
+            return []
+        asked = target.aspect
+        if self.english:
+            frame = aspect_frame_problem(query, (asked.start, asked.end))
+            if frame is not None:
+                refused.append({"target": asked.payload.name, "to": "any aspect", "rule": "aspect-frame", "why": frame})
+                return []
+        kept = []
+        for aspect in self.aspects:
+            if aspect.type != target.entity.type or aspect.name == asked.payload.name:
+                continue
+            problem = predicate_problem(query, asked.start, asked.payload.name, aspect.name) if self.english else None
+            if problem is not None:
+                refused.append({"target": asked.payload.name, "to": aspect.name, "rule": "predicate", "why": problem})
+                continue
+            kept.append(aspect)
+        return kept
+
+    def swap_candidates(self, query: QueryItem, analysis: Analysis) -> list[Rewrite]:
+        """Every single swap `rewrites` may choose, computed once per analysis (the rules record what they
+        refuse): the first target's aspect swaps, then each target's entity swaps in target order."""
+        if getattr(analysis, "_swaps", None) is None:
+            present = {m.payload.key for m in analysis.entities}
+            swaps: list[Rewrite] = []
+            for number, target in enumerate(analysis.targets):
+                if number == 0:
+                    for aspect in self.aspect_candidates(query.query, target, analysis.refused_swaps):
+                        swaps.append(self._aspect_swap(query.query, target, aspect, number))
+                for entity, rule in self.entity_candidates(target.entity, present, analysis.refused_swaps):
+                    rewrite = self._entity_swap(query.query, target, entity, rule, number)
+                    problem = doubled_word(query.query, rewrite.query) if self.english else None
+                    if problem is None:
+                        swaps.append(rewrite)
+                    else:
+                        analysis.refused_swaps.append({"target": target.entity.name, "to": entity.name,
+                                                       "rule": "compound", "why": problem})  # fmt: skip
+            analysis._swaps = swaps
+        return analysis._swaps
+
+    def rewrites(self, query: QueryItem, analysis: Analysis, options: NoiseOptions,
+                 supported: Callable[[Rewrite], bool] | None = None,
+                 preference: Callable[[Rewrite], int] | None = None) -> list[Rewrite]:  # fmt: skip
+        """The rewrites of one question: up to `options.attribute_swaps` aspect swaps and
+        `options.entity_swaps` entity swaps. Entity swaps come from the first target with any `supported`
+        accepts (then the next targets, while fewer were found); among a target's accepted swaps the seed
+        picks from the ENTITY_POOL best-ranked (by `preference`, lower first, then sibling rank)."""
+        rng = random.Random(f"{options.seed}:{query.id}")
+        accepted = supported or (lambda rewrite: True)
+        swaps = self.swap_candidates(query, analysis)
+        aspect_swaps = [r for r in swaps if r.kind == "attribute"]
+        chosen = [r for r in rng.sample(aspect_swaps, len(aspect_swaps)) if accepted(r)][: options.attribute_swaps]
+        wanted = options.entity_swaps
+        for number in range(len(analysis.targets)):
+            if wanted <= 0:
+                break
+            pool = [r for r in swaps if r.kind == "entity" and r.target == number and accepted(r)]
+            pool = sorted(pool, key=preference or (lambda r: 0))[:ENTITY_POOL]
+            picked = rng.sample(pool, min(wanted, len(pool)))
+            chosen += sorted(picked, key=pool.index)
+            wanted -= len(picked)
+        unique, seen = [], {query.query.casefold()}
+        for rewrite in chosen:
+            if rewrite.query.casefold() not in seen:
+                seen.add(rewrite.query.casefold())
+                unique.append(rewrite)
+        return unique
+
+    def _entity_swap(self, text: str, target: Target, entity: Entity, rule: str, number: int) -> Rewrite:
+        original: Entity = target.entity
+        words = entity_words(target.mention, natural_name(entity, self.language), self.language)
+        record = {"what": "entity", "type": entity.type, "from": original.name, "from_ui": original.ui,
+                  "to": entity.name, "to_ui": entity.ui, "rule": rule}  # fmt: skip
+        rewrite = write_swap(text, target.mention, words, record, self.language)
+        rewrite.target = number
+        return rewrite
+
+    def _aspect_swap(self, text: str, target: Target, aspect: Aspect, number: int) -> Rewrite:
+        asked: Match = target.aspect
+        record = {"what": "aspect", "type": aspect.type, "from": asked.payload.name, "to": aspect.name,
+                  "entity": target.entity.name}  # fmt: skip
+        rewrite = write_swap(text, asked, match_case(asked.text, aspect.name), record, self.language)
+        rewrite.target = number
+        return rewrite

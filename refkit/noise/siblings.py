@@ -1,0 +1,168 @@
+"""Stage 2 of refkit noise: the siblings a clinician would swap in for a target, and the swap rules.
+
+A sibling is another concept of the same kind, chosen by what the concept *is*, never by how its name
+looks:
+
+| target | rule | siblings |
+|---|---|---|
+| drug | `pharmacological-action` | drugs sharing a MeSH pharmacological action (from NLM's XML, or the shipped MeSH 2018 table: losartan -> valsartan, an ARB), the most specific shared action first |
+| drug | `inn-stem` | drugs whose name ends with the same INN stem (refkit.drug_stems: tucatinib -> lapatinib, "-tinib") |
+| gene | `symbol-family` | symbols of the same family (refkit.gene_symbols: VPS4A -> VPS4B) |
+| drug, in MeSH's functional branches (vaccines, pharmacologic actions and uses: a class such as "Neuroprotective Agents") | `tree-sibling` | the other classes under the same parent |
+| disease, organism, anatomy, procedure, process, gene | `tree-sibling` | the other children of the target's parent in the MeSH trees, at the same depth (mantle cell lymphoma -> follicular lymphoma) |
+| the same, when a target has no tree sibling | `tree-cousin` | the concepts at the same depth under the target's grandparent (obesity, alone under overnutrition -> malnutrition) |
+
+Drugs get no tree siblings in the chemical branches: MeSH places chemicals there by structure (losartan
+beside tetrazolium salts), not by what they do. Every candidate then passes the swap rules, in order; the first that refuses it is
+recorded with its name:
+
+- `generic`, `unwritable`, `same-concept` (refkit.sense.entity_swap_problem: a category, a name no
+  question would write, the target's own name, an ancestor or descendant, nested names, a group for one
+  concept);
+- `look-alike`: a name spelt nearly like the target's (character similarity `LOOK_ALIKE` or more; not
+  for a symbol family, whose members differ by design in one character);
+- `not-in-corpus`: no served record names it (when the lexicon was counted in the corpus);
+- `in-question`: the question names it already.
+
+What passes is ranked by the size of the most specific action it shares (drugs), then by how many served
+records name it (a clinician reaches for the common sibling: valsartan before eprosartan), then by name.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections import defaultdict
+
+from refkit.drug_stems import stem_of
+from refkit.gene_symbols import family_root, symbol_of_name
+from refkit.lexicon import REWRITTEN_TYPES, Entity, Lexicon, natural_name
+from refkit.sense import entity_swap_problem
+
+LOOK_ALIKE = 0.85
+TREE_TYPES = ("disease", "organism", "anatomy", "procedure", "process", "gene")
+# The drug branches of MeSH that are ordered by what a drug does or is for, not by its structure: vaccines
+# (by pathogen), and Chemical Actions and Uses (pharmacologic actions, therapeutic uses).
+FUNCTIONAL_DRUG_TREES = ("D20.215.894", "D27")
+
+
+def _parent(tree: str) -> str | None:
+    parent = tree.rpartition(".")[0]
+    return parent or None
+
+
+def _cousin(tree: str, others: list[str]) -> bool:
+    """Does one of `others` sit at `tree`'s depth under its grandparent, under another parent?"""
+    parent = _parent(tree)
+    grandparent = _parent(parent)
+    return any(_parent(o) != parent and _parent(_parent(o) or "") == grandparent and o.count(".") == tree.count(".")
+               for o in others)  # fmt: skip
+
+
+def symbol_forms(entity: Entity) -> list[str]:
+    return list(dict.fromkeys(filter(None, (symbol_of_name(form) for form in [entity.name, *entity.entry_terms]))))
+
+
+class SiblingIndex:
+    """Every rewritten-type entity by pharmacological action, INN stem, tree parent and symbol family."""
+
+    def __init__(self, lexicon: Lexicon, generic: frozenset[str]):
+        self.generic, self.counted = generic, lexicon.counted
+        self.by_action: dict[str, list[Entity]] = defaultdict(list)
+        self.by_stem: dict[str, list[Entity]] = defaultdict(list)
+        self.by_parent: dict[str, list[Entity]] = defaultdict(list)
+        self.by_root: dict[str, list[Entity]] = defaultdict(list)
+        self.by_grandparent: dict[str, list[Entity]] = defaultdict(list)
+        for entity in sorted(lexicon.entities.values(), key=lambda e: e.key):
+            if entity.type not in REWRITTEN_TYPES:
+                continue
+            if entity.type == "drug":
+                for action in entity.actions:
+                    self.by_action[action.casefold()].append(entity)
+                stem = stem_of(entity.name)
+                if stem is not None:
+                    self.by_stem[stem.stem].append(entity)
+            if entity.type in TREE_TYPES or entity.type == "drug":
+                for tree in self._trees(entity):
+                    if (parent := _parent(tree)) is not None:
+                        self.by_parent[parent].append(entity)
+                        if (grandparent := _parent(parent)) is not None:
+                            self.by_grandparent[grandparent].append(entity)
+            if entity.type == "gene":
+                for root in {family_root(form) for form in symbol_forms(entity)} - {None}:
+                    self.by_root[root].append(entity)
+
+    def siblings(self, original: Entity) -> list[tuple[Entity, str]]:
+        """(candidate, rule) before the swap rules, each candidate once (its first rule)."""
+        found: dict[str, tuple[Entity, str]] = {}
+
+        def add(members, rule):
+            for entity in members:
+                if entity.key != original.key and entity.type == original.type:
+                    found.setdefault(entity.key, (entity, rule))
+
+        if original.type == "drug":
+            for action in original.actions:
+                add(self.by_action.get(action.casefold(), ()), "pharmacological-action")
+            stem = stem_of(original.name)
+            if stem is not None:
+                add(self.by_stem.get(stem.stem, ()), "inn-stem")
+        if original.type == "gene":
+            for root in {family_root(form) for form in symbol_forms(original)} - {None}:
+                add(self.by_root.get(root, ()), "symbol-family")
+        if original.type in TREE_TYPES or original.type == "drug":
+            trees = self._trees(original)
+            for tree in trees:
+                if (parent := _parent(tree)) is not None:
+                    add((e for e in self.by_parent.get(parent, ()) if tree not in e.trees), "tree-sibling")
+            if not any(rule == "tree-sibling" for _, rule in found.values()):
+                for tree in trees:
+                    parent = _parent(tree)
+                    grandparent = _parent(parent) if parent else None
+                    if grandparent is not None:
+                        add((e for e in self.by_grandparent[grandparent] if _cousin(tree, e.trees)), "tree-cousin")
+        return list(found.values())
+
+    @staticmethod
+    def _trees(entity: Entity) -> list[str]:
+        """The tree numbers that place an entity among siblings: for a drug only the functional branches."""
+        if entity.type == "drug":
+            return [t for t in entity.trees if t.startswith(FUNCTIONAL_DRUG_TREES)]
+        return entity.trees
+
+    def no_sibling_reason(self, original: Entity) -> str:
+        """Why a target has no sibling candidate at all (a refusal record's text)."""
+        if original.type == "drug":
+            return (f"no-class: {original.name} has no pharmacological action in this vocabulary and no INN stem; "
+                    "chemical-structure siblings are not what a clinician swaps")  # fmt: skip
+        if original.type == "gene" and not original.trees:
+            return f"no-class: {original.name} is not a gene symbol of a family and has no MeSH tree place"
+        if not original.trees:
+            return f"no-tree-place: {original.name} has no MeSH tree number in this vocabulary, so its siblings are unknown"
+        return f"no-sibling: no other concept shares {original.name}'s tree parents"
+
+    def swap_problem(self, original: Entity, candidate: Entity, rule: str, present: set[str]) -> str | None:
+        """The first swap rule that refuses `candidate` for `original` ("rule: why"), or None."""
+        problem = entity_swap_problem(original, candidate, self.generic)
+        if problem is not None:
+            return problem
+        if rule != "symbol-family":
+            alike = difflib.SequenceMatcher(None, natural_name(original).lower(), natural_name(candidate).lower())
+            if alike.ratio() >= LOOK_ALIKE:
+                return (f"look-alike: {candidate.name} is spelt nearly like {original.name} "
+                        f"({alike.ratio():.2f})")  # fmt: skip
+        if self.counted and not candidate.corpus_frequency:
+            return f"not-in-corpus: no served record names {candidate.name}"
+        if candidate.key in present:
+            return f"in-question: the question names {candidate.name} already"
+        return None
+
+    def rank(self, original: Entity, candidates: list[tuple[Entity, str]]) -> list[tuple[Entity, str]]:
+        """Drugs sharing the most specific action first (losartan: the 13 angiotensin receptor blockers before
+        the 100 antihypertensives), then the most written about."""
+
+        def class_size(entity: Entity) -> int:
+            shared = {a.casefold() for a in original.actions} & {a.casefold() for a in entity.actions}
+            return min((len(self.by_action[a]) for a in shared), default=1_000_000)
+
+        return sorted(candidates, key=lambda c: (class_size(c[0]), -(c[0].corpus_frequency or c[0].frequency or 0),
+                                                 c[0].key))  # fmt: skip
