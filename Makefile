@@ -20,8 +20,6 @@ $(STAMP): pyproject.toml Makefile
 	@# the review page's test drives Debian's Chromium (no browser download); as root, install it
 	command -v chromium >/dev/null || { [ "$$(id -u)" != 0 ] && echo "note: install Debian's chromium for the review page test" || \
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }; }
-	@# every MeSH name embedded once (refkit's related names and sibling similarity read the vectors)
-	$(PY) -m refkit.cli warm-cache
 	touch $(STAMP)
 
 demo: setup

@@ -59,8 +59,9 @@ def write_bioasq(folder: Path) -> dict[str, str]:
                 identifier = snippet_id(snippet)
                 text = " ".join(snippet["text"].split())
                 if text:
-                    corpus.setdefault(identifier, {"_id": identifier, "title": "", "text": text,
-                                                   "pmid": identifier.split("-")[0]})  # fmt: skip
+                    corpus.setdefault(
+                        identifier, {"_id": identifier, "title": "", "text": text, "pmid": identifier.split("-")[0]}
+                    )
                     qrels[question["id"], identifier] = None
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "corpus.jsonl").write_text(_lines(corpus[key] for key in sorted(corpus)), encoding="utf-8")
@@ -72,9 +73,16 @@ def write_bioasq(folder: Path) -> dict[str, str]:
 def write_pubmedqa(folder: Path) -> int:
     """corpus.jsonl of the 1,000 labelled PubMedQA abstracts (id = PMID, MeSH names in meta)."""
     data = json.loads(gzip.decompress(PUBMEDQA_LABELLED.read_bytes()))
-    records = [{"_id": pmid, "title": "", "text": " ".join(" ".join(item["CONTEXTS"]).split()),
-                "mesh": [{"name": name} for name in item.get("MESHES", [])], "year": item.get("YEAR")}
-               for pmid, item in sorted(data.items())]  # fmt: skip
+    records = [
+        {
+            "_id": pmid,
+            "title": "",
+            "text": " ".join(" ".join(item["CONTEXTS"]).split()),
+            "mesh": [{"name": name} for name in item.get("MESHES", [])],
+            "year": item.get("YEAR"),
+        }
+        for pmid, item in sorted(data.items())
+    ]
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "corpus.jsonl").write_text(_lines(records), encoding="utf-8")
     return len(records)

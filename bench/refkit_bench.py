@@ -52,8 +52,8 @@ def refkit_section(root: Path, work: Path) -> list[str]:
         "## refkit",
         "",
         f"- searchd over the demo corpus root ({corpora}; hybrid BM25 + dense minilm), on this machine; each "
-        "command is a whole process (start-up included); collect: k=32 with dedup; noise: top-M 100, 20 hits "
-        "per rewrite, 5 kept per query, with the collected references",
+        "command is a whole process (start-up included); collect: k=32 with dedup; noise: its defaults (100 hits "
+        "per rewrite, 5 kept per query), with the collected references",
         f"- `refkit lexicon` through ScanSnippets: {lexicon_seconds:.1f} s",
         "",
         "| questions | queries | collect s | collect q/s | noise s | rewritten queries | noisy references kept |",

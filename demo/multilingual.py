@@ -118,7 +118,7 @@ def refkit_chinese(console: Console, root: Path, address: str) -> None:
     out.mkdir(exist_ok=True)
     lexicon = out / "lexicon-zh.tsv"
     if not lexicon.is_file():
-        _run(refkit_main, ["lexicon", "--mesh-names", "--no-related", "--translations",
+        _run(refkit_main, ["lexicon", "--mesh-names", "--translations",
                            f"zh={REPO / 'demo' / 'mesh-names-zh.json'}", "--out", str(lexicon)])  # fmt: skip
     queries = out / "questions-zh.tsv"
     queries.write_text("id\tquery\n" + "\t".join(REFKIT_QUESTION) + "\n", encoding="utf-8")

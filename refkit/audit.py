@@ -1,18 +1,19 @@
-"""`refkit audit`: how much of a question set `refkit noise` covered, and how often its "noise" leaks.
+"""`refkit audit`: what a `refkit noise` run decided, read back from its own records.
 
-Coverage: the share of questions with at least N kept noisy references (N = `--min-noise`, 3 by
-default: a CRAB-style item wants 3 to 5 irrelevant references), with the reasons the others fell short
-(no entity found, no rewrite, too few candidates survived the filters). Leak rate, where relevance
-judgements exist (qrels: TREC or BEIR, keyed by document or snippet id): the share of kept noise that
-the judgements call relevant to its question, i.e. noise that answers the question and would punish a
-model for citing it. Entity swaps are counted by the rule that chose them (sibling, cooccurrence,
-related), rewrites whose edited words read wrong (refkit.grammar) are counted and listed, and so are
-rewrites that break a sense rule (refkit.sense: with `lexicon`, its entity rules too), and so are
-rewrites the corpus does not support (refkit.support; noise kept from one of them is listed as a sense
-problem of that rewrite, as noise must never keep it). Coverage counts
-hard negatives only: kept references recorded as related to the question (refkit.relatedness), by how
-(a shared entity, or similarity above the floor); swap candidates the sense rules refused are counted
-by rule.
+Nothing is decided again here: every count comes from what the noise records say (refkit.noise.records),
+so the audit reports exactly what `refkit noise` did.
+
+- coverage: questions with at least `--min-noise` kept references (3 by default: a CRAB-style item wants 3
+  to 5), the kept count per question, and for every question below it the stage and rule that stopped it;
+- targets: questions where a target was found, and the target rules that refused mentions;
+- swaps: entity swaps by the sibling rule that proposed them, swap candidates refused by rule, generic
+  swaps (a generic name replaced or written in: there must be none), rewrites that read wrong
+  (refkit.grammar) or break a sense rule (refkit.sense; with `lexicon`, its entity rules too);
+- candidates: rejected per rule and test, in all and per question (`by_rule`, printed by `--by-rule`);
+- kept: how each is related to the question, and the hard share (it names an entity of the question the
+  rewrite kept, or the one it put in);
+- leak, where relevance judgements exist (qrels: TREC or BEIR, by document or snippet id): the share of
+  kept noise the judgements call relevant to its own question.
 """
 
 from __future__ import annotations
@@ -23,81 +24,136 @@ from pathlib import Path
 from medsnip.jsonl import read_jsonl
 from refkit.grammar import rewrite_problems
 from refkit.lexicon import Lexicon
+from refkit.noise.records import rule_counts
 from refkit.sense import generic_keys, rewrite_sense_problems
 
 
-def audit_noise(noise_path: Path, qrels: dict[str, dict[str, int]] | None = None, min_noise: int = 3,
-                lexicon: Lexicon | None = None) -> dict:  # fmt: skip
+def _judged_relevant(reference: dict, judged: dict[str, int]) -> bool:
+    keys = [reference.get("doc_id"), reference.get("snippet_id")]
+    snippet = str(reference.get("snippet_id", ""))
+    if snippet.count(":") >= 2:  # corpus:document:chunk: the document's id as a BEIR collection keys it
+        keys.append(snippet.split(":")[1])
+    grades = [judged[key] for key in keys if key in judged]
+    return bool(grades) and max(grades) > 0
+
+
+def audit_noise(
+    noise_path: Path, qrels: dict[str, dict[str, int]] | None = None, min_noise: int = 3, lexicon: Lexicon | None = None
+) -> dict:
     generic = generic_keys(lexicon) if lexicon is not None else None
-    sense: list = []
-    related_by: Counter = Counter()
-    refused: Counter = Counter()
-    questions = covered = kept_total = judged_kept = leaked = not_related = 0
-    shortfall: Counter = Counter()
-    rules: Counter = Counter()
-    kept_per_question: Counter = Counter()
-    leaks, grammar = [], []
-    rewrites = unsupported = 0
+    counts = {
+        name: Counter()
+        for name in (
+            "related_by",
+            "refused_targets",
+            "refused_swaps",
+            "stopped",
+            "rules",
+            "rejected",
+            "kept_per_question",
+        )
+    }
+    questions = covered = with_target = kept_total = hard = judged_kept = leaked = rewrites = 0
+    by_rule, grammar, sense, leaks, generic_swaps, short = [], [], [], [], [], []
     for _, record in read_jsonl(noise_path, ("id", "noise", "rewrites")):
         questions += 1
-        kept = [n for n in record["noise"] if n.get("related")]  # hard negatives: related to the question
-        related_by.update(n["related"]["how"] for n in kept)
-        not_related += len(record["noise"]) - len(kept)
-        refused.update(r["why"].partition(":")[0] for r in record.get("refused_swaps", []))
+        kept = record["noise"]
         kept_total += len(kept)
-        kept_per_question[min(len(kept), min_noise)] += 1
+        with_target += bool(record.get("targets"))
+        counts["kept_per_question"][min(len(kept), min_noise)] += 1
+        counts["related_by"].update(n.get("related", {}).get("how", "unknown") for n in kept)
+        hard += sum(1 for n in kept if _names_question(n))
+        counts["refused_targets"].update(r["rule"] for r in record.get("refused_targets", []))
+        counts["refused_swaps"].update(r["rule"] for r in record.get("refused_swaps", []))
+        rejected = rule_counts(record)
+        counts["rejected"].update(rejected)
+        by_rule.append({"id": str(record["id"]), "kept": len(kept), **dict(sorted(rejected.items()))})
         if len(kept) >= min_noise:
             covered += 1
-        elif record.get("skipped"):
-            shortfall[str(record["skipped"])] += 1
-        elif not record["rewrites"]:
-            shortfall["no rewrite"] += 1
         else:
-            shortfall["too few hard negatives kept"] += 1
+            stop = record.get("stopped") or {"stage": "filters", "rule": "per-query", "why": "kept what was asked"}
+            counts["stopped"][f"{stop['stage']}/{stop['rule']}"] += 1
+            short.append(
+                {
+                    "id": str(record["id"]),
+                    "kept": len(kept),
+                    "stage": stop["stage"],
+                    "rule": stop["rule"],
+                    "why": stop["why"],
+                }
+            )
         for rewrite in record["rewrites"]:
             rewrites += 1
-            rules.update(change["rule"] for change in rewrite["replaced"] if change.get("rule"))
+            counts["rules"].update(edit["rule"] for edit in rewrite["replaced"] if edit.get("rule"))
             problems = rewrite_problems(str(record.get("query", "")), rewrite)
             if problems:
                 grammar.append({"id": str(record["id"]), "rewrite": rewrite["query"], "problems": problems})
             nonsense = rewrite_sense_problems(record, rewrite, lexicon, generic)
-            support = rewrite.get("support")
-            if support is not None and not support["supported"]:
-                unsupported += 1
-                if any(n.get("rewrite") == rewrite.get("number") for n in record["noise"]):
-                    nonsense = [*nonsense, f"unsupported: noise kept from it, though {support['why']}"]
             if nonsense:
                 sense.append({"id": str(record["id"]), "rewrite": rewrite["query"], "problems": nonsense})
+            if generic is not None:
+                swapped = [
+                    e
+                    for e in rewrite["replaced"]
+                    if e["what"] == "entity" and {e["from"].casefold(), e["to"].casefold()} & generic
+                ]
+                if swapped:
+                    generic_swaps.append({"id": str(record["id"]), "rewrite": rewrite["query"]})
         judged = (qrels or {}).get(str(record["id"]))
-        if judged is None:
-            continue
-        for reference in record["noise"]:
-            judged_kept += 1
-            grades = [judged[key] for key in (reference.get("doc_id"), reference.get("snippet_id")) if key in judged]
-            if grades and max(grades) > 0:
-                leaked += 1
-                leaks.append({"id": str(record["id"]), "snippet_id": reference.get("snippet_id")})
+        if judged is not None:
+            for reference in kept:
+                judged_kept += 1
+                if _judged_relevant(reference, judged):
+                    leaked += 1
+                    leaks.append({"id": str(record["id"]), "snippet_id": reference.get("snippet_id")})
     return {
         "questions": questions,
         "min_noise": min_noise,
         "covered": covered,
         "coverage": covered / questions if questions else 0.0,
+        "with_target": with_target,
         "kept": kept_total,
-        "kept_not_related": not_related,
-        "kept_related_by": dict(sorted(related_by.items())),
-        "kept_per_question": {f"{n}{'+' if n == min_noise else ''}": c for n, c in sorted(kept_per_question.items())},
-        "shortfall": dict(sorted(shortfall.items())),
-        "entity_swap_rules": dict(sorted(rules.items())),
+        "kept_per_question": {
+            f"{n}{'+' if n == min_noise else ''}": c for n, c in sorted(counts["kept_per_question"].items())
+        },
+        "hard": hard,
+        "hard_share": hard / kept_total if kept_total else None,
+        "kept_related_by": dict(sorted(counts["related_by"].items())),
+        "stopped": dict(counts["stopped"].most_common()),
+        "short": short,
+        "refused_targets": dict(counts["refused_targets"].most_common()),
+        "entity_swap_rules": dict(sorted(counts["rules"].items())),
+        "refused_swaps": dict(counts["refused_swaps"].most_common()),
+        "generic_swaps": generic_swaps if generic is not None else None,
         "rewrites": rewrites,
-        "rewrites_unsupported": unsupported,
         "rewrites_with_grammar_problems": len(grammar),
         "grammar_problems": grammar,
         "rewrites_without_sense": len(sense),
         "sense_problems": sense,
         "sense_checked_with_lexicon": lexicon is not None,
-        "refused_swaps": dict(sorted(refused.items())),
+        "rejected_by_rule": dict(counts["rejected"].most_common()),
+        "by_rule": by_rule,
         "judged_kept": judged_kept,
         "leaked": leaked,
         "leak_rate": leaked / judged_kept if judged_kept else None,
         "leaks": leaks,
     }
+
+
+def _names_question(reference: dict) -> bool:
+    """A hard negative by name: the kept text names an entity of the question the rewrite kept, or the one
+    the swap put in."""
+    names = (reference.get("measured") or {}).get("names") or {}
+    return bool(names.get("kept") or names.get("put_in"))
+
+
+def by_rule_table(result: dict) -> list[str]:
+    """Markdown: candidates rejected per rule and test, in all and for each question."""
+    rules = list(result["rejected_by_rule"])
+    lines = ["| question | kept | " + " | ".join(rules) + " |", "|---|---:|" + "---:|" * len(rules)]
+    lines.append(
+        "| **all** | " + f"{result['kept']} | " + " | ".join(str(result["rejected_by_rule"][r]) for r in rules) + " |"
+    )
+    for row in result["by_rule"]:
+        lines.append(f"| {row['id']} | {row['kept']} | " + " | ".join(str(row.get(r, 0)) for r in rules) + " |")
+    return lines

@@ -150,9 +150,10 @@ def collect(queries_file, out, k, address, token_file, tls, ca_file, retrievers,
               help="Pharmacological actions joined to --mesh-names by descriptor UI (drug siblings share one): a TSV "
                    "of name, ui, pharmacological_action_name, pharmacological_action_ui, 'shipped' (MeSH 2018's, "
                    "bundled) or 'none'.")  # fmt: skip
-@click.option("--related/--no-related", default=True, show_default=True,
-              help="Rank each entity's nearest same-type names with the bundled MiniLM (the swap rule used when "
-                   "neither trees nor co-occurrence choose; minutes for all of MeSH on 2 CPU cores).")  # fmt: skip
+@click.option("--mesh-drug-terms", "drug_terms_path", default="shipped", show_default=True,
+              help="Drugs' entry terms (brand names, code numbers) joined to --mesh-names by descriptor UI: a TSV of "
+                   "the shipped table's columns, 'shipped' (MeSH 2018's drugs with an action, bundled) or "
+                   "'none'.")  # fmt: skip
 @click.option("--translations", "translation_specs", multiple=True, metavar="LANG=PATH",
               help="Names in another language keyed by MeSH descriptor UI, a JSON list of {term, id} (the French "
               "MeSH dictionary's shape), joined to the entities of those UIs: fr=mesh_dict_fr_en.json.gz "
@@ -163,7 +164,8 @@ def collect(queries_file, out, k, address, token_file, tls, ca_file, retrievers,
               "(refkit.corpus_names).")  # fmt: skip
 @_friendly_errors
 def lexicon(out, address, corpus_dirs, corpora, token_file, tls, ca_file, mesh_path, supplementary, names_path,
-            qualifiers_path, trees_path, actions_path, related, translation_specs, corpus_names) -> None:  # fmt: skip
+            qualifiers_path, trees_path, actions_path, drug_terms_path, translation_specs,
+            corpus_names) -> None:  # fmt: skip
     """An entity lexicon: MeSH (--mesh, --mesh-names) merged with what the indexed records say (--server or
     --corpus: headings, chemicals, the names their texts give, how many records name each entity); either alone
     works."""
@@ -189,7 +191,7 @@ def lexicon(out, address, corpus_dirs, corpora, token_file, tls, ca_file, mesh_p
         address=address, connect=(lambda: _connect(address, token_file, tls, ca_file)[0]) if address else None,
         corpus_dirs=tuple(corpus_dirs), corpora=tuple(corpora), mesh_path=mesh_path, supplementary=supplementary,
         names_path=names_path, qualifiers_path=qualifiers_path, trees_path=trees_path, actions_path=actions_path,
-        related=related,
+        drug_terms_path=drug_terms_path,
         translations=translations, corpus_names=corpus_names,
     )  # fmt: skip
     stack = contextlib.ExitStack()
@@ -203,23 +205,6 @@ def lexicon(out, address, corpus_dirs, corpora, token_file, tls, ca_file, mesh_p
                   f"({summary['types']}){f'; from the texts: {names}' if names else ''} -> {out}")  # fmt: skip
 
 
-@main.command("warm-cache")
-@_friendly_errors
-def warm_cache() -> None:
-    """Embed every MeSH name once with the bundled MiniLM and keep the vectors in the user cache folder
-    ($MEDSNIP_CACHE, else ~/.cache/medsnip): `lexicon --mesh-names` (related names) and `noise` (sibling
-    similarity) then read them instead of embedding (`make setup` runs it; about 1.5 minutes on 2 cores)."""
-    from refkit.lexicon import REWRITTEN_TYPES, natural_name
-    from refkit.mesh_names import read_mesh_names
-    from refkit.vector_cache import shared
-
-    names = sorted({natural_name(e) for e in read_mesh_names().entities.values() if e.type in REWRITTEN_TYPES})
-    store = shared()
-    with _progress("MeSH names", len(names)) as advance:
-        store.matrix(names, progress=advance)
-    console.print(f"{len(names):,} MeSH name vectors in {store.path}")
-
-
 @main.command()
 @click.argument("queries_file", metavar="QUERIES", type=PathIn)
 @click.option("--lexicon", "lexicon_path", required=True, type=PathIn, help="lexicon.tsv (mined or your own).")
@@ -231,7 +216,9 @@ def warm_cache() -> None:
     "--judge-threshold", type=float, help="Score at or above which the judge rejects [default: the preset's]."
 )
 @click.option("--per-query", default=5, show_default=True, type=click.IntRange(1), help="Noisy references kept.")
-@click.option("--candidates", default=100, show_default=True, type=click.IntRange(1), help="Hits retrieved per rewrite.")
+@click.option(
+    "--candidates", default=100, show_default=True, type=click.IntRange(1), help="Hits retrieved per rewrite."
+)
 @click.option("--attribute-swaps", default=1, show_default=True, type=click.IntRange(0), help="Aspect rewrites.")
 @click.option("--entity-swaps", default=2, show_default=True, type=click.IntRange(0), help="Entity rewrites.")
 @click.option("--support/--no-support", default=True, show_default=True,
@@ -473,14 +460,17 @@ def score(items_path, responses_path, out) -> None:
 @click.option("--min-noise", default=3, show_default=True, type=click.IntRange(1),
               help="A question is covered with at least this many kept noisy references.")  # fmt: skip
 @click.option("--lexicon", "lexicon_path", type=PathIn,
-              help="The lexicon the run used: check its entity swaps by refkit.sense's entity rules too.")  # fmt: skip
+              help="The lexicon the run used: check its entity swaps by refkit.sense's entity rules too, and "
+              "count generic swaps.")  # fmt: skip
+@click.option("--by-rule", is_flag=True, help="Print how many candidates each rule rejected, per question (markdown).")
 @click.option("--out", type=PathOut, help="Write the audit JSON here instead of to stdout.")
 @_friendly_errors
-def audit(noise_path, qrels, min_noise, lexicon_path, out) -> None:
-    """Coverage of a `refkit noise` output in hard negatives, the sense of its rewrites, and its leak rate
-    against relevance judgements."""
+def audit(noise_path, qrels, min_noise, lexicon_path, by_rule, out) -> None:
+    """What a `refkit noise` run decided, from its own records: coverage in hard negatives and what stopped each
+    short question, rejections per rule, the sense of its rewrites, and its leak rate against relevance
+    judgements."""
     from medsnip.buildrecord import atomic_write_bytes
-    from refkit.audit import audit_noise
+    from refkit.audit import audit_noise, by_rule_table
     from refkit.lexicon import read_lexicon
 
     judgements = None
@@ -494,14 +484,18 @@ def audit(noise_path, qrels, min_noise, lexicon_path, out) -> None:
         atomic_write_bytes(out, (text + "\n").encode("utf-8"))
     leak = "n/a (no judgements)" if result["leak_rate"] is None else (
         f"{result['leaked']} of {result['judged_kept']} judged = {result['leak_rate']:.1%}")  # fmt: skip
-    console.print(f"coverage: {result['covered']} of {result['questions']} questions have {min_noise}+ hard "
-                  f"negatives ({result['coverage']:.1%}); shortfall {result['shortfall']}; leak rate {leak}; "
-                  f"entity swaps by rule {result['entity_swap_rules']}; "
-                  f"{result['rewrites_with_grammar_problems']} of {result['rewrites']} rewrites read wrong, "
-                  f"{result['rewrites_without_sense']} break a sense rule"
+    hard = "n/a" if result["hard_share"] is None else f"{result['hard_share']:.0%}"
+    generic = "" if result["generic_swaps"] is None else f"; {len(result['generic_swaps'])} generic swaps"
+    console.print(f"coverage: {result['covered']} of {result['questions']} questions have {min_noise}+ kept "
+                  f"({result['coverage']:.1%}), {result['with_target']} have a target; {result['kept']} kept, hard "
+                  f"share {hard}; stopped by {result['stopped']}; leak rate {leak}; entity swaps by rule "
+                  f"{result['entity_swap_rules']}{generic}; {result['rewrites_with_grammar_problems']} of "
+                  f"{result['rewrites']} rewrites read wrong, {result['rewrites_without_sense']} break a sense rule"
                   f"{'' if result['sense_checked_with_lexicon'] else ' (entity rules unchecked: no --lexicon)'}; "
-                  f"swap candidates refused by rule {result['refused_swaps']}")  # fmt: skip
-    if not out:
+                  f"candidates rejected by rule {result['rejected_by_rule']}")  # fmt: skip
+    if by_rule:
+        click.echo("\n".join(by_rule_table(result)))
+    elif not out:
         click.echo(text)
 
 

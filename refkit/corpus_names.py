@@ -42,7 +42,7 @@ DISEASE_HEADS = frozenset(
     "fibrosis anemia anaemia neoplasm neoplasms sarcoma melanoma myeloma glioma gliomas glioblastoma adenoma "
     "hypertension diabetes arthritis hepatitis dementia epilepsy palsy ataxia myopathy neuropathy cardiomyopathy "
     "encephalopathy failure injury".split()
-)  # fmt: skip
+)
 DISEASE_SUFFIXES = ("itis", "emia", "aemia", "pathy", "oma")
 GENE_HEADS = frozenset("gene genes protein proteins receptor receptors kinase kinases enzyme factor".split())
 _WORDS = re.compile(r"[\w'-]+")
@@ -171,8 +171,10 @@ class CorpusNames:
         for symbol, records in sorted(self.symbols.items()):
             if records < MIN_SYMBOL_RECORDS or _key(symbol) in by_form or CODE_DIGITS.search(symbol):
                 continue
-            protein = next((by_form[k] for k in (_key(f"{symbol} {w}") for w in ("protein", "proteins", "gene"))
-                            if k in by_form), None)  # fmt: skip
+            protein = next(
+                (by_form[k] for k in (_key(f"{symbol} {w}") for w in ("protein", "proteins", "gene")) if k in by_form),
+                None,
+            )
             if protein is not None:  # MeSH's "HMGB1 Protein" is what a text calls HMGB1
                 protein.entry_terms.append(symbol)
                 by_form[_key(symbol)] = protein
@@ -196,20 +198,26 @@ class CorpusNames:
 
 
 NEOPLASMS = re.compile(r"^(?P<site>[A-Z][\w -]+) Neoplasms$")
+DISORDERS = re.compile(r"^(?P<name>[A-Z][a-z]+) Disorders$")
 
 
-def name_neoplasms_as_written(lexicon: Lexicon) -> int:
-    """MeSH names tumours by site as "<Site> Neoplasms" ("Lung Neoplasms", "Urinary Bladder Neoplasms");
-    texts and questions write "<site> cancer" or "<site> tumor": those become names of the descriptor.
+def name_diseases_as_written(lexicon: Lexicon) -> int:
+    """MeSH names tumours by site as "<Site> Neoplasms" ("Lung Neoplasms", "Urinary Bladder Neoplasms") and
+    some diseases as "<Name> Disorders" ("Migraine Disorders"); texts and questions write "<site> cancer",
+    "<site> tumor" and "migraine": those become names of the descriptor (unless another entity has them).
     Returns how many descriptors gained them."""
     gained = 0
     taken = {form.casefold() for e in lexicon.entities.values() for form in e.surface_forms()}
     for entity in lexicon.entities.values():
-        match = NEOPLASMS.match(entity.name)
-        if entity.type != "disease" or match is None:
+        neoplasms, disorders = NEOPLASMS.match(entity.name), DISORDERS.match(entity.name)
+        if entity.type != "disease" or not (neoplasms or disorders):
             continue
-        site = match.group("site").lower()
-        new = [f"{site} {word}" for word in ("cancer", "tumor", "tumour") if f"{site} {word}" not in taken]
+        if neoplasms:
+            site = neoplasms.group("site").lower()
+            written = [f"{site} {word}" for word in ("cancer", "tumor", "tumour")]
+        else:
+            written = [disorders.group("name").lower()]
+        new = [name for name in written if name not in taken]
         if new:
             entity.entry_terms += new
             taken.update(new)

@@ -17,11 +17,13 @@ Columns of lexicon.tsv (a user-supplied lexicon needs `name` and `type`; the oth
 | qualifiers    | qualifier profile: `name=count|...`, most frequent first |
 | cooccurrence  | the drug/disease entities it shares documents with most: `name=count|...` |
 | trees         | MeSH tree numbers, `|`-separated (from `--mesh`): what sibling swaps use |
-| related       | the nearest same-type names by MiniLM similarity: `name=similarity x 1000|...` (refkit.related) |
 | translations  | names in other languages: `fr:Téméfos|zh:奥司他韦|...` (`--translations`: French MeSH by UI) |
 | actions       | MeSH pharmacological actions, `|`-separated (from `--mesh` / `--supplementary`): drug siblings |
-| corpus_frequency | served records that name it (any of its names), counted when mined from a corpus; empty: not counted |
-| origin        | where the entity comes from: `mesh`, `mesh-names`, `supplementary`, `headings` (the records' MeSH and chemicals), `keyword`, `abbreviation`, `inn-stem`, `symbol`, `named-disease` |
+| corpus_frequency | served records naming it (any of its names), counted when mined from a corpus |
+| origin        | `mesh`, `mesh-names`, `supplementary`, `headings` (records' MeSH, chemicals), `keyword`, ... |
+
+`origin` also takes `abbreviation`, `inn-stem`, `symbol` and `named-disease` (refkit.corpus_names); an empty
+`corpus_frequency` means not counted.
 
 Type inference, since PubMed records carry no tree numbers: an entity is a `drug` when it appears in
 a chemical list or its qualifier profile leans to drug-only qualifiers (pharmacology, therapeutic use,
@@ -53,7 +55,6 @@ COLUMNS = (
     "qualifiers",
     "cooccurrence",
     "trees",
-    "related",
     "translations",
     "actions",
     "corpus_frequency",
@@ -90,7 +91,6 @@ class Entity:
     qualifiers: Counter = field(default_factory=Counter)
     cooccurrence: Counter = field(default_factory=Counter)
     trees: list[str] = field(default_factory=list)
-    related: Counter = field(default_factory=Counter)
     translations: dict[str, list[str]] = field(default_factory=dict)  # language -> names, preferred first
     actions: list[str] = field(default_factory=list)  # MeSH pharmacological actions
     corpus_frequency: int | None = None  # served records naming it; None: not counted
@@ -136,7 +136,7 @@ class Lexicon:
             writer.writerow([
                 entity.name, entity.ui, entity.type, entity.frequency, "|".join(entity.entry_terms),
                 _pairs(entity.qualifiers), _pairs(entity.cooccurrence, COOCCURRENCE_KEPT), "|".join(entity.trees),
-                _pairs(entity.related), _translations(entity.translations), "|".join(entity.actions),
+                _translations(entity.translations), "|".join(entity.actions),
                 "" if entity.corpus_frequency is None else entity.corpus_frequency, entity.origin,
             ])  # fmt: skip
         return out.getvalue().encode("utf-8")
@@ -257,7 +257,6 @@ def read_lexicon(path: Path) -> Lexicon:
                 qualifiers=_parse_pairs(cells.get("qualifiers", ""), where, "qualifiers"),
                 cooccurrence=_parse_pairs(cells.get("cooccurrence", ""), where, "cooccurrence"),
                 trees=[t.strip() for t in cells.get("trees", "").split("|") if t.strip()],
-                related=_parse_pairs(cells.get("related", ""), where, "related"),
                 translations=_parse_translations(cells.get("translations", ""), where),
                 actions=[t.strip() for t in cells.get("actions", "").split("|") if t.strip()],
                 corpus_frequency=int(corpus_frequency) if corpus_frequency else None,

@@ -6,8 +6,8 @@
    every document's MeSH headings and chemicals (frequencies, qualifier profiles, co-occurrence;
    refkit.lexicon.LexiconMiner), and every snippet's text for the names MeSH lacks (abbreviations the
    texts define, drug names by INN stem, gene symbols, author keywords: refkit.corpus_names);
-3. names in other languages by MeSH UI (`--translations`), each entity's nearest same-type names
-   (`--related`), and how many served records name each entity (`corpus_frequency`).
+3. names in other languages by MeSH UI (`--translations`), and how many served records name each entity
+   (`corpus_frequency`).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ class LexiconSources:
     qualifiers_path: Path | None = None
     trees_path: str = "shipped"  # "shipped", "none" or a TSV
     actions_path: str = "shipped"  # likewise
-    related: bool = True
+    drug_terms_path: str = "shipped"  # likewise
     translations: dict[str, Path] = field(default_factory=dict)  # language -> names by UI
     corpus_names: bool = True
 
@@ -53,8 +53,9 @@ def _server_records(sources: LexiconSources, client) -> Callable[[bool], Iterato
 
     def records(first_chunk_only: bool) -> Iterator[Record]:
         try:
-            for _, snippet in client.scan_snippets(sources.corpora, first_chunk_only=first_chunk_only,
-                                                   return_text=not first_chunk_only):  # fmt: skip
+            for _, snippet in client.scan_snippets(
+                sources.corpora, first_chunk_only=first_chunk_only, return_text=not first_chunk_only
+            ):
                 meta = json.loads(snippet.meta_json) if snippet.meta_json and snippet.chunk == 0 else {}
                 yield Record(f"{snippet.title} {snippet.content}".strip(), meta, snippet.chunk == 0)
         except grpc.RpcError as error:
@@ -94,7 +95,11 @@ def vocabulary(sources: LexiconSources) -> Lexicon:
     names = Lexicon([])
     if sources.names_path:
         tables = []
-        for option, value in (("--mesh-trees", sources.trees_path), ("--mesh-actions", sources.actions_path)):
+        for option, value in (
+            ("--mesh-trees", sources.trees_path),
+            ("--mesh-actions", sources.actions_path),
+            ("--mesh-drug-terms", sources.drug_terms_path),
+        ):
             if value not in ("shipped", "none") and not Path(value).is_file():
                 raise ValueError(f"{option} {value}: no such file")
             tables.append({"shipped": None, "none": False}.get(value, Path(value)))
@@ -111,8 +116,9 @@ def vocabulary(sources: LexiconSources) -> Lexicon:
     return built
 
 
-def build_lexicon(sources: LexiconSources, progress: Callable[[str, int | None], Callable[[int], None]] | None = None
-                  ) -> tuple[Lexicon, dict]:  # fmt: skip
+def build_lexicon(
+    sources: LexiconSources, progress: Callable[[str, int | None], Callable[[int], None]] | None = None
+) -> tuple[Lexicon, dict]:
     """The lexicon and a summary of where its entities came from. `progress(description, total)` gives
     an advance function for each long step."""
     from refkit.mesh import merge
@@ -126,8 +132,9 @@ def build_lexicon(sources: LexiconSources, progress: Callable[[str, int | None],
     summary: dict = {"documents": 0, "records": 0, "corpus_names": {}}
     client = sources.connect() if sources.address else contextlib.nullcontext()
     with client:
-        records = (_server_records(sources, client) if sources.address else _folder_records(sources)) if scanning \
-            else None  # fmt: skip
+        records = (
+            (_server_records(sources, client) if sources.address else _folder_records(sources)) if scanning else None
+        )
         miner, names = LexiconMiner(), CorpusNamesOrNone(sources.corpus_names and scanning)
         if records is not None:
             advance = advance_for("records: names")
@@ -145,10 +152,10 @@ def build_lexicon(sources: LexiconSources, progress: Callable[[str, int | None],
         if sources.mesh_path or sources.names_path:
             built = merge(vocabulary(sources), built)
         built, summary["corpus_names"] = names.add_to(built)
-        from refkit.corpus_names import name_neoplasms_as_written, type_drugs_by_stem
+        from refkit.corpus_names import name_diseases_as_written, type_drugs_by_stem
 
         summary["typed_drugs_by_stem"] = type_drugs_by_stem(built)
-        summary["neoplasms_named_as_written"] = name_neoplasms_as_written(built)
+        summary["diseases_named_as_written"] = name_diseases_as_written(built)
         for language, path in sources.translations.items():
             from refkit.lexicon import add_translations, read_names_by_ui
 
@@ -158,10 +165,6 @@ def build_lexicon(sources: LexiconSources, progress: Callable[[str, int | None],
 
             advance = advance_for("records: mentions")
             summary["records"] = count_mentions(built, (_advanced(r.text, advance) for r in records(False)))
-    if sources.related:
-        from refkit.related import add_related
-
-        add_related(built, progress=advance_for("related names", len(built)))
     summary["types"] = dict(sorted(Counter(e.type for e in built.entities.values()).items()))
     return built, summary
 

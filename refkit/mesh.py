@@ -1,8 +1,9 @@
 """NLM's MeSH files as a lexicon: descriptors (desc2026.xml) and supplementary concepts (supp2026.xml).
 
 Every descriptor becomes an entity with its preferred name, UI, tree numbers, pharmacological actions
-(what drug swaps share) and every entry term of every concept as a synonym (plus the uninverted reading of inverted terms: "Penicillin, Aminobenzyl" ->
-"Aminobenzyl Penicillin"). Its type comes from its trees, the first rule that applies winning:
+(what drug swaps share) and every entry term of every concept as a synonym (plus the uninverted reading of
+inverted terms: "Penicillin, Aminobenzyl" -> "Aminobenzyl Penicillin"). Its type comes from its trees,
+the first rule that applies winning:
 
 | trees | type | aspects (refkit/aspects.tsv) |
 |---|---|---|

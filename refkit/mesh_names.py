@@ -10,16 +10,19 @@ is read). What it lacks, and what that costs:
   (refkit/mesh_tree_numbers.tsv.gz) is dhimmel/mesh's `data/tree-numbers.tsv` (CC0, every tree number
   of every MeSH 2015 descriptor, read from NLM's desc2015.xml; samples/SOURCES.md), so sibling swaps,
   the ancestor/descendant test and generic-by-depth work for the 27,454 descriptors MeSH had in 2015 (a
-  descriptor moved since keeps its 2015 place; one added since has no trees and falls back to
-  co-occurrence in the indexed records, then to name similarity, refkit.related). `--mesh-trees
-  mtrees2026.tsv` (the same three columns) joins a newer table;
+  descriptor moved since keeps its 2015 place; one added since has no trees, and no tree siblings: pass
+  NLM's desc2026.xml with `--mesh` where you have it). `--mesh-trees mtrees2026.tsv` (the same three
+  columns) joins a newer table;
 - no pharmacological actions: they are joined by descriptor UI from a table too. The shipped one
   (refkit/mesh_pharmacological_actions.tsv.gz) is dis-unige/mesh's `mesh2018_pharmacological_actions.tsv`
   (the 4,617 (descriptor, action) pairs of 2,614 descriptors of MeSH 2018, read from NLM's desc2018.xml;
   samples/SOURCES.md): what drug siblings share (losartan and valsartan: Angiotensin II Type 1 Receptor
   Blockers). `--mesh-actions` joins another table of the same columns;
-- no entry terms: synonyms are only the uninverted reading of inverted names ("Acute Abdomen"), plus
-  the plural/singular and hyphen variants every lexicon entity gets;
+- no entry terms: the drugs that have a pharmacological action get theirs from a third table
+  (refkit/mesh_drug_entry_terms.tsv.gz, dis-unige/mesh's `mesh2018_pharmacological_actions_entry_terms.tsv`:
+  brand names, code numbers and other spellings of 2,614 drugs, Cozaar and MK-954 for Losartan;
+  `--mesh-drug-terms`); for everything else synonyms are only the uninverted reading of inverted names
+  ("Acute Abdomen"), plus the plural/singular and hyphen variants every lexicon entity gets;
 - no types: a descriptor's type is read from its tree numbers where the tree table places it
   (refkit.mesh.type_from_trees), else from its allowed qualifiers. MeSH allows each qualifier only
   under some tree nodes (the qualifier file's TreeNodeAllowed: "drug therapy" under C01-C26 and F03,
@@ -52,6 +55,9 @@ from refkit.mesh import mesh_records, type_from_trees
 SHIPPED_QUALIFIER_NODES = Path(__file__).with_name("mesh_qualifier_nodes.tsv")
 SHIPPED_TREE_NUMBERS = Path(__file__).with_name("mesh_tree_numbers.tsv.gz")
 SHIPPED_ACTIONS = Path(__file__).with_name("mesh_pharmacological_actions.tsv.gz")
+SHIPPED_DRUG_TERMS = Path(__file__).with_name("mesh_drug_entry_terms.tsv.gz")
+DRUG_TERM_COLUMNS = ["pharmacological_action_name", "pharmacological_action_ui", "name", "ui", "entry_term_name",
+                     "entry_term_ui"]  # fmt: skip
 TREE_COLUMNS = ["mesh_id", "mesh_name", "mesh_tree_number"]
 ACTION_COLUMNS = ["name", "ui", "pharmacological_action_name", "pharmacological_action_ui"]
 _TREE_NUMBER = re.compile(r"^[A-Z]\d{2}(\.\d{3})*$")
@@ -192,20 +198,50 @@ def read_pharmacological_actions(path: Path | None = None) -> dict[str, list[str
     return actions
 
 
+_SYSTEMATIC = re.compile(r"[()\[\]]|\d,\d|\d-\w+-\d")  # "2-butyl-4-chloro-1-((2'-..." is no name anyone writes
+
+
+def read_drug_entry_terms(path: Path | None = None) -> dict[str, list[str]]:
+    """descriptor UI -> the entry terms NLM lists for it (brand names, code numbers, other spellings: Cozaar,
+    MK-954 for Losartan), from a TSV with the columns `DRUG_TERM_COLUMNS` (the shipped MeSH 2018 table of the
+    drugs that have a pharmacological action by default). Permuted terms ("Potassium, Losartan") and
+    systematic chemical names are left out."""
+    path = Path(path or SHIPPED_DRUG_TERMS)
+    terms: dict[str, list[str]] = {}
+    with (gzip.open if path.suffix == ".gz" else open)(path, "rt", encoding="utf-8", newline="") as handle:
+        header = handle.readline().rstrip("\r\n").split("\t")
+        if header != DRUG_TERM_COLUMNS:
+            raise ValueError(f"{path}:1: expected the columns {', '.join(DRUG_TERM_COLUMNS)}, got {header}")
+        for number, line in enumerate(handle, 2):
+            cells = line.rstrip("\r\n").split("\t")
+            if len(cells) != 6 or not re.fullmatch(r"[DC]\d+", cells[3]):
+                raise ValueError(f"{path}:{number}: column 'ui': expected a descriptor UI, got {cells[3:4]}")
+            term = " ".join(cells[4].split())
+            if term and "," not in term and not _SYSTEMATIC.search(term) and term != cells[2]:
+                known = terms.setdefault(cells[3], [])
+                if term not in known:
+                    known.append(term)
+    return terms
+
+
 def read_mesh_names(path: Path | None = None, qualifiers_path: Path | None = None,
-                    trees_path: Path | None | bool = None, actions_path: Path | None | bool = None) -> Lexicon:  # fmt: skip
+                    trees_path: Path | None | bool = None, actions_path: Path | None | bool = None,
+                    drug_terms_path: Path | None | bool = None) -> Lexicon:  # fmt: skip
     """A lexicon of every descriptor of invenio's CSV (the installed package's by default), typed by
-    its allowed qualifiers, with tree numbers and pharmacological actions joined by UI (`trees_path`,
-    `actions_path`: the shipped tables by default, False for none)."""
+    its trees or its allowed qualifiers, with tree numbers, pharmacological actions and drugs' entry terms
+    joined by UI (`trees_path`, `actions_path`, `drug_terms_path`: the shipped tables by default, False for
+    none)."""
     path = Path(path) if path else installed_names_csv()
     nodes_by_qualifier = read_qualifier_nodes(qualifiers_path)
     trees = {} if trees_path is False else read_tree_numbers(trees_path or None)
     actions = {} if actions_path is False else read_pharmacological_actions(actions_path or None)
+    drug_terms = {} if drug_terms_path is False else read_drug_entry_terms(drug_terms_path or None)
     entities = []
     for ui, name, allowed in read_names_rows(path):
         placed, acts = list(trees.get(ui, [])), list(actions.get(ui, []))
         kind = type_from_trees(placed, bool(acts)) if placed else type_from_qualifiers(allowed, nodes_by_qualifier)
-        entities.append(Entity(name=name, type=kind, ui=ui, entry_terms=uninverted(name), trees=placed, actions=acts,
+        terms = uninverted(name) + [t for t in drug_terms.get(ui, []) if t not in uninverted(name)]
+        entities.append(Entity(name=name, type=kind, ui=ui, entry_terms=terms, trees=placed, actions=acts,
                                origin="mesh-names"))  # fmt: skip
     return Lexicon(entities)
 

@@ -20,12 +20,11 @@ still be a question an expert would ask, about something else. The rules, each w
 - `possessive`: the replaced words follow a possessive ("Alzheimer's <disease>"): they belong to a longer
   concept the vocabulary did not know.
 - `unwritable` (entity swaps): a name with no natural reading (an inverted heading with several
-  commas, "Anemia, Hemolytic, Congenital Nonspherocytic") or naming an experimental model
-  ("Neoplasms, Experimental") is never written in.
+  commas, "Anemia, Hemolytic, Congenital Nonspherocytic"), naming an experimental model ("Neoplasms,
+  Experimental") or a combination product ("Amlodipine, Valsartan Drug Combination") is never written in.
 - `same-concept` (entity swaps): never an ancestor or a descendant (trees; names nested word for word),
-  never one of its own names, never a near-synonym (the names' MiniLM similarity at or above
-  `refkit.related.SAME_CONCEPT`, unless the trees make them siblings: Androgens / Estrogens 0.83),
-  and never a group for one concept or one concept for a group: MeSH names groups in the plural
+  never one of its own names, and never a group for one concept or one concept for a group: MeSH names
+  groups in the plural
   ("Antipsychotic Agents", "Brain Diseases", "Memory Disorders") and single concepts in the singular
   ("Risperidone", "Alzheimer Disease"), so a swap keeps the number of the name. Groups swap with
   groups ("Breast Neoplasms" / "Lung Neoplasms").
@@ -71,7 +70,6 @@ import ahocorasick
 
 from refkit.lexicon import Entity, Lexicon, natural_name
 from refkit.matcher import is_plural
-from refkit.related import nested_names
 
 GENERIC_SHARE = 0.0025  # of the vocabulary's names that contain a generic name word for word
 GENERIC_MIN_CONTAINING = 20  # a small vocabulary has no generic names by share alone
@@ -79,6 +77,19 @@ GENERIC_TREE_DEPTH = 2
 EVERYDAY_ZIPF = 4.7  # "family" 5.7, "pain" 5.0, "emergency" 4.72; "alcohol" 4.6, "fever" 4.2, "asthma" 3.7 are not
 
 _WORD = re.compile(r"\w+(?:['\u2019]\w+)?")
+_NAME_WORD = re.compile(r"\w+")
+
+
+def name_words(name: str) -> frozenset[str]:
+    return frozenset(_NAME_WORD.findall(name.casefold()))
+
+
+def nested_names(a: str, b: str) -> bool:
+    """Does one name hold every word of the other ("Asthma" in "Asthma, Aspirin-Induced")?"""
+    words_a, words_b = name_words(a), name_words(b)
+    return bool(words_a and words_b) and (words_a <= words_b or words_b <= words_a)
+
+
 # Words that may stand right before an aspect without making it part of a compound noun.
 FUNCTION_WORDS = frozenset(
     "the a an of for in on to and or its their his her what which are is was were be been does do did how "
@@ -167,8 +178,7 @@ def tree_siblings(a: list[str], b: list[str]) -> bool:
     return bool(a and b and _tree_parents(a) & _tree_parents(b))
 
 
-def entity_swap_problem(original: Entity, replacement: Entity, generic: frozenset[str],
-                        similarity: float | None = None, same_concept: float = 0.70) -> str | None:  # fmt: skip
+def entity_swap_problem(original: Entity, replacement: Entity, generic: frozenset[str]) -> str | None:
     """Why replacing `original` by `replacement` would not make another meaningful question (None: it would)."""
     if original.key in generic:
         return f"generic: {original.name} names a category, not a concept"
@@ -179,6 +189,8 @@ def entity_swap_problem(original: Entity, replacement: Entity, generic: frozense
         return f"unwritable: {replacement.name} has no natural reading"
     if re.search(r"\bexperimental\b", written, re.I):  # animal models, not what a clinical question names
         return f"unwritable: {replacement.name} names an experimental model"
+    if re.search(r"\bdrug combination\b", replacement.name, re.I):  # a product of several drugs, not a drug
+        return f"unwritable: {replacement.name} names a combination product"
     if replacement.key == original.key or replacement.key in {f.casefold() for f in original.surface_forms()}:
         return f"same-concept: {replacement.name} is a name of {original.name}"
     if any(x == y or x.startswith(y + ".") or y.startswith(x + ".") for x in original.trees for y in replacement.trees):
@@ -191,9 +203,6 @@ def entity_swap_problem(original: Entity, replacement: Entity, generic: frozense
             f"same-concept: {original.name} is {kinds[0]}, {replacement.name} {kinds[1]} (MeSH names groups "
             "in the plural)"
         )
-    siblings = tree_siblings(original.trees, replacement.trees)
-    if similarity is not None and similarity >= same_concept and not siblings:  # siblings are distinct by MeSH
-        return f"same-concept: {original.name} / {replacement.name} names similar at {similarity:.2f} (near-synonyms)"
     return None
 
 
@@ -403,8 +412,7 @@ def rewrite_sense_problems(record: dict, rewrite: dict, lexicon: Lexicon | None 
             original, replacement = lexicon.get(edit["from"]), lexicon.get(edit["to"])
             if original is not None and replacement is not None:
                 known = generic if generic is not None else generic_keys(lexicon)
-                problem = entity_swap_problem(original, replacement, known,
-                                              edit.get("name_similarity"))  # fmt: skip
+                problem = entity_swap_problem(original, replacement, known)
                 if problem:
                     problems.append(problem)
     return problems
@@ -427,5 +435,7 @@ def aspect_frame_problem(query: str, aspect_span: tuple[int, int]) -> str | None
     start, end = aspect_span
     if _FRAME_BEFORE.match(query[:start]) and _FRAME_AFTER.match(query[end:]):
         return None
-    return (f"aspect-frame: {query[start:end]!r} is not the head of a 'what is the <aspect> of ...' question; "
-            "another aspect would not fit the rest of it")
+    return (
+        f"aspect-frame: {query[start:end]!r} is not the head of a 'what is the <aspect> of ...' question; "
+        "another aspect would not fit the rest of it"
+    )

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from refkit.lexicon import Entity
 from refkit.matcher import Aspect, NameMatcher, PhraseMatcher
 from refkit.noise.options import ENTITY_FLOOR
-from refkit.relatedness import TextSimilarity
+from refkit.text_similarity import TextSimilarity
 
 CONTEXT_TYPES = ("drug", "disease", "gene", "organism")  # what a question is about; organs, tests and places set it
 SUPPORT_FLOOR = ENTITY_FLOOR  # the floor at which a text naming a question's entity counts as related to it

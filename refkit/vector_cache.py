@@ -1,6 +1,6 @@
-"""MiniLM vectors of texts kept between runs: what refkit embeds again and again (every MeSH name for
-related names and sibling similarity, every candidate reference for relatedness and the minilm judge)
-is embedded once per machine.
+"""MiniLM vectors of texts kept between runs: what refkit embeds again and again (every candidate
+reference and rewrite the noise rules measure, every text the minilm judge scores) is embedded once per
+machine.
 
 The bundled MiniLM's query vectors are independent of their batch (medsnip.encoders: `encode_queries`
 with `independent`), so a stored vector is bit for bit the one a new run would compute, and outputs stay
@@ -112,7 +112,7 @@ class TextVectors:
 @functools.cache
 def shared() -> TextVectors:
     """The process's one store: the model's files hashed, its SQLite opened and the model loaded once,
-    however many parts of refkit (related names, sibling similarity, relatedness, the judge) ask."""
+    however many parts of refkit (the noise filters, corpus support, the judge) ask."""
     return TextVectors()
 
 

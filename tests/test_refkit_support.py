@@ -1,6 +1,6 @@
 """refkit's corpus-backed and calibrated noise rules on real texts: a swap is kept only where a retrieved
-text names the swapped-in concept with what the question keeps (refkit.support); the relatedness floors
-and the answer-likeness ceiling hold on labelled pairs (refkit.relatedness); an aspect in a headline is
+text names the swapped-in concept with what the question keeps (refkit.support); the unrelated filter's floors
+and the answer-likeness ceiling hold on labelled pairs (refkit.noise.options); an aspect in a headline is
 never swapped, and in a vocabulary with trees an entity the trees do not place gets no swap
 (refkit.sense, refkit.noise). No server: real snippets as the hits a search returns."""
 
@@ -20,9 +20,10 @@ from refkit.lexicon import Entity
 from refkit.matcher import read_aspects
 from refkit.mesh_names import read_mesh_names
 from refkit.noise import NoiseOptions, QueryRewriter
-from refkit.relatedness import DENSE_FLOOR, ENTITY_FLOOR, GOLD_CEILING, TextSimilarity
+from refkit.noise.options import ENTITY_FLOOR, GOLD_CEILING, SIMILARITY_FLOOR
 from refkit.sense import aspect_position_problem
 from refkit.support import SupportTest, aspect_evidence, entity_evidence
+from refkit.text_similarity import TextSimilarity
 
 IR = SAMPLES / "ir"
 ULCERATIVE_COLITIS = Entity("Colitis, Ulcerative", "disease", entry_terms=["Ulcerative Colitis"])
@@ -51,21 +52,24 @@ def bioasq() -> dict[str, str]:
 
 def test_a_swap_is_supported_by_a_text_naming_the_sibling_with_what_the_question_keeps(bioasq):
     """BioASQ asks about pyostomatitis vegetans and Crohn's disease; ulcerative colitis is a sibling. A
-    calprotectin study names ulcerative colitis but not the question's other disease: no support alone;
-    a gold snippet naming both is."""
+    calprotectin study names ulcerative colitis but not the question's other disease: at most support
+    `alone`; a gold snippet naming both is support `paired`, preferred wherever it ranks."""
     rewrite = "Is there an association between pyostomatitis vegetans and ulcerative colitis?"
     evidence = entity_evidence([ULCERATIVE_COLITIS], [PYOSTOMATITIS], "en")
     calprotectin = corpus("pubmedqa-beir")["18802997"]
     test = SupportTest(TextSimilarity())
-    refused = test.check(rewrite, evidence, hits([calprotectin]))
-    assert refused == {"supported": False, "why": "no text retrieved for it names Colitis, Ulcerative with "
-                                                  "Pyostomatitis Vegetans"}  # fmt: skip
+    alone = test.check(rewrite, evidence, hits([calprotectin]))
+    assert not alone["supported"] or alone["level"] == "alone"
+    nothing = test.check(rewrite, evidence, hits([bioasq["2037493-a330"].replace("ulcerative colitis", "it")]))
+    assert nothing == {"supported": False, "why": "no text retrieved for it names Colitis, Ulcerative"}
     found = test.check(rewrite, evidence, hits([calprotectin, bioasq["2037493-a330"]]))
-    assert found["supported"] and found["snippet_id"] == "hit-2" and found["rank"] == 2
+    assert found["supported"] and found["level"] == "paired" and found["snippet_id"] == "hit-2" and found["rank"] == 2
     assert found["names"] == ["pyostomatitis vegetans", "ulcerative colitis"] and found["similarity"] >= ENTITY_FLOOR
     # naming both is not enough when the text reads far from the rewrite
     far = SupportTest(TextSimilarity(), floor=0.99).check(rewrite, evidence, hits([bioasq["2037493-a330"]]))
     assert not far["supported"] and far["why"].startswith("1 retrieved texts name Colitis, Ulcerative with")
+    assert SupportTest(TextSimilarity(), alone_floor=0.99).check(rewrite, evidence, hits([calprotectin]))["supported"] \
+        is False  # fmt: skip
 
 
 def test_an_aspect_swap_needs_a_text_naming_the_entity_with_the_new_aspect():
@@ -86,7 +90,7 @@ def test_the_floors_and_the_gold_ceiling_hold_on_labelled_pairs(bioasq):
     pairs and below the similarity floor in 99% of BioASQ pairs; two gold snippets of one BioASQ question
     reach the gold ceiling far more often than gold snippets of two questions (0.3% of pairs)."""
     similarity = TextSimilarity()
-    for folder, floor in (("pubmedqa-beir", ENTITY_FLOOR), ("bioasq-beir", DENSE_FLOOR)):
+    for folder, floor in (("pubmedqa-beir", ENTITY_FLOOR), ("bioasq-beir", SIMILARITY_FLOOR)):
         questions, texts = query_texts(IR / folder / "queries.tsv"), corpus(folder)
         relevant = {query_id: docs[0] for query_id, docs in relevant_ids(folder).items() if query_id in questions}
         chosen = sorted(relevant)[:90]
@@ -128,4 +132,5 @@ def test_with_trees_an_entity_the_trees_do_not_place_gets_no_swap():
     analysis = rewriter.analyse(query.query)
     assert analysis.entity.payload.name == "Barium Enema" and not analysis.entity.payload.trees
     assert not [r for r in rewriter.rewrites(query, analysis, NoiseOptions(seed=13)) if r.kind != "attribute"]
-    assert any(r["why"].startswith("no tree place") for r in analysis.refused_swaps)
+    assert any(r["rule"] == "no-tree-place" and r["why"].startswith("no-tree-place: Barium Enema has no MeSH tree")
+               for r in analysis.refused_swaps)  # fmt: skip

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from refkit.lexicon import Entity
 from refkit.matcher import Aspect, NameMatcher, PhraseMatcher
 from refkit.noise.options import GOLD_CEILING
-from refkit.relatedness import TextSimilarity
+from refkit.text_similarity import TextSimilarity
 
 RULE = "may-answer"
 
@@ -56,8 +56,9 @@ class Verdict:
 class AnswerTest:
     """One question's measurements for the may-answer decision."""
 
-    def __init__(self, question: str, similarity: TextSimilarity, language: str = "en", gold: list[str] | None = None,
-                 judge=None):  # fmt: skip
+    def __init__(
+        self, question: str, similarity: TextSimilarity, language: str = "en", gold: list[str] | None = None, judge=None
+    ):
         self.question, self.similarity, self.language = question, similarity, language
         self.gold, self.judge = gold or [], judge
         self._matchers: dict[tuple, NameMatcher | PhraseMatcher] = {}
@@ -106,11 +107,15 @@ def decide_lexical(measured: dict) -> Verdict | None:
     if measured.get("names_replaced"):
         return Verdict(RULE, "names-target", f"names {measured['names_replaced']!r}, the entity the swap replaced")
     if measured.get("names_target") and measured.get("names_aspect"):
-        return Verdict(RULE, "names-aspect", f"pairs {measured['names_target']!r} with the original aspect "
-                       f"({measured['names_aspect']!r})")  # fmt: skip
+        return Verdict(
+            RULE,
+            "names-aspect",
+            f"pairs {measured['names_target']!r} with the original aspect ({measured['names_aspect']!r})",
+        )
     if measured.get("names_target") and "names_new_aspect" in measured and not measured["names_new_aspect"]:
-        return Verdict(RULE, "not-the-new-aspect", f"names {measured['names_target']!r} but not the aspect the rewrite "
-                       "asks about")  # fmt: skip
+        return Verdict(
+            RULE, "not-the-new-aspect", f"names {measured['names_target']!r} but not the aspect the rewrite asks about"
+        )
     if measured.get("mesh_pair"):
         return Verdict(RULE, "mesh-pair", measured["mesh_pair"])
     return None
@@ -120,19 +125,39 @@ def decide_semantic(measured: dict, options) -> Verdict | None:
     """`options`: refkit.noise.options.NoiseOptions (the thresholds)."""
     to_original, to_rewrite = measured["to_original"], measured["to_rewrite"]
     if to_original >= options.answer_ceiling:
-        return Verdict(RULE, "ceiling", f"reads {to_original:.2f} close to the original question", to_original,
-                       options.answer_ceiling)  # fmt: skip
+        return Verdict(
+            RULE,
+            "ceiling",
+            f"reads {to_original:.2f} close to the original question",
+            to_original,
+            options.answer_ceiling,
+        )
     closer = round(to_original - to_rewrite, 4)
     if closer >= options.answer_margin:
-        return Verdict(RULE, "closer-to-original", f"reads closer to the original question ({to_original:.2f}) than "
-                       f"to the rewrite ({to_rewrite:.2f})", closer, options.answer_margin)  # fmt: skip
+        return Verdict(
+            RULE,
+            "closer-to-original",
+            f"reads closer to the original question ({to_original:.2f}) than to the rewrite ({to_rewrite:.2f})",
+            closer,
+            options.answer_margin,
+        )
     if measured.get("to_gold") is not None and measured["to_gold"] >= GOLD_CEILING:
-        return Verdict(RULE, "gold", f"reads {measured['to_gold']:.2f} close to a relevant reference of the question",
-                       measured["to_gold"], GOLD_CEILING)  # fmt: skip
+        return Verdict(
+            RULE,
+            "gold",
+            f"reads {measured['to_gold']:.2f} close to a relevant reference of the question",
+            measured["to_gold"],
+            GOLD_CEILING,
+        )
     judged = measured.get("judge")
     if judged is not None and judged["score"] >= judged["threshold"]:
-        return Verdict(RULE, "judge", f"the judge ({judged['model']}) scores it {judged['score']:.4f}", judged["score"],
-                       judged["threshold"])  # fmt: skip
+        return Verdict(
+            RULE,
+            "judge",
+            f"the judge ({judged['model']}) scores it {judged['score']:.4f}",
+            judged["score"],
+            judged["threshold"],
+        )
     return None
 
 

@@ -5,14 +5,14 @@ Each filter is a small class that decides one thing and says why (datatrove's fi
 and the thresholds, returning None to let the candidate through or a Verdict naming the rule, the test,
 the value measured and the threshold. They run in `FILTERS` order, cheapest first; the first refusal is
 the candidate's record, and a kept candidate records every value measured on the way. `decide` alone
-replays a recorded run at other thresholds (`replay`).
+decides a recorded run again at other thresholds (`replay`, over the record of a `permissive` run).
 
-| rule | protects against |
-|---|---|
-| `collected` | noise that is one of the question's own collected references (`--refs`) |
-| `duplicate` | the same text twice: a near duplicate (MinHash) of a collected reference or of noise kept before |
-| `may-answer` | noise that answers the original question (refkit.noise.answers: the one decision, its name tests first, then its similarity tests) |
-| `unrelated` | easy noise: a text about something else, which teaches a benchmark nothing |
+- `collected` protects against noise that is one of the question's own collected references (`--refs`);
+- `duplicate` against the same text twice: a near duplicate (MinHash) of a collected reference or of
+  noise kept before;
+- `may-answer` against noise that answers the original question (refkit.noise.answers: the one
+  decision, its name tests first, then its similarity tests);
+- `unrelated` against easy noise: a text about something else, which teaches a benchmark nothing.
 """
 
 from __future__ import annotations
@@ -83,8 +83,13 @@ class Duplicate:
     def decide(measured: dict, options: NoiseOptions) -> Verdict | None:
         found = measured.get("duplicate")
         if found:
-            return Verdict("duplicate", found["kind"], f"duplicate ({found['kind']}, Jaccard {found['jaccard']:.2f}) of "
-                           f"{found['of']}", found["jaccard"], None)  # fmt: skip
+            return Verdict(
+                "duplicate",
+                found["kind"],
+                f"duplicate ({found['kind']}, Jaccard {found['jaccard']:.2f}) of {found['of']}",
+                found["jaccard"],
+                None,
+            )
         return None
 
     def keep(self, candidate: Candidate) -> None:
@@ -139,8 +144,10 @@ class Unrelated:
 
         self._kept = {n: matcher(e) for n, e in facts.kept_entities.items()}
         self._put_in = {n: matcher(e) for n, e in facts.put_in.items()}
-        self._phrases = {n: PhraseMatcher(with_variants([(p, p) for p in phrases], english=english))
-                         for n, phrases in facts.phrases.items()}  # fmt: skip
+        self._phrases = {
+            n: PhraseMatcher(with_variants([(p, p) for p in phrases], english=english))
+            for n, phrases in facts.phrases.items()
+        }
 
     def measure(self, candidate: Candidate) -> None:
         number = candidate.rewrite_number
@@ -160,10 +167,20 @@ class Unrelated:
         if score >= options.similarity_floor:
             return None
         if named:
-            return Verdict("unrelated", "entity-floor", f"names {', '.join(named)} but reads only {score:.2f} close to "
-                           "the rewrite", score, options.entity_floor)  # fmt: skip
-        return Verdict("unrelated", "similarity-floor", "names no entity of the question or of the swap and reads only "
-                       f"{score:.2f} close to the rewrite", score, options.similarity_floor)  # fmt: skip
+            return Verdict(
+                "unrelated",
+                "entity-floor",
+                f"names {', '.join(named)} but reads only {score:.2f} close to the rewrite",
+                score,
+                options.entity_floor,
+            )
+        return Verdict(
+            "unrelated",
+            "similarity-floor",
+            f"names no entity of the question or of the swap and reads only {score:.2f} close to the rewrite",
+            score,
+            options.similarity_floor,
+        )
 
 
 def related_how(measured: dict, options: NoiseOptions) -> str:
@@ -181,14 +198,34 @@ def related_how(measured: dict, options: NoiseOptions) -> str:
 FILTERS = (CollectedReference, Duplicate, MayAnswerByName, MayAnswerBySimilarity, Unrelated)  # the order they run in
 
 
-def replay(measured: dict, options: NoiseOptions) -> Verdict | None:
-    """The first refusal of a recorded candidate at `options`' thresholds (None: it is kept). A candidate
-    whose record stops early (a test refused it at run time) is decided on what was measured."""
+def first_refusal(measured: dict, options: NoiseOptions) -> Verdict | None:
+    """The first filter that refuses a fully measured candidate at `options`' thresholds (None: kept)."""
     for rule in FILTERS:
-        try:
-            verdict = rule.decide(measured, options)
-        except KeyError:  # not measured at run time: an earlier filter refused it there
-            return None if not measured else Verdict("unmeasured", "unmeasured", "not measured at run time")
+        verdict = rule.decide(measured, options)
         if verdict is not None:
             return verdict
     return None
+
+
+def permissive(options: NoiseOptions) -> NoiseOptions:
+    """`options` with every threshold off and no cap on kept references: a run that measures every candidate
+    a threshold could decide, so that `replay` can decide it again at any thresholds."""
+    from dataclasses import replace
+
+    return replace(
+        options, per_query=1_000_000, answer_margin=1.0, answer_ceiling=1.0, entity_floor=-1.0, similarity_floor=-1.0
+    )
+
+
+def replay(record: dict, options: NoiseOptions) -> list[dict]:
+    """The candidates a question keeps at `options`' thresholds, in the order the run met them, from the
+    record of a `permissive` run (what it rejected, a rule no threshold changes rejected: collected,
+    duplicate of a collected reference, named the replaced entity). Duplicates among the kept are judged
+    as the permissive run met them."""
+    kept = []
+    for candidate in sorted(record["noise"], key=lambda c: c["order"]):
+        if len(kept) >= options.per_query:
+            break
+        if first_refusal(candidate["measured"], options) is None:
+            kept.append(candidate)
+    return kept

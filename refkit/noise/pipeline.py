@@ -40,19 +40,28 @@ from refkit.noise.records import stop_reason
 from refkit.noise.rewriter import QueryRewriter
 from refkit.noise.targets import Analysis, question_phrases
 from refkit.noise.writing import Rewrite
-from refkit.relatedness import PoolBM25, TextSimilarity, similarity_record
 from refkit.sense import question_part
 from refkit.support import CONTEXT_TYPES, Evidence, SupportTest, aspect_evidence, entity_evidence
+from refkit.text_similarity import PoolBM25, TextSimilarity, similarity_record
 from searchd.client import SearchClient
 
 CHUNK = 32  # questions whose searches go to the server together
 
 
 class NoiseGenerator:
-    def __init__(self, client: SearchClient, address: str, lineage: dict, rewriter: QueryRewriter,
-                 retrieval: RetrievalOptions, options: NoiseOptions, dedup: DedupOptions,
-                 collected: dict[str, list[dict]] | None = None, provenance: dict | None = None,
-                 judge=None):  # fmt: skip
+    def __init__(
+        self,
+        client: SearchClient,
+        address: str,
+        lineage: dict,
+        rewriter: QueryRewriter,
+        retrieval: RetrievalOptions,
+        options: NoiseOptions,
+        dedup: DedupOptions,
+        collected: dict[str, list[dict]] | None = None,
+        provenance: dict | None = None,
+        judge=None,
+    ):
         """`collected`: the question's references from `--refs` (never kept as noise; those labelled relevant
         are the known answers the `gold` test compares with); `judge` (refkit.judge.Judge): a model for the
         may-answer decision's `judge` test."""
@@ -64,8 +73,9 @@ class NoiseGenerator:
         self.similarity = TextSimilarity()
         self.support = SupportTest(self.similarity)
 
-    def run(self, queries: list[QueryItem], batch: int = 32,
-            progress: Callable[[int], None] | None = None) -> Iterator[dict]:  # fmt: skip
+    def run(
+        self, queries: list[QueryItem], batch: int = 32, progress: Callable[[int], None] | None = None
+    ) -> Iterator[dict]:
         """One record per query, in order. `progress(n)`: called as searches finish."""
         for start in range(0, len(queries), CHUNK):
             yield from self._chunk(queries[start : start + CHUNK], batch, progress)
@@ -80,21 +90,29 @@ class NoiseGenerator:
         rewrites = []
         for index, (query, analysis) in enumerate(zip(queries, analyses, strict=True)):
             check = self._support_check(query, analysis, searched, supports[index]) if self.options.support else None
-            paired_first = (lambda r, records=supports[index]: 0 if records[r.query].get("level") == "paired" else 1) \
-                if self.options.support else None  # fmt: skip
+            paired_first = (
+                (lambda r, records=supports[index]: 0 if records[r.query].get("level") == "paired" else 1)
+                if self.options.support
+                else None
+            )
             rewrites.append(self.rewriter.rewrites(query, analysis, self.options, check, paired_first))
         self._search_into(searched, [r.query for chosen in rewrites for r in chosen], batch, progress)
         for index, (query, analysis) in enumerate(zip(queries, analyses, strict=True)):
             record = {"id": query.id, "query": query.query, **analysis.as_dict()}
             chosen = rewrites[index]
-            noise, rejected = self._filter(query, analysis, chosen, [searched[r.query] for r in chosen]) \
-                if chosen else ([], [])  # fmt: skip
-            record.update({
-                "swaps_searched": len(supports[index]) if self.options.support else None,
-                "rewrites": [{**r.as_dict(n), "support": supports[index].get(r.query)} for n, r in enumerate(chosen, 1)],
-                "noise": noise,
-                "rejected": rejected,
-            })  # fmt: skip
+            noise, rejected = (
+                self._filter(query, analysis, chosen, [searched[r.query] for r in chosen]) if chosen else ([], [])
+            )
+            record.update(
+                {
+                    "swaps_searched": len(supports[index]) if self.options.support else None,
+                    "rewrites": [
+                        {**r.as_dict(n), "support": supports[index].get(r.query)} for n, r in enumerate(chosen, 1)
+                    ],
+                    "noise": noise,
+                    "rejected": rejected,
+                }
+            )
             record["stopped"] = stop_reason(record, self.options.per_query, len(candidates[index]))
             record["skipped"] = record["stopped"]["why"] if record["stopped"] and not chosen else None
             yield {**record, **self._footer()}
@@ -102,13 +120,19 @@ class NoiseGenerator:
     def _search_into(self, searched: dict[str, list], texts: list[str], batch: int, progress) -> None:
         """Retrieve every text not searched yet (`candidates` deep) into `searched`."""
         new = [t for t in dict.fromkeys(texts) if t not in searched]
-        retrieval = RetrievalOptions(self.options.candidates, self.retrieval.corpora, self.retrieval.retrievers,
-                                     self.retrieval.rrf_k, fusion=self.retrieval.fusion)  # fmt: skip
+        retrieval = RetrievalOptions(
+            self.options.candidates,
+            self.retrieval.corpora,
+            self.retrieval.retrievers,
+            self.retrieval.rrf_k,
+            fusion=self.retrieval.fusion,
+        )
         hits = search_many(self.client, self.address, new, retrieval, batch, progress, self.lineage)
         searched.update(zip(new, hits, strict=True))
 
-    def _support_check(self, query: QueryItem, analysis: Analysis, searched: dict[str, list],
-                       records: dict[str, dict]) -> Callable[[Rewrite], bool]:  # fmt: skip
+    def _support_check(
+        self, query: QueryItem, analysis: Analysis, searched: dict[str, list], records: dict[str, dict]
+    ) -> Callable[[Rewrite], bool]:
         """Does the corpus support a rewrite (refkit.support)? Each rewrite is tested once, its record kept
         in `records`; a refused swap is listed among the refused swaps with rule `unsupported`."""
         key = self._key_entities(query, analysis)
@@ -122,8 +146,14 @@ class NoiseGenerator:
                 )
                 if not record["supported"]:
                     edit = rewrite.replaced[0]
-                    analysis.refused_swaps.append({"target": edit["from"], "to": edit["to"], "rule": "unsupported",
-                                                   "why": f"unsupported: {record['why']}"})  # fmt: skip
+                    analysis.refused_swaps.append(
+                        {
+                            "target": edit["from"],
+                            "to": edit["to"],
+                            "rule": "unsupported",
+                            "why": f"unsupported: {record['why']}",
+                        }
+                    )
             return records[rewrite.query]["supported"]
 
         return supported
@@ -137,20 +167,30 @@ class NoiseGenerator:
         return aspect_evidence(aspect, target, self.rewriter.language)
 
     def _put_in(self, rewrite: Rewrite) -> list[Entity]:
-        return [e for edit in rewrite.replaced if edit["what"] == "entity"
-                and (e := self.rewriter.lexicon.get(edit["to"])) is not None]  # fmt: skip
+        return [
+            e
+            for edit in rewrite.replaced
+            if edit["what"] == "entity" and (e := self.rewriter.lexicon.get(edit["to"])) is not None
+        ]
 
     def _footer(self) -> dict:
-        return {"params": {**self.options.as_dict(), "retrieval": self.retrieval.as_dict(), **self.provenance},
-                "lineage": self.lineage["corpora"]}  # fmt: skip
+        return {
+            "params": {**self.options.as_dict(), "retrieval": self.retrieval.as_dict(), **self.provenance},
+            "lineage": self.lineage["corpora"],
+        }
 
     @staticmethod
     def _key_entities(query: QueryItem, analysis: Analysis) -> list[Entity]:
         """The entities a question is about: its non-generic entities in the part that asks, of
         refkit.support.CONTEXT_TYPES where it names any ("Hospitals", "Mutation" set a question's scene)."""
         asked_from = question_part(query.query)
-        key = list({m.payload.key: m.payload for m in analysis.entities
-                    if m.payload.key not in analysis.generic and m.start >= asked_from}.values())  # fmt: skip
+        key = list(
+            {
+                m.payload.key: m.payload
+                for m in analysis.entities
+                if m.payload.key not in analysis.generic and m.start >= asked_from
+            }.values()
+        )
         return [e for e in key if e.type in CONTEXT_TYPES] or key
 
     def _facts(self, query: QueryItem, analysis: Analysis, rewrites: list[Rewrite]) -> QuestionFacts:
@@ -163,30 +203,43 @@ class NoiseGenerator:
             if not entity_swap:
                 edit = rewrite.replaced[0]
                 new_aspect = next(a for a in self.rewriter.aspects if a.name == edit["to"] and a.type == edit["type"])
-            swaps[number] = {"replaced": target.entity if entity_swap else None, "target": target.entity,
-                             "aspect": None if target.aspect is None else target.aspect.payload,
-                             "new_aspect": new_aspect}  # fmt: skip
+            swaps[number] = {
+                "replaced": target.entity if entity_swap else None,
+                "target": target.entity,
+                "aspect": None if target.aspect is None else target.aspect.payload,
+                "new_aspect": new_aspect,
+            }
             kept[number] = [e for e in key if not (entity_swap and e.key == target.entity.key)]
             put_in[number] = self._put_in(rewrite)
-            replaced = (target.mention if entity_swap else target.aspect)
-            phrases[number] = question_phrases(query.query, [(replaced.start, replaced.end)]) \
-                if self.rewriter.english else []  # fmt: skip
+            replaced = target.mention if entity_swap else target.aspect
+            phrases[number] = (
+                question_phrases(query.query, [(replaced.start, replaced.end)]) if self.rewriter.english else []
+            )
         collected = {r["snippet_id"] for r in self.collected.get(query.id, [])}
         return QuestionFacts(collected, swaps, kept, put_in, phrases)
 
-    def _filter(self, query: QueryItem, analysis: Analysis, rewrites: list[Rewrite],
-                hits_per_rewrite: list[list]) -> tuple[list[dict], list[dict]]:  # fmt: skip
+    def _filter(
+        self, query: QueryItem, analysis: Analysis, rewrites: list[Rewrite], hits_per_rewrite: list[list]
+    ) -> tuple[list[dict], list[dict]]:
         facts = self._facts(query, analysis, rewrites)
-        gold = [f"{r.get('title', '')} {r.get('content', '')}".strip() for r in self.collected.get(query.id, [])
-                if r.get("label") == "relevant"]  # fmt: skip
+        gold = [
+            f"{r.get('title', '')} {r.get('content', '')}".strip()
+            for r in self.collected.get(query.id, [])
+            if r.get("label") == "relevant"
+        ]
         answers = AnswerTest(query.query, self.similarity, self.rewriter.language, gold, self.judge)
         deduplicator = self.dedup.new()
         for reference in self.collected.get(query.id, []):
             deduplicator.add(reference["snippet_id"], reference.get("content", ""))
         duplicate = Duplicate(deduplicator)
         by_similarity = MayAnswerBySimilarity(answers)
-        filters = (CollectedReference(facts), duplicate, MayAnswerByName(answers, facts), by_similarity,
-                   Unrelated(facts, self.rewriter.language))  # fmt: skip
+        filters = (
+            CollectedReference(facts),
+            duplicate,
+            MayAnswerByName(answers, facts),
+            by_similarity,
+            Unrelated(facts, self.rewriter.language),
+        )
         order = _round_robin(hits_per_rewrite)
         meta = self._meta([hit.id for _, hit in order])
         noise, rejected, considered = [], [], set()
@@ -212,10 +265,17 @@ class NoiseGenerator:
             duplicate.keep(candidate)
             how = related_how(candidate.measured, self.options)
             names = candidate.measured["names"]
-            noise.append({**reference_from_hit(hit, self.lineage), **where, "label": "irrelevant", "origin": "noise",
-                          "measured": candidate.measured,
-                          "reason": _kept_reason(rewrites[number - 1], hit.rank, candidate.measured, how),
-                          "related": {"how": how, "entities": names["kept"] + names["put_in"]}})  # fmt: skip
+            noise.append(
+                {
+                    **reference_from_hit(hit, self.lineage),
+                    **where,
+                    "label": "irrelevant",
+                    "origin": "noise",
+                    "measured": candidate.measured,
+                    "reason": _kept_reason(rewrites[number - 1], hit.rank, candidate.measured, how),
+                    "related": {"how": how, "entities": names["kept"] + names["put_in"]},
+                }
+            )
         if noise:
             pool = [f"{h.title} {h.content}".strip() for _, h in order] + gold
             bm25 = PoolBM25(pool)
@@ -246,11 +306,14 @@ class NoiseGenerator:
 
 def _kept_reason(rewrite: Rewrite, rank: int, measured: dict, how: str) -> str:
     names = measured["names"]["kept"] + measured["names"]["put_in"]
-    related = (f"names {', '.join(names)}" if how == "entity" else "by similarity") + \
-        f", {measured['to_rewrite']:.2f} close to the rewrite"  # fmt: skip
-    return (f"retrieved for the rewrite {rewrite.query!r} at rank {rank}; may not answer the original: it does not "
-            f"name what the swap replaced and reads {measured['to_original']:.2f} close to the original question; "
-            f"related: {related}")  # fmt: skip
+    related = (
+        f"names {', '.join(names)}" if how == "entity" else "by similarity"
+    ) + f", {measured['to_rewrite']:.2f} close to the rewrite"
+    return (
+        f"retrieved for the rewrite {rewrite.query!r} at rank {rank}; may not answer the original: it does not "
+        f"name what the swap replaced and reads {measured['to_original']:.2f} close to the original question; "
+        f"related: {related}"
+    )
 
 
 def _round_robin(hits_per_rewrite: list[list]) -> list[tuple[int, object]]:

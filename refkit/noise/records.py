@@ -4,13 +4,13 @@
 A question stops at the first stage that left it nothing to go on, or, when it reached the filters, at
 the filter that rejected most of its candidates:
 
-| stage | rule | when |
-|---|---|---|
-| `targets` | the target rule that refused most mentions (`no-mention` when it names none) | no target |
-| `swaps` | the swap rule that refused most candidates (`no-class`, `no-tree-place`, `no-sibling` when there were none) | targets, but no swap passed the rules |
-| `support` | `unsupported` | swaps, but none the corpus supports |
-| `filters` | the candidate rule that rejected most (`may-answer`, `unrelated`, `duplicate`, `collected`) | rewrites retrieved candidates, too few passed |
-| `retrieval` | `exhausted` | every candidate retrieved was judged and too few were left |
+- `targets`, no target: the target rule that refused most mentions (`no-mention` when it names none);
+- `swaps`, targets but no swap passed the rules: the swap rule that refused most candidates (`no-class`,
+  `no-tree-place`, `no-sibling` when there were none);
+- `support`, swaps but none the corpus supports: `unsupported`;
+- `filters`, rewrites retrieved candidates but too few passed: the candidate rule that rejected most
+  (`may-answer`, `unrelated`, `duplicate`, `collected`), with its tests;
+- `retrieval`, every candidate retrieved was kept and there were too few: `exhausted`.
 """
 
 from __future__ import annotations
@@ -33,8 +33,12 @@ def stop_reason(record: dict, per_query: int, swap_candidates: int) -> dict | No
         rules = Counter(r["rule"] for r in record.get("refused_targets", []))
         rule = _most(rules, "no-mention")
         examples = [r["why"] for r in record.get("refused_targets", []) if r["rule"] == rule][:2]
-        return {"stage": "targets", "rule": rule, "kept": kept,
-                "why": f"no target: {'; '.join(examples) or 'the question names no entity of the lexicon'}"}  # fmt: skip
+        return {
+            "stage": "targets",
+            "rule": rule,
+            "kept": kept,
+            "why": f"no target: {'; '.join(examples) or 'the question names no entity of the lexicon'}",
+        }
     refused = Counter(r["rule"] for r in record.get("refused_swaps", []) if r["rule"] != "unsupported")
     if not swap_candidates:
         rule = _most(refused, "no-sibling")
@@ -42,17 +46,29 @@ def stop_reason(record: dict, per_query: int, swap_candidates: int) -> dict | No
         return {"stage": "swaps", "rule": rule, "kept": kept, "why": f"no swap: {'; '.join(examples)}"}
     if not record.get("rewrites"):
         unsupported = sum(1 for r in record.get("refused_swaps", []) if r["rule"] == "unsupported")
-        return {"stage": "support", "rule": "unsupported", "kept": kept,
-                "why": f"none of the {unsupported} candidate swaps is supported by the corpus (refkit.support)"}  # fmt: skip
+        return {
+            "stage": "support",
+            "rule": "unsupported",
+            "kept": kept,
+            "why": f"none of the {unsupported} candidate swaps is supported by the corpus (refkit.support)",
+        }
     rejected = Counter(r["rule"] for r in record.get("rejected", []))
     if rejected:
         rule = _most(rejected, "exhausted")
         tests = Counter(r.get("test") for r in record["rejected"] if r["rule"] == rule)
-        return {"stage": "filters", "rule": rule, "kept": kept,
-                "why": f"{kept} kept; of {len(record['rejected'])} candidates rejected, {rejected[rule]} by {rule} "
-                       f"({', '.join(f'{t} {n}' for t, n in sorted(tests.items(), key=lambda kv: (-kv[1], str(kv[0]))))})"}
-    return {"stage": "retrieval", "rule": "exhausted", "kept": kept,
-            "why": f"the rewrites retrieved only {kept + len(record.get('rejected', []))} candidates"}  # fmt: skip
+        return {
+            "stage": "filters",
+            "rule": rule,
+            "kept": kept,
+            "why": f"{kept} kept; of {len(record['rejected'])} candidates rejected, {rejected[rule]} by {rule} "
+            f"({', '.join(f'{t} {n}' for t, n in sorted(tests.items(), key=lambda kv: (-kv[1], str(kv[0]))))})",
+        }
+    return {
+        "stage": "retrieval",
+        "rule": "exhausted",
+        "kept": kept,
+        "why": f"the rewrites retrieved only {kept + len(record.get('rejected', []))} candidates",
+    }
 
 
 def rule_counts(record: dict) -> Counter:

@@ -51,29 +51,46 @@ class QueryRewriter:
         self.aspect_matcher = PhraseMatcher([(phrase, tuple(found)) for phrase, found in by_phrase.items()])
         self.generic = generic_keys(lexicon)
         self.siblings = SiblingIndex(lexicon, self.generic)
-        bigrams = {pair for form, _ in phrases for words in [_WORDS.findall(form.lower())]
-                   for pair in zip(words, words[1:], strict=False)}  # fmt: skip
+        bigrams = {
+            pair
+            for form, _ in phrases
+            for words in [_WORDS.findall(form.lower())]
+            for pair in zip(words, words[1:], strict=False)
+        }
         self._phrase_cut = phrase_cut_test(bigrams)
 
     def analyse(self, query: str) -> Analysis:
         """Mentions, aspects and ranked targets (refkit.noise.targets)."""
-        entities = with_defined_abbreviations(query, self.entity_matcher.find(query))
+        aspects = self.aspect_matcher.find(query)
+        # an aspect phrase that is also a MeSH name ("Risk Factors", "Diagnosis") is read as the aspect
+        entities = [
+            m
+            for m in with_defined_abbreviations(query, self.entity_matcher.find(query))
+            if not any(a.start <= m.start and m.end <= a.end for a in aspects)
+        ]
         analysis = Analysis(entities, [], generic=frozenset(m.payload.key for m in entities) & self.generic)
-        context = TargetContext(query, entities, self.generic, question_part(query), self.english, self.lexicon.counted,
-                                self._phrase_cut)  # fmt: skip
-        place_aspects(analysis, self.aspect_matcher.find(query), context, self.english)
+        context = TargetContext(
+            query, entities, self.generic, question_part(query), self.english, self.lexicon.counted, self._phrase_cut
+        )
+        place_aspects(analysis, aspects, context, self.english)
         choose_targets(analysis, context)
         if not entities:
-            analysis.refused_targets.append({"text": "", "entity": "", "rule": "no-mention",
-                                             "why": "no-mention: the question names no entity of the lexicon "
-                                                    "(of a type that is rewritten)"})  # fmt: skip
+            analysis.refused_targets.append(
+                {
+                    "text": "",
+                    "entity": "",
+                    "rule": "no-mention",
+                    "why": "no-mention: the question names no entity of the lexicon (of a type that is rewritten)",
+                }
+            )
         return analysis
 
-    def entity_candidates(self, original: Entity, exclude: set[str],
-                          refused: list[dict] | None = None) -> list[tuple[Entity, str]]:  # fmt: skip
+    def entity_candidates(
+        self, original: Entity, exclude: set[str], refused: list[dict] | None = None
+    ) -> list[tuple[Entity, str]]:
         """(sibling, rule) that pass the swap rules, best first (refkit.noise.siblings), at most SWAP_POOL;
-        each refused candidate is appended to `refused` with its rule. For a query not in English, siblings
-        with a name in its language come first."""
+        each refused candidate is appended to `refused` with its rule. For a query not in English, only
+        siblings with a name in its language, where there are any."""
         found = self.siblings.siblings(original)
         if not found and refused is not None:
             reason = self.siblings.no_sibling_reason(original)
@@ -83,12 +100,13 @@ class QueryRewriter:
             problem = self.siblings.swap_problem(original, entity, rule, exclude)
             if problem is not None:
                 if refused is not None:
-                    refused.append({"target": original.name, "to": entity.name, "rule": problem.partition(":")[0],
-                                    "why": problem})  # fmt: skip
+                    refused.append(
+                        {"target": original.name, "to": entity.name, "rule": problem.partition(":")[0], "why": problem}
+                    )
                 continue
             chosen.append((entity, rule))
-        if not self.english:
-            chosen.sort(key=lambda c: not c[0].translations.get(self.language))
+        if not self.english:  # a swap is written in the query's language: siblings named in it, if any are
+            chosen = [c for c in chosen if c[0].translations.get(self.language)] or chosen
         return chosen[:SWAP_POOL]
 
     def aspect_candidates(self, query: str, target: Target, refused: list[dict]) -> list[Aspect]:
@@ -124,19 +142,41 @@ class QueryRewriter:
                     for aspect in self.aspect_candidates(query.query, target, analysis.refused_swaps):
                         swaps.append(self._aspect_swap(query.query, target, aspect, number))
                 for entity, rule in self.entity_candidates(target.entity, present, analysis.refused_swaps):
+                    if (
+                        not self.english
+                        and not target.mention.text.isascii()
+                        and not entity.translations.get(self.language)
+                    ):
+                        analysis.refused_swaps.append(
+                            {
+                                "target": target.entity.name,
+                                "to": entity.name,
+                                "rule": "untranslated",
+                                "why": f"untranslated: {entity.name} "
+                                f"has no {self.language} name to write where "
+                                f"{target.mention.text!r} stood",
+                            }
+                        )
+                        continue
                     rewrite = self._entity_swap(query.query, target, entity, rule, number)
                     problem = doubled_word(query.query, rewrite.query) if self.english else None
                     if problem is None:
                         swaps.append(rewrite)
                     else:
-                        analysis.refused_swaps.append({"target": target.entity.name, "to": entity.name,
-                                                       "rule": "compound", "why": problem})  # fmt: skip
+                        analysis.refused_swaps.append(
+                            {"target": target.entity.name, "to": entity.name, "rule": "compound", "why": problem}
+                        )
             analysis._swaps = swaps
         return analysis._swaps
 
-    def rewrites(self, query: QueryItem, analysis: Analysis, options: NoiseOptions,
-                 supported: Callable[[Rewrite], bool] | None = None,
-                 preference: Callable[[Rewrite], int] | None = None) -> list[Rewrite]:  # fmt: skip
+    def rewrites(
+        self,
+        query: QueryItem,
+        analysis: Analysis,
+        options: NoiseOptions,
+        supported: Callable[[Rewrite], bool] | None = None,
+        preference: Callable[[Rewrite], int] | None = None,
+    ) -> list[Rewrite]:
         """The rewrites of one question: up to `options.attribute_swaps` aspect swaps and
         `options.entity_swaps` entity swaps. Entity swaps come from the first target with any `supported`
         accepts (then the next targets, while fewer were found); among a target's accepted swaps the seed
@@ -165,16 +205,28 @@ class QueryRewriter:
     def _entity_swap(self, text: str, target: Target, entity: Entity, rule: str, number: int) -> Rewrite:
         original: Entity = target.entity
         words = entity_words(target.mention, natural_name(entity, self.language), self.language)
-        record = {"what": "entity", "type": entity.type, "from": original.name, "from_ui": original.ui,
-                  "to": entity.name, "to_ui": entity.ui, "rule": rule}  # fmt: skip
+        record = {
+            "what": "entity",
+            "type": entity.type,
+            "from": original.name,
+            "from_ui": original.ui,
+            "to": entity.name,
+            "to_ui": entity.ui,
+            "rule": rule,
+        }
         rewrite = write_swap(text, target.mention, words, record, self.language)
         rewrite.target = number
         return rewrite
 
     def _aspect_swap(self, text: str, target: Target, aspect: Aspect, number: int) -> Rewrite:
         asked: Match = target.aspect
-        record = {"what": "aspect", "type": aspect.type, "from": asked.payload.name, "to": aspect.name,
-                  "entity": target.entity.name}  # fmt: skip
+        record = {
+            "what": "aspect",
+            "type": aspect.type,
+            "from": asked.payload.name,
+            "to": aspect.name,
+            "entity": target.entity.name,
+        }
         rewrite = write_swap(text, asked, match_case(asked.text, aspect.name), record, self.language)
         rewrite.target = number
         return rewrite

@@ -3,18 +3,22 @@
 A sibling is another concept of the same kind, chosen by what the concept *is*, never by how its name
 looks:
 
-| target | rule | siblings |
-|---|---|---|
-| drug | `pharmacological-action` | drugs sharing a MeSH pharmacological action (from NLM's XML, or the shipped MeSH 2018 table: losartan -> valsartan, an ARB), the most specific shared action first |
-| drug | `inn-stem` | drugs whose name ends with the same INN stem (refkit.drug_stems: tucatinib -> lapatinib, "-tinib") |
-| gene | `symbol-family` | symbols of the same family (refkit.gene_symbols: VPS4A -> VPS4B) |
-| drug, in MeSH's functional branches (vaccines, pharmacologic actions and uses: a class such as "Neuroprotective Agents") | `tree-sibling` | the other classes under the same parent |
-| disease, organism, anatomy, procedure, process, gene | `tree-sibling` | the other children of the target's parent in the MeSH trees, at the same depth (mantle cell lymphoma -> follicular lymphoma) |
-| the same, when a target has no tree sibling | `tree-cousin` | the concepts at the same depth under the target's grandparent (obesity, alone under overnutrition -> malnutrition) |
+- `inn-stem` (drugs): drugs whose name ends with the same INN stem (refkit.drug_stems: tucatinib ->
+  lapatinib, "-tinib"; minocycline -> doxycycline);
+- `pharmacological-action` (a drug that is one substance, not a class): drugs sharing a MeSH
+  pharmacological action (NLM's XML, or the shipped MeSH 2018 table: risperidone -> haloperidol), the
+  most specific shared action first;
+- `symbol-family` (genes): symbols of the same family (refkit.gene_symbols: VPS4A -> VPS4B);
+- `tree-sibling`: the other children of the target's parent in the MeSH trees, at the same depth
+  (mantle cell lymphoma -> follicular lymphoma), for diseases, organisms, anatomy, procedures, processes
+  and genes, and for drug classes in MeSH's functional branches (vaccines, pharmacologic actions and uses:
+  "Neuroprotective Agents");
+- `tree-cousin`, when a target has no tree sibling: the concepts at its depth under its grandparent
+  (obesity, alone under overnutrition -> malnutrition).
 
 Drugs get no tree siblings in the chemical branches: MeSH places chemicals there by structure (losartan
-beside tetrazolium salts), not by what they do. Every candidate then passes the swap rules, in order; the first that refuses it is
-recorded with its name:
+beside tetrazolium salts), not by what they do. Every candidate then passes the swap rules, in order; the
+first that refuses it is recorded with its name:
 
 - `generic`, `unwritable`, `same-concept` (refkit.sense.entity_swap_problem: a category, a name no
   question would write, the target's own name, an ancestor or descendant, nested names, a group for one
@@ -24,7 +28,8 @@ recorded with its name:
 - `not-in-corpus`: no served record names it (when the lexicon was counted in the corpus);
 - `in-question`: the question names it already.
 
-What passes is ranked by the size of the most specific action it shares (drugs), then by how many served
+A candidate keeps the first rule that found it. What passes is ranked by the rule (a stem sibling before an
+action sibling), the size of the most specific action it shares (drugs), then by how many served
 records name it (a clinician reaches for the common sibling: valsartan before eprosartan), then by name.
 """
 
@@ -36,13 +41,17 @@ from collections import defaultdict
 from refkit.drug_stems import stem_of
 from refkit.gene_symbols import family_root, symbol_of_name
 from refkit.lexicon import REWRITTEN_TYPES, Entity, Lexicon, natural_name
-from refkit.sense import entity_swap_problem
+from refkit.sense import entity_swap_problem, group_name
 
 LOOK_ALIKE = 0.85
 TREE_TYPES = ("disease", "organism", "anatomy", "procedure", "process", "gene")
 # The drug branches of MeSH that are ordered by what a drug does or is for, not by its structure: vaccines
 # (by pathogen), and Chemical Actions and Uses (pharmacologic actions, therapeutic uses).
 FUNCTIONAL_DRUG_TREES = ("D20.215.894", "D27")
+# Pathologic Processes and Pathological Conditions, Anatomical: inflammation, hypertrophy, atrophy, plaques,
+# necrosis. Processes and lesions of every organ sit side by side there, and a question about one is rarely a
+# question about another.
+PATHOLOGIC_PROCESSES = ("C23.550", "C23.300")
 
 
 def _parent(tree: str) -> str | None:
@@ -54,8 +63,10 @@ def _cousin(tree: str, others: list[str]) -> bool:
     """Does one of `others` sit at `tree`'s depth under its grandparent, under another parent?"""
     parent = _parent(tree)
     grandparent = _parent(parent)
-    return any(_parent(o) != parent and _parent(_parent(o) or "") == grandparent and o.count(".") == tree.count(".")
-               for o in others)  # fmt: skip
+    return any(
+        _parent(o) != parent and _parent(_parent(o) or "") == grandparent and o.count(".") == tree.count(".")
+        for o in others
+    )
 
 
 def symbol_forms(entity: Entity) -> list[str]:
@@ -101,11 +112,12 @@ class SiblingIndex:
                     found.setdefault(entity.key, (entity, rule))
 
         if original.type == "drug":
-            for action in original.actions:
-                add(self.by_action.get(action.casefold(), ()), "pharmacological-action")
             stem = stem_of(original.name)
-            if stem is not None:
+            if stem is not None:  # one stem is one class by design: minocycline -> doxycycline
                 add(self.by_stem.get(stem.stem, ()), "inn-stem")
+            if not group_name(original):  # a class ("Vaccines") shares actions with other kinds of class
+                for action in original.actions:
+                    add(self.by_action.get(action.casefold(), ()), "pharmacological-action")
         if original.type == "gene":
             for root in {family_root(form) for form in symbol_forms(original)} - {None}:
                 add(self.by_root.get(root, ()), "symbol-family")
@@ -124,20 +136,28 @@ class SiblingIndex:
 
     @staticmethod
     def _trees(entity: Entity) -> list[str]:
-        """The tree numbers that place an entity among siblings: for a drug only the functional branches."""
+        """The tree numbers that place an entity among siblings: for a drug only inside the functional
+        branches (its parent in one too: Vaccines' own parent, Biological Products, is not), and never
+        under Pathologic Processes or Anatomical Conditions (C23.550, C23.300: a plaque is not swapped for
+        hypertrophy)."""
         if entity.type == "drug":
-            return [t for t in entity.trees if t.startswith(FUNCTIONAL_DRUG_TREES)]
-        return entity.trees
+            return [t for t in entity.trees if (_parent(t) or "").startswith(FUNCTIONAL_DRUG_TREES)]
+        return [t for t in entity.trees if not t.startswith(PATHOLOGIC_PROCESSES)]
 
     def no_sibling_reason(self, original: Entity) -> str:
         """Why a target has no sibling candidate at all (a refusal record's text)."""
         if original.type == "drug":
-            return (f"no-class: {original.name} has no pharmacological action in this vocabulary and no INN stem; "
-                    "chemical-structure siblings are not what a clinician swaps")  # fmt: skip
+            return (
+                f"no-class: {original.name} has no pharmacological action in this vocabulary and no INN stem; "
+                "chemical-structure siblings are not what a clinician swaps"
+            )
         if original.type == "gene" and not original.trees:
             return f"no-class: {original.name} is not a gene symbol of a family and has no MeSH tree place"
         if not original.trees:
-            return f"no-tree-place: {original.name} has no MeSH tree number in this vocabulary, so its siblings are unknown"
+            return (
+                f"no-tree-place: {original.name} has no MeSH tree number in this vocabulary, so its siblings are "
+                "unknown"
+            )
         return f"no-sibling: no other concept shares {original.name}'s tree parents"
 
     def swap_problem(self, original: Entity, candidate: Entity, rule: str, present: set[str]) -> str | None:
@@ -148,8 +168,7 @@ class SiblingIndex:
         if rule != "symbol-family":
             alike = difflib.SequenceMatcher(None, natural_name(original).lower(), natural_name(candidate).lower())
             if alike.ratio() >= LOOK_ALIKE:
-                return (f"look-alike: {candidate.name} is spelt nearly like {original.name} "
-                        f"({alike.ratio():.2f})")  # fmt: skip
+                return f"look-alike: {candidate.name} is spelt nearly like {original.name} ({alike.ratio():.2f})"
         if self.counted and not candidate.corpus_frequency:
             return f"not-in-corpus: no served record names {candidate.name}"
         if candidate.key in present:
@@ -157,12 +176,20 @@ class SiblingIndex:
         return None
 
     def rank(self, original: Entity, candidates: list[tuple[Entity, str]]) -> list[tuple[Entity, str]]:
-        """Drugs sharing the most specific action first (losartan: the 13 angiotensin receptor blockers before
-        the 100 antihypertensives), then the most written about."""
+        """Stem siblings first, then drugs sharing the most specific action (losartan: the angiotensin receptor
+        blockers before the 100 antihypertensives), then the most written about."""
 
         def class_size(entity: Entity) -> int:
             shared = {a.casefold() for a in original.actions} & {a.casefold() for a in entity.actions}
             return min((len(self.by_action[a]) for a in shared), default=1_000_000)
 
-        return sorted(candidates, key=lambda c: (class_size(c[0]), -(c[0].corpus_frequency or c[0].frequency or 0),
-                                                 c[0].key))  # fmt: skip
+        rules = ("inn-stem", "pharmacological-action")
+        return sorted(
+            candidates,
+            key=lambda c: (
+                rules.index(c[1]) if c[1] in rules else 0,
+                class_size(c[0]),
+                -(c[0].corpus_frequency or c[0].frequency or 0),
+                c[0].key,
+            ),
+        )

@@ -74,23 +74,42 @@ class Analysis:
 
     def as_dict(self) -> dict:
         return {
-            "entities": [{"name": m.payload.name, "ui": m.payload.ui, "type": m.payload.type, "text": m.text,
-                          "span": [m.start, m.end], "origin": m.payload.origin,
-                          **({"generic": True} if m.payload.key in self.generic else {})}
-                         for m in self.entities],  # fmt: skip
-            "aspects": [{"aspect": m.payload.name, "type": m.payload.type, "text": m.text, "span": [m.start, m.end]}
-                        for m in self.aspects],  # fmt: skip
-            "target": None if not self.targets else {
+            "entities": [
+                {
+                    "name": m.payload.name,
+                    "ui": m.payload.ui,
+                    "type": m.payload.type,
+                    "text": m.text,
+                    "span": [m.start, m.end],
+                    "origin": m.payload.origin,
+                    **({"generic": True} if m.payload.key in self.generic else {}),
+                }
+                for m in self.entities
+            ],
+            "aspects": [
+                {"aspect": m.payload.name, "type": m.payload.type, "text": m.text, "span": [m.start, m.end]}
+                for m in self.aspects
+            ],
+            "target": None
+            if not self.targets
+            else {
                 "entity": self.targets[0].entity.name,
                 "aspect": None if self.targets[0].aspect is None else self.targets[0].aspect.payload.name,
             },
-            "targets": [{"entity": t.entity.name, "type": t.entity.type, "text": t.mention.text,
-                         "span": [t.mention.start, t.mention.end],
-                         "aspect": None if t.aspect is None else t.aspect.payload.name} for t in self.targets],
+            "targets": [
+                {
+                    "entity": t.entity.name,
+                    "type": t.entity.type,
+                    "text": t.mention.text,
+                    "span": [t.mention.start, t.mention.end],
+                    "aspect": None if t.aspect is None else t.aspect.payload.name,
+                }
+                for t in self.targets
+            ],
             "refused_targets": self.refused_targets,
             "aspects_out_of_position": self.out_of_position,
             "refused_swaps": self.refused_swaps,
-        }  # fmt: skip
+        }
 
 
 @dataclass
@@ -190,8 +209,9 @@ def choose_targets(analysis: Analysis, context: TargetContext) -> None:
         for name, rule in TARGET_RULES:
             why = rule(mention, context)
             if why is not None:
-                analysis.refused_targets.append({"text": mention.text, "entity": mention.payload.name, "rule": name,
-                                                 "why": why})  # fmt: skip
+                analysis.refused_targets.append(
+                    {"text": mention.text, "entity": mention.payload.name, "rule": name, "why": why}
+                )
                 break
         else:
             allowed.append(mention)
@@ -218,8 +238,11 @@ def place_aspects(analysis: Analysis, found: list[Match], context: TargetContext
             continue
         for aspect in mention.payload:
             spans = [(m.start, m.end) for m in analysis.entities if m.payload.type == aspect.type]
-            problem = aspect_position_problem(context.query, (mention.start, mention.end), spans) \
-                if spans and english else None  # fmt: skip
+            problem = (
+                aspect_position_problem(context.query, (mention.start, mention.end), spans)
+                if spans and english
+                else None
+            )
             if problem:
                 analysis.out_of_position.append({"aspect": aspect.name, "text": mention.text, "why": problem})
             else:

@@ -23,8 +23,13 @@ class Rewrite:
     target: int = 0  # which of the question's targets it rewrites (0: the first)
 
     def as_dict(self, number: int) -> dict:
-        return {"number": number, "kind": self.kind, "query": self.query, "replaced": self.replaced,
-                "target": self.target}  # fmt: skip
+        return {
+            "number": number,
+            "kind": self.kind,
+            "query": self.query,
+            "replaced": self.replaced,
+            "target": self.target,
+        }
 
 
 def write_swap(text: str, match: Match, written: str, record: dict, language: str) -> Rewrite:
@@ -42,8 +47,10 @@ def write_swap(text: str, match: Match, written: str, record: dict, language: st
 
 
 def entity_words(match: Match, name: str, language: str) -> str:
-    """How a swapped-in entity name is written where `match` stood: its case, and in English its number."""
-    return match_case(match.text, agree_number(match.text, name) if language == "en" else name)
+    """How a swapped-in entity name is written where `match` stood: its case, and in English its number (of
+    the name itself where the mention goes on to its abbreviation: "hepatocellular carcinoma (HCC)")."""
+    written = match.text.split(" (")[0]
+    return match_case(written, agree_number(written, name) if language == "en" else name)
 
 
 ARTICLE_BEFORE = re.compile(r"\b(an|a)(\s+)$", re.IGNORECASE)
@@ -100,6 +107,7 @@ def match_case(original: str, replacement: str) -> str:
 
 
 def _has_capitals_inside(name: str) -> bool:
-    """Does a name keep capitals whatever the case around it ("BCL11A", "HER2-positive", "Crohn Disease"
-    keeps none: MeSH capitalises every word)?"""
-    return any(word[1:] != word[1:].lower() or (len(word) > 1 and word.isupper()) for word in name.split())
+    """Does a name keep capitals whatever the case around it: a symbol or an acronym ("BCL11A", "HER2",
+    "IL-6", two capitals in a row)? "Crohn Disease" and "X-Linked Genetic Disease" keep none: MeSH
+    capitalises every word."""
+    return any(re.search(r"[A-Z]{2}|[A-Z]\d|\d[A-Z]", word) for word in name.split())

@@ -1,0 +1,186 @@
+"""refkit noise's named rules one by one, without a server: targets and why a question has none, the
+aspect frame, several targets tried in turn, swaps over an abbreviation, the one may-answer decision,
+the unrelated filter, and the stage and rule a short question's record names."""
+
+from __future__ import annotations
+
+import pytest
+
+from medsnip.queries import QueryItem
+from refkit.lexicon import Entity, Lexicon
+from refkit.matcher import read_aspects
+from refkit.noise import NoiseOptions, QueryRewriter
+from refkit.noise.answers import AnswerTest, decide_lexical, decide_semantic
+from refkit.noise.filters import Unrelated, first_refusal
+from refkit.noise.records import stop_reason
+from refkit.noise.targets import question_phrases
+from refkit.text_similarity import TextSimilarity
+
+ASPECTS = {(a.type, a.name): a for a in read_aspects()}
+
+
+@pytest.fixture(scope="module")
+def lexicon() -> Lexicon:
+    """A counted lexicon of real MeSH names and trees (MeSH 2015: C04 neoplasms, C06 liver diseases) and
+    INN names, as `refkit lexicon --server` writes one."""
+    return Lexicon(
+        [
+            Entity("cabozantinib", "drug", corpus_frequency=6),
+            Entity(
+                "Carcinoma, Hepatocellular",
+                "disease",
+                entry_terms=["Hepatocellular Carcinoma"],
+                trees=["C04.557.470.200.240", "C06.301.371.411", "C06.552.697.580"],
+                corpus_frequency=40,
+            ),
+            Entity(
+                "Cholangiocarcinoma",
+                "disease",
+                trees=["C04.557.470.200.220", "C06.130.564.263", "C06.301.371.250"],
+                corpus_frequency=12,
+            ),
+            Entity(
+                "Adenoma, Liver Cell",
+                "disease",
+                trees=["C04.557.470.035.215", "C06.301.371.106", "C06.552.697.160"],
+                corpus_frequency=0,
+            ),
+            Entity("Disease", "disease", trees=["C23.550.288"], corpus_frequency=900),
+            Entity("tucatinib", "drug", corpus_frequency=3),
+            Entity("lapatinib", "drug", corpus_frequency=9),
+        ]
+    )
+
+
+def test_the_targets_and_why_there_is_none(lexicon):
+    rewriter = QueryRewriter(lexicon, read_aspects())
+    analysis = rewriter.analyse("Is cabozantinib effective for hepatocellular carcinoma (HCC)?")
+    assert [t.entity.name for t in analysis.targets] == ["cabozantinib", "Carcinoma, Hepatocellular"]
+    assert analysis.targets[1].mention.text == "hepatocellular carcinoma (HCC)"  # its abbreviation goes with it
+    generic = rewriter.analyse("Which disease is caused by de novo VPS4A mutations?")
+    assert generic.targets == [] and [r["rule"] for r in generic.refused_targets] == ["generic"]
+    record = {"targets": [], "refused_targets": generic.refused_targets, "noise": []}
+    assert stop_reason(record, 5, 0) == {
+        "stage": "targets",
+        "rule": "generic",
+        "kept": 0,
+        "why": "no target: generic: Disease names a category, not a concept",
+    }
+    nothing = rewriter.analyse("Describe the 4D-CHAINS algorithm")
+    assert [r["rule"] for r in nothing.refused_targets] == ["no-mention"]
+    absent = Lexicon(
+        [
+            Entity(
+                "Adenoma, Liver Cell",
+                "disease",
+                entry_terms=["Liver Cell Adenoma"],
+                trees=["C04.557.470.035.215"],
+                corpus_frequency=0,
+            )
+        ]
+    )
+    unserved = QueryRewriter(absent, read_aspects()).analyse("Is liver cell adenoma hereditary?")
+    assert [r["rule"] for r in unserved.refused_targets] == ["not-in-corpus"]
+
+
+def test_a_target_without_a_swap_hands_over_to_the_next(lexicon):
+    """cabozantinib has no INN sibling the corpus names: the rewrite swaps the question's disease instead,
+    abbreviation and all; the sibling the corpus never names is refused and the record says so."""
+    alone = Lexicon([e for e in lexicon.entities.values() if e.name not in ("tucatinib", "lapatinib")])
+    rewriter = QueryRewriter(alone, read_aspects())
+    query = QueryItem("q", "Is cabozantinib effective for hepatocellular carcinoma (HCC)?")
+    analysis = rewriter.analyse(query.query)
+    rewrites = rewriter.rewrites(query, analysis, NoiseOptions(seed=1))
+    assert [r.query for r in rewrites] == ["Is cabozantinib effective for cholangiocarcinoma?"]
+    assert rewrites[0].target == 1 and rewrites[0].replaced[0]["rule"] == "tree-sibling"
+    assert {(r["to"], r["rule"]) for r in analysis.refused_swaps} >= {("Adenoma, Liver Cell", "not-in-corpus")}
+
+
+def test_aspects_are_swapped_only_in_a_question_about_the_aspect(lexicon):
+    rewriter = QueryRewriter(lexicon, read_aspects())
+    query = QueryItem("q", "What is the mechanism of action of tucatinib?")
+    analysis = rewriter.analyse(query.query)
+    swaps = rewriter.swap_candidates(query, analysis)
+    assert "What are the adverse effects of tucatinib?" in [r.query for r in swaps if r.kind == "attribute"]
+    assert "What is the mechanism of action of lapatinib?" in [r.query for r in swaps if r.kind == "entity"]
+    claim = QueryItem("c", "Is cabozantinib effective for the treatment of hepatocellular carcinoma?")
+    analysis = rewriter.analyse(claim.query)
+    assert not [r for r in rewriter.swap_candidates(claim, analysis) if r.kind == "attribute"]
+    assert [r["rule"] for r in analysis.refused_swaps][0] == "aspect-frame"
+
+
+def test_may_answer_is_one_decision_on_what_was_measured(lexicon):
+    """An entity swap's candidate naming the replaced drug may answer; an aspect swap's candidate about the
+    drug but not the new aspect may answer; one reading as close to the original as an answer does may
+    answer; the thresholds decide from the record alone."""
+    similarity = TextSimilarity()
+    tucatinib, lapatinib = lexicon.get("tucatinib"), lexicon.get("lapatinib")
+    mechanism, effects = ASPECTS["drug", "mechanism of action"], ASPECTS["drug", "adverse effects"]
+    test = AnswerTest("What is the mechanism of action of tucatinib?", similarity)
+    entity_swap = {"replaced": tucatinib, "target": tucatinib, "aspect": mechanism, "new_aspect": None}
+    measured: dict = {}
+    test.measure_lexical("Tucatinib is a HER2 kinase inhibitor.", {}, entity_swap, measured)
+    assert decide_lexical(measured).test == "names-target"
+    aspect_swap = {"replaced": None, "target": tucatinib, "aspect": mechanism, "new_aspect": effects}
+    measured = {}
+    test.measure_lexical("Tucatinib was approved in 2020 for breast cancer.", {}, aspect_swap, measured)
+    assert decide_lexical(measured).test == "not-the-new-aspect"
+    measured = {}
+    test.measure_lexical("Diarrhea was the most common adverse effect of tucatinib.", {}, aspect_swap, measured)
+    assert decide_lexical(measured) is None
+    measured = {}
+    test.measure_semantic(
+        "Lapatinib inhibits HER2 and EGFR tyrosine kinases.", "What is the mechanism of action of lapatinib?", measured
+    )
+    assert measured["to_rewrite"] > measured["to_original"]
+    options = NoiseOptions()
+    assert decide_semantic(measured, options) is None
+    assert decide_semantic({**measured, "to_original": 0.7}, options).test == "ceiling"
+    assert decide_semantic({"to_original": 0.40, "to_rewrite": 0.30}, options).test == "closer-to-original"
+    assert lapatinib.name == "lapatinib"
+
+
+def test_unrelated_keeps_texts_on_the_question_s_topic():
+    """A kept text names an entity of the question the rewrite kept, the one put in, or one of the
+    question's own phrases (a name the vocabulary lacks, such as "bladder cancer"), and reads close enough
+    to the rewrite; otherwise it must read closer still."""
+    assert question_phrases("Is avelumab effective for bladder cancer?", [(3, 11)]) == ["bladder cancer"]
+    options = NoiseOptions()
+    base = {"to_original": 0.30, "collected": False}
+    named = {**base, "to_rewrite": 0.42, "names": {"kept": [], "put_in": ["durvalumab"], "phrases": []}}
+    assert first_refusal(named, options) is None
+    phrase = {**base, "to_rewrite": 0.42, "names": {"kept": [], "put_in": [], "phrases": ["bladder cancer"]}}
+    assert first_refusal(phrase, options) is None
+    far = {**base, "to_rewrite": 0.42, "names": {"kept": [], "put_in": [], "phrases": []}}
+    assert first_refusal(far, options).rule == "unrelated" and first_refusal(far, options).test == "similarity-floor"
+    assert Unrelated.decide({**far, "to_rewrite": 0.46}, options) is None
+
+
+def test_a_short_question_names_its_stage_and_rule():
+    rejected = [{"rule": "unrelated", "test": "similarity-floor"}] * 5 + [{"rule": "may-answer", "test": "ceiling"}]
+    record = {"targets": [{}], "rewrites": [{}], "noise": [{}], "rejected": rejected, "refused_swaps": []}
+    stop = stop_reason(record, 5, 3)
+    assert (stop["stage"], stop["rule"], stop["kept"]) == ("filters", "unrelated", 1)
+    assert "5 by unrelated (similarity-floor 5)" in stop["why"]
+    unsupported = {
+        "targets": [{}],
+        "rewrites": [],
+        "noise": [],
+        "rejected": [],
+        "refused_swaps": [{"rule": "unsupported"}, {"rule": "not-in-corpus"}],
+    }
+    assert stop_reason(unsupported, 5, 2)["stage"] == "support"
+    no_swap = {
+        "targets": [{}],
+        "rewrites": [],
+        "noise": [],
+        "rejected": [],
+        "refused_swaps": [{"rule": "no-tree-place", "why": "no-tree-place: Leigh syndrome has none"}],
+    }
+    assert stop_reason(no_swap, 5, 0) == {
+        "stage": "swaps",
+        "rule": "no-tree-place",
+        "kept": 0,
+        "why": "no swap: no-tree-place: Leigh syndrome has none",
+    }
+    assert stop_reason({"noise": [{}] * 5}, 5, 3) is None
