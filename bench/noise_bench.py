@@ -176,17 +176,20 @@ def review_sample(records: list[dict], destination: Path) -> int:
 
 
 def judged_summary(sample: Path, judged: Path) -> str:
-    """The blind reader's verdicts on the sample, if they judged this very sample."""
+    """The blind reader's verdicts on the sample, if they judged this very sample (same items, same
+    questions and references)."""
     if not judged.is_file():
         return "The sample has not been judged yet."
     verdicts = [json.loads(line) for line in judged.read_text(encoding="utf-8").splitlines() if line.strip()]
-    items = {json.loads(line)["item"]: json.loads(line) for line in sample.read_text(encoding="utf-8").splitlines()}
-    if {v["item"] for v in verdicts} != set(items) or any(
-        v.get("question") not in (None, items[v["item"]]["question"]) for v in verdicts
-    ):
+    items = [json.loads(line) for line in sample.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+    def key(item: dict) -> tuple:
+        return item["item"], item["id"], item["snippet_id"], item["rewrite"]
+
+    if sorted(map(key, verdicts)) != sorted(map(key, items)):
         return "The judged sheet is of an earlier sample; judge docs/noise-review-sample.jsonl again."
     n = len(verdicts)
-    count = {key: sum(1 for v in verdicts if v[key] == "yes") for key in ("sensible", "answers", "hard")}
+    count = {name: sum(1 for v in verdicts if v[name] == "yes") for name in ("sensible", "answers", "hard")}
     return (
         f"Blind reading of the {n} sampled kept references (docs/noise-review.md): {count['sensible']}/{n} "
         f"sensible rewrites ({count['sensible'] / n:.0%}), {count['hard']}/{n} hard negatives "
