@@ -361,7 +361,8 @@ def retrieval_scale_sections(args) -> list[str]:
     return scale_retrieval.retrieval_scale_section(args.work / "retrieval-scale")
 
 
-SECTIONS = ("pubmed", "wikipedia", "chunker", "indexer", "feeding", "searchd", "refkit", "flood", "noise", "executor",
+SECTIONS = ("pubmed", "wikipedia", "chunker", "indexer", "feeding", "searchd", "reload-memory", "refkit", "flood",
+            "noise", "executor",
             "bm25-sharded", "scale", "retrieval-scale", "multilingual", "daily-update")  # fmt: skip
 
 
@@ -400,6 +401,10 @@ def main() -> None:
         lines += feeding_sections(args)
     if "searchd" in wanted:
         lines += searchd_sections(args)
+    if "reload-memory" in wanted:
+        import reload_bench
+
+        lines += reload_bench.reload_section(args.work / "reload-memory")
     if "refkit" in wanted:
         lines += refkit_sections(args)
     if "flood" in wanted:

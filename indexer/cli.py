@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import sys
@@ -214,15 +215,18 @@ def encoder_options(command):
     help="Tokenizer processes feeding each device (0: tokenize in the embedding process) [default: 0 on CPUs; "
     "on GPUs the cores the devices' embedding processes leave free, shared between them, at most 16 each].",
 )
+@click.option("--feeder-timeout", default=300.0, show_default=True, type=click.FloatRange(1),
+              help="Seconds a feeder may take over one window before the build stops, naming the shard and rows "
+                   "(a feeder that died or stopped answering never hangs the build).")  # fmt: skip
 @click.option("--compile", "compile_model", is_flag=True, help="torch.compile the encoder (pays off on long GPU runs).")
 @click.option("--index-factory", default="Flat", show_default=True, help="FAISS index_factory string.")
 @click.option("--metric", default="ip", show_default=True, type=click.Choice(["ip", "l2"]))
 def dense(corpus_dir: Path, out: Path | None, batch_size: int | None, batch_tokens: int | None, feeders: int | None,
-          compile_model: bool, index_factory: str, metric: str, device: str, fp32: bool, devices: str | None,
-          executor: str, ray_address: str | None, **spec_options) -> None:  # fmt: skip
+          feeder_timeout: float, compile_model: bool, index_factory: str, metric: str, device: str, fp32: bool,
+          devices: str | None, executor: str, ray_address: str | None, **spec_options) -> None:  # fmt: skip
     """Embeddings per shard (resumable) and one FAISS index per shard; builds the store if it is missing
     or of another corpus version (searching maps FAISS rows to snippets through it)."""
-    from indexer.dense import build_dense
+    from indexer.dense import EmbeddingError, build_dense
     from indexer.store import build_store
     from medsnip.encoders import DenseEncoder
 
@@ -240,6 +244,7 @@ def dense(corpus_dir: Path, out: Path | None, batch_size: int | None, batch_toke
         except EncoderUnavailable as error:
             _fail(str(error))
         batch_size, feeding = _feeding(encoder, device_list, batch_size, batch_tokens, feeders, dtype, compile_model)
+        feeding = dataclasses.replace(feeding, timeout=feeder_timeout)
         started = time.perf_counter()
         try:
             with _exclusive(corpus_dir, "indexer dense"):
@@ -248,7 +253,7 @@ def dense(corpus_dir: Path, out: Path | None, batch_size: int | None, batch_toke
                     build_store(corpus, corpus_dir / "store")
                 build_dense(corpus, out, encoder, index_factory=index_factory, metric=metric, batch_size=batch_size,
                             log=_log, executor=runner, devices=device_list, feeding=feeding)  # fmt: skip
-        except (LineageError, EncoderUnavailable, FolderBusy) as error:
+        except (LineageError, EncoderUnavailable, FolderBusy, EmbeddingError) as error:
             _fail(str(error))
     _log(f"done in {time.perf_counter() - started:.1f} s")
 

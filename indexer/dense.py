@@ -28,7 +28,15 @@ import numpy as np
 import orjson
 
 from indexer.device_loop import compile_model, embed_windows
-from indexer.feeding import BatchPlan, Feeders, SnippetWindow, text_digest, tokenizer_settings
+from indexer.feeding import (
+    FEEDER_TIMEOUT,
+    BatchPlan,
+    FeederError,
+    Feeders,
+    SnippetWindow,
+    text_digest,
+    tokenizer_settings,
+)
 from indexer.store import SnippetStore
 from medsnip.buildrecord import read_complete_record, sha256_file, write_build_record
 from medsnip.corpus import Corpus, LineageError, index_record, open_index_record
@@ -218,8 +226,26 @@ def _fed_shards(encoder: DenseEncoder, documents: TextEncoder, tasks: list[dict]
                     payload = SnippetWindow(data[begin:end], spec.pair_input, spec.document_prefix, known)
                     yield (number, window == len(firsts) - 1, first), payload
 
-    feeders = _feeders(documents, tasks[0].get("feeders", 0) if tasks else 0)
-    for (number, last, first), fed, vectors in embed_windows(documents, feeders.tokenized(windows()), plan):
+    first = tasks[0] if tasks else {}
+    feeders = _feeders(documents, first.get("feeders", 0), first.get("feeder_timeout", FEEDER_TIMEOUT))
+    try:
+        yield from _finished_shards(embed_windows(documents, feeders.tokenized(windows()), plan), works, documents,
+                                    encoder)  # fmt: skip
+    except FeederError as error:
+        number, _, first = error.key
+        shard = Path(tasks[number]["shard"]).name
+        raise EmbeddingError(f"{shard}: texts from row {first} (a window of up to {plan.window} texts): "
+                             f"{error.why}; that shard's embeddings were not written, and the index is not "
+                             "built") from None  # fmt: skip
+
+
+class EmbeddingError(RuntimeError):
+    """A shard could not be embedded (a feeder died, hung or failed on a text); the message names the shard
+    and the rows. Nothing of the shard is written and no index is built from a partial set."""
+
+
+def _finished_shards(fed_windows, works: dict, documents, encoder) -> Iterator[tuple[dict, dict]]:
+    for (number, last, first), fed, vectors in fed_windows:
         work = works[number]
         work.keys[first : first + len(fed.keys)] = fed.keys
         work.take(first + fed.todo, vectors, fed.tokens.cut)
@@ -261,14 +287,15 @@ def close_feeders(encoder: DenseEncoder) -> None:
         feeders.close()
 
 
-def _feeders(documents: TextEncoder, count: int) -> Feeders:
+def _feeders(documents: TextEncoder, count: int, timeout: float = FEEDER_TIMEOUT) -> Feeders:
     """The encoder's feeder processes, started once per process that embeds (a device worker keeps its
-    own) and reused for every shard."""
+    own) and reused for every shard (new ones after a failure killed them)."""
     feeders = getattr(documents, "feeders", None)
     if feeders is None or feeders.count != count:
         if feeders is not None:
             feeders.close()
-        feeders = documents.feeders = Feeders(tokenizer_settings(documents), count)
+        feeders = documents.feeders = Feeders(tokenizer_settings(documents), count, timeout=timeout)
+    feeders.timeout = timeout
     return feeders
 
 
@@ -336,6 +363,7 @@ class Feeding:
     feeders: int = 0
     dtype: str = "float32"
     compile: bool = False
+    timeout: float = FEEDER_TIMEOUT  # seconds a feeder may take over a window
 
     def plan_for(self, encoder: DenseEncoder, batch_size: int) -> BatchPlan:
         if self.plan is not None:
@@ -366,7 +394,7 @@ def embed_corpus(corpus: Corpus, out: Path, encoder: DenseEncoder, batch_size: i
             continue
         tasks.append({"index": shard.index, "name": shard.path.name, "shard": str(shard.path), "out": str(path),
                       "batch_size": batch_size, "sha256": shard.sha256, "plan": plan,
-                      "feeders": feeding.feeders})  # fmt: skip
+                      "feeders": feeding.feeders, "feeder_timeout": feeding.timeout})  # fmt: skip
     done = []
     embedded = [0]
 

@@ -15,11 +15,16 @@ This module imports no torch: feeder processes start from it and import only num
 from __future__ import annotations
 
 import collections
+import contextlib
 import hashlib
 import itertools
 import multiprocessing
 import os
+import tempfile
+import time
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -114,10 +119,12 @@ def backend_tokenizer(settings: TokenizerSettings):
     return backend
 
 
-def _start_feeder(settings: TokenizerSettings, parent: int) -> None:
+def _start_feeder(settings_path: str, parent: int) -> None:
     global _backend, _settings
     die_with_parent(parent)  # a killed build leaves no feeder behind
     os.environ["TOKENIZERS_PARALLELISM"] = "false"  # one core per feeder: feeders are the parallelism
+    with open(settings_path, "rb") as handle:
+        settings = TokenizerSettings(**orjson.loads(handle.read()))
     _backend, _settings = backend_tokenizer(settings), settings
 
 
@@ -213,24 +220,98 @@ def pad_batch(window: TokenizedWindow, rows: np.ndarray, padded: int, pad_id: in
     return inputs
 
 
+FEEDER_TIMEOUT = 300.0  # seconds a window may take to tokenize (a few seconds is usual) before the feeder is dead
+
+
+class FeederError(RuntimeError):
+    """A feeder could not tokenize a window: it died, stopped answering or failed on a text. `key` is the
+    window's key (the caller names the shard and rows from it); the feeders are gone when this is raised."""
+
+    def __init__(self, key, why: str):
+        super().__init__(why)
+        self.key, self.why = key, why
+
+
+def _first_failing(texts: list, backend, settings) -> int | None:
+    """Which text of a window makes tokenizing fail (None: only the whole window does)."""
+    for position, text in enumerate(texts):
+        try:
+            tokenize_window([text], backend, settings)
+        except Exception:  # noqa: BLE001 - any failure is the one being located
+            return position
+    return None
+
+
+def feed_checked(payload, backend=None, settings: TokenizerSettings | None = None):
+    """`feed`, with a failure named by the text of the window that causes it ("text 17 of the window:
+    ...")."""
+    try:
+        return feed(payload, backend, settings)
+    except Exception as error:  # noqa: BLE001 - reported with where it happened
+        texts = payload
+        if isinstance(payload, SnippetWindow):
+            try:
+                texts = snippet_texts([orjson.loads(line) for line in payload.lines.splitlines()], payload.pair,
+                                      payload.prefix)  # fmt: skip
+            except Exception:  # noqa: BLE001 - a line that is not a snippet: the lines are the texts
+                lines = payload.lines.splitlines()
+                bad = next((n for n, line in enumerate(lines) if not _parses(line)), None)
+                raise ValueError(f"line {bad} of the window is not a snippet: {error}") from None
+        position = _first_failing(list(texts), backend or _backend, settings or _settings)
+        where = f"text {position} of the window" if position is not None else "the window"
+        raise ValueError(f"{where}: {type(error).__name__}: {error}") from None
+
+
+def _parses(line: bytes) -> bool:
+    try:
+        orjson.loads(line)
+        return True
+    except orjson.JSONDecodeError:
+        return False
+
+
 class Feeders:
     """Tokenizes windows ahead of the device: `count` feeder processes (0: in the calling process, in
-    order, when asked), at most `depth` windows in flight."""
+    order, when asked), at most `depth` windows in flight.
 
-    def __init__(self, settings: TokenizerSettings, count: int, depth: int | None = None):
-        self.settings, self.count = settings, count
+    A feeder that dies (killed), stops answering (SIGSTOP, a hung library) for `timeout` seconds, or fails
+    on a text ends the job with a FeederError naming the window: the feeder processes are killed at once
+    (never waited for), so the job fails in bounded time instead of hanging. Ctrl-C, or any exception in
+    the caller, kills them too."""
+
+    def __init__(self, settings: TokenizerSettings, count: int, depth: int | None = None,
+                 timeout: float = FEEDER_TIMEOUT):  # fmt: skip
+        self.settings, self.count, self.timeout = settings, count, timeout
         self.depth = depth or max(2, count + 1)
         self._pool: ProcessPoolExecutor | None = None
         self._local = backend_tokenizer(settings) if count == 0 else None
+        self._settings_file: str | None = None
         self.peak_in_flight = 0  # the most windows held tokenized or being tokenized at once
 
     def _executor(self) -> ProcessPoolExecutor:
         if self._pool is None:
+            # The tokenizer (hundreds of KB of JSON) reaches the feeders through a file, not through the spawn
+            # pipe: a child that never reads its pipe (stopped as it starts) would block the parent writing to it.
+            if self._settings_file is None:
+                descriptor, self._settings_file = tempfile.mkstemp(prefix="medsnip-feeder-", suffix=".json")
+                with os.fdopen(descriptor, "wb") as handle:
+                    handle.write(orjson.dumps(asdict(self.settings)))
             # spawn, not fork: the parent may hold CUDA, Ray or gRPC threads that a fork must not copy
             context = multiprocessing.get_context("spawn")
             self._pool = ProcessPoolExecutor(self.count, mp_context=context, initializer=_start_feeder,
-                                             initargs=(self.settings, os.getpid()))  # fmt: skip
+                                             initargs=(self._settings_file, os.getpid()))  # fmt: skip
         return self._pool
+
+    def _remove_settings_file(self) -> None:
+        if self._settings_file is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self._settings_file)
+            self._settings_file = None
+
+    @property
+    def pids(self) -> list[int]:
+        """The feeder processes' ids (none before the first window)."""
+        return sorted(getattr(self._pool, "_processes", None) or {}) if self._pool is not None else []
 
     def tokenized(self, windows):
         """(key, fed window) for each (key, payload) of `windows` in order (see `feed`); the iterable is
@@ -238,26 +319,73 @@ class Feeders:
         if self.count == 0:
             for key, texts in windows:
                 self.peak_in_flight = max(self.peak_in_flight, 1)
-                yield key, feed(texts, self._local, self.settings)
+                try:
+                    fed = feed_checked(texts, self._local, self.settings)
+                except ValueError as error:
+                    raise FeederError(key, str(error)) from None
+                yield key, fed
             return
         pending: collections.deque[tuple[object, Future]] = collections.deque()
         source = iter(windows)
         exhausted = False
-        while True:
-            while not exhausted and len(pending) < self.depth:
-                try:
-                    key, texts = next(source)
-                except StopIteration:
-                    exhausted = True
-                    break
-                pending.append((key, self._executor().submit(feed, texts)))
-                self.peak_in_flight = max(self.peak_in_flight, len(pending))
-            if not pending:
-                return
-            key, future = pending.popleft()
-            yield key, future.result()
+        try:
+            while True:
+                while not exhausted and len(pending) < self.depth:
+                    try:
+                        key, texts = next(source)
+                    except StopIteration:
+                        exhausted = True
+                        break
+                    pending.append((key, self._executor().submit(feed_checked, texts)))
+                    self.peak_in_flight = max(self.peak_in_flight, len(pending))
+                if not pending:
+                    return
+                key, future = pending.popleft()
+                yield key, self._result(key, future)
+        except BaseException:  # a feeder's failure, Ctrl-C, or the caller's own error: no feeder outlives it
+            self.kill()
+            raise
 
-    def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
+    def _result(self, key, future: Future):
+        try:
+            return future.result(timeout=self.timeout)
+        except FutureTimeout:
+            raise FeederError(key, f"no feeder answered in {self.timeout:.0f} s (a feeder process stopped or "
+                              "hung); the feeders were killed") from None  # fmt: skip
+        except BrokenProcessPool:
+            raise FeederError(key, "a feeder process died (killed, or out of memory); the feeders were "
+                              "killed") from None  # fmt: skip
+        except ValueError as error:
+            raise FeederError(key, str(error)) from None
+
+    def kill(self) -> None:
+        """Stop every feeder now: SIGKILL (a stopped process ignores everything else), then reap."""
+        if self._pool is None:
+            return
+        processes = list((getattr(self._pool, "_processes", None) or {}).values())
+        for process in processes:
+            try:
+                process.kill()
+            except (OSError, ValueError):  # already gone
+                pass
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            process.join(timeout=5)
+        self._pool = None
+        self._remove_settings_file()
+
+    def close(self, grace: float = 10.0) -> None:
+        """Let the feeders exit (every window they owe has been taken); one that has not within `grace`
+        seconds (stopped, or hung) is killed: a build never waits on a feeder it no longer needs."""
+        if self._pool is None:
+            return
+        processes = list((getattr(self._pool, "_processes", None) or {}).values())
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        deadline = time.monotonic() + grace
+        for process in processes:
+            process.join(timeout=max(0.0, deadline - time.monotonic()))
+            if process.is_alive():
+                process.kill()
+                process.join(timeout=5)
+        self._pool = None
+        self._remove_settings_file()

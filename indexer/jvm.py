@@ -67,6 +67,15 @@ def start_jvm(max_heap: str | None = None) -> None:
     _started = True
 
 
+def heap_mb() -> dict:
+    """The JVM's heap in use and its -Xmx bound in MiB ({} when no JVM runs in this process)."""
+    if not _started:
+        return {}
+    runtime = java_class("java.lang.Runtime").getRuntime()
+    used = runtime.totalMemory() - runtime.freeMemory()
+    return {"jvm_heap_used_mb": round(used / 2**20, 1), "jvm_heap_max_mb": round(runtime.maxMemory() / 2**20, 1)}
+
+
 @functools.cache
 def java_class(name: str):
     """A Java class through pyjnius, starting the JVM first; looked up once per name (hot paths such as

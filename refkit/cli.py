@@ -361,11 +361,14 @@ def assemble(labeled_path, noise_path, judgements_path, n_relevant, n_irrelevant
               "resumed.")  # fmt: skip
 @click.option("--annotator", required=True, help="Your name or initials, recorded with each judgement.")
 @click.option("--port", default=0, show_default=True, type=click.IntRange(0, 65535),
-              help="Loopback port to serve the page on (0: any free one).")  # fmt: skip
+              help="Port to serve the page on (0: any free one).")  # fmt: skip
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Interface to serve on. Keep the loopback default on a shared machine: anyone who reaches "
+                   "another interface can read the items and write judgements.")  # fmt: skip
 @click.option("--open/--no-open", "open_browser", default=True, show_default=True,
               help="Open the page in this machine's web browser.")  # fmt: skip
 @_friendly_errors
-def review(noise_path, judgements_path, annotator, port, open_browser) -> None:
+def review(noise_path, judgements_path, annotator, port, host, open_browser) -> None:
     """Judge kept noise by hand in a local web page: answers (a), related (r), unrelated (u)."""
     from refkit.review import JudgementLog, make_server, review_items
 
@@ -373,8 +376,14 @@ def review(noise_path, judgements_path, annotator, port, open_browser) -> None:
         raise click.BadParameter("must not be empty", param_hint="--annotator")
     items = review_items(noise_path)
     log = JudgementLog(judgements_path)
-    server = make_server(items, log, annotator.strip(), port=port)
-    url = f"http://127.0.0.1:{server.server_address[1]}/"
+    from refkit.review import is_loopback
+
+    if not is_loopback(host):
+        console.print(f"[yellow]warning[/yellow]: serving on {escape(host)}, not loopback: anyone who can reach it "
+                      "can read these items and, with the page, write judgements under your name")  # fmt: skip
+    server = make_server(items, log, annotator.strip(), host=host, port=port)
+    shown_host = host if not is_loopback(host) else "127.0.0.1"
+    url = f"http://{shown_host}:{server.server_address[1]}/"
     mine = sum(1 for item in items if (item["id"], item["snippet_id"], annotator.strip()) in log.known)
     click.echo(f"review: {url} ({len(items)} candidates, {mine} judged by {annotator.strip()}); "
                f"judgements -> {judgements_path}; Ctrl-C to stop", err=True)  # fmt: skip

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import threading
 from collections import Counter, defaultdict
 from collections.abc import Iterable
@@ -53,9 +54,20 @@ def review_items(noise_path: Path) -> list[dict]:
 
 
 def read_judgements(path: Path) -> list[dict]:
-    """The judgements file's lines in order (an absent file has none); a bad line names its number."""
-    if not Path(path).exists():
+    """The judgements file's lines in order (an absent file has none); a bad line names its number. A last
+    line cut short (the writer killed in the middle of it, before it acknowledged anything) is left out."""
+    path = Path(path)
+    if not path.exists():
         return []
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):  # a torn last line: never acknowledged, so never a judgement
+        cut = data.rfind(b"\n") + 1
+        complete = path.with_name(path.name + ".complete")
+        complete.write_bytes(data[:cut])
+        try:
+            return read_judgements(complete)
+        finally:
+            complete.unlink()
     judgements = []
     for number, line in read_jsonl(path, ("id", "snippet_id", "annotator", "judgement")):
         if line["judgement"] not in JUDGEMENTS:
@@ -71,30 +83,66 @@ def latest(judgements: Iterable[dict]) -> dict[tuple[str, str, str], str]:
 
 
 class JudgementLog:
-    """Appends judgements to the file, one flushed and fsynced line each, from any request thread."""
+    """Appends judgements to the file, one line each, written in one system call to a file opened for
+    appending and fsynced before the page hears "saved"; an advisory lock keeps two reviewers' servers
+    sharing a file from interleaving. A kill at any moment leaves every acknowledged judgement whole
+    (a line cut short is one nobody was told was saved, and reading leaves it out)."""
 
     def __init__(self, path: Path):
         self.path = Path(path)
         self._lock = threading.Lock()
         self.known = latest(read_judgements(self.path))
+        if self.path.exists():
+            data = self.path.read_bytes()
+            if data and not data.endswith(b"\n"):  # a torn last line, never acknowledged: cut it off
+                os.truncate(self.path, data.rfind(b"\n") + 1)
 
     def add(self, query_id: str, snippet_id: str, annotator: str, judgement: str) -> None:
+        import fcntl
+
         line = json.dumps({"id": query_id, "snippet_id": snippet_id, "annotator": annotator, "judgement": judgement},
-                          ensure_ascii=False)  # fmt: skip
+                          ensure_ascii=False) + "\n"  # fmt: skip
         with self._lock:
-            with open(self.path, "a", encoding="utf-8") as out:
-                out.write(line + "\n")
-                out.flush()
-                os.fsync(out.fileno())
+            descriptor = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(descriptor, fcntl.LOCK_EX)
+                os.write(descriptor, line.encode("utf-8"))
+                os.fsync(descriptor)
+            finally:
+                os.close(descriptor)  # closing releases the lock
             self.known[(query_id, snippet_id, annotator)] = judgement
+
+
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
+MAX_BODY = 4096  # a judgement is a few dozen bytes
+
+
+def is_loopback(host: str) -> bool:
+    return host in LOOPBACK or host.startswith("127.")
 
 
 def make_server(items: list[dict], log: JudgementLog, annotator: str, host: str = "127.0.0.1",
                 port: int = 0) -> ThreadingHTTPServer:  # fmt: skip
     """The review page and its two calls: GET /api/items (items with this annotator's judgements) and
-    POST /api/judgement ({"index", "judgement"})."""
-    page = resources.files("refkit").joinpath(PAGE).read_bytes()
+    POST /api/judgement ({"index", "judgement"}). What a page of another site (or a name rebound to this
+    machine) could do with a server on the reviewer's machine, it cannot here:
+
+    - only the page's own address is answered: a request whose Host header is not this server's address
+      (DNS rebinding: a foreign name resolved to 127.0.0.1) or whose Origin is another site's is refused (403);
+    - the API answers only requests carrying this session's token, which the page itself carries (it is
+      written into the page, which another origin cannot read); a cross-site form or `text/plain` POST
+      cannot set the header, so it cannot write a judgement (403);
+    - a judgement names an item in range (never index -1) and one of the three verdicts; a body over
+      MAX_BODY bytes is refused unread (413);
+    - only the page and the two calls exist (404 for anything else: nothing on disk is served);
+    - the page renders every text as text, and its Content-Security-Policy allows only its own script (by
+      nonce), so a reference holding `<script>` or `<img onerror>` runs nothing."""
+    token, nonce = secrets.token_urlsafe(32), secrets.token_urlsafe(16)
+    template = resources.files("refkit").joinpath(PAGE).read_text(encoding="utf-8")
+    page = template.replace("__TOKEN__", token).replace("__NONCE__", nonce).encode("utf-8")
     valid = {(item["id"], item["snippet_id"]) for item in items}
+    policy = (f"default-src 'none'; script-src 'nonce-{nonce}'; style-src 'unsafe-inline'; connect-src 'self'; "
+              "img-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")  # fmt: skip
 
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *_):  # the terminal shows progress, not every request
@@ -105,36 +153,79 @@ def make_server(items: list[dict], log: JudgementLog, annotator: str, host: str 
             self.send_header("Content-Type", kind)
             self.send_header("Content-Length", str(len(body)))
             self.send_header("Cache-Control", "no-store")
+            self.send_header("X-Content-Type-Options", "nosniff")
+            self.send_header("X-Frame-Options", "DENY")
+            self.send_header("Referrer-Policy", "no-referrer")
+            if kind.startswith("text/html"):
+                self.send_header("Content-Security-Policy", policy)
             self.end_headers()
             self.wfile.write(body)
 
+        def _own_address(self) -> bool:
+            bound = self.server.server_address[1]
+            names = {f"{name}:{bound}" for name in ("127.0.0.1", "localhost", "[::1]", self.server.review_host)}
+            origin = self.headers.get("Origin")
+            return self.headers.get("Host", "") in names and (origin is None or origin.removeprefix("http://") in names)
+
+        def _refused(self) -> bool:
+            if not self._own_address():
+                self._send(403, b'{"error": "not this server\'s address"}')
+                return True
+            return False
+
+        def _authorised(self) -> bool:
+            if not secrets.compare_digest(self.headers.get("X-Review-Token", ""), token):
+                self._send(403, b'{"error": "no session token"}')
+                return False
+            return True
+
         def do_GET(self):  # noqa: N802 (http.server's name)
+            if self._refused():
+                return None
             if self.path in ("/", "/index.html"):
                 return self._send(200, page, "text/html; charset=utf-8")
             if self.path == "/api/items":
+                if not self._authorised():
+                    return None
                 shown = [{**item, "judgement": log.known.get((item["id"], item["snippet_id"], annotator))}
                          for item in items]  # fmt: skip
                 return self._send(200, json.dumps({"annotator": annotator, "items": shown}).encode("utf-8"))
             return self._send(404, b'{"error": "not found"}')
 
         def do_POST(self):  # noqa: N802
+            if self._refused():
+                return None
             if self.path != "/api/judgement":
                 return self._send(404, b'{"error": "not found"}')
+            if not self._authorised():
+                return None
+            if not self.headers.get("Content-Type", "").startswith("application/json"):
+                return self._send(415, b'{"error": "expected application/json"}')
             try:
-                length = int(self.headers.get("Content-Length", "0"))
-                body = json.loads(self.rfile.read(min(length, 65536)) or b"{}")
-                item = items[int(body["index"])]
-                judgement = body["judgement"]
+                length = int(self.headers.get("Content-Length", ""))
+            except ValueError:
+                return self._send(411, b'{"error": "Content-Length required"}')
+            if not 0 <= length <= MAX_BODY:
+                self.close_connection = True  # the body is not read: the connection cannot be reused
+                return self._send(413, b'{"error": "request body too large"}')
+            try:
+                body = json.loads(self.rfile.read(length) or b"{}")
+                index, judgement = body["index"], body["judgement"]
+                if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < len(items):
+                    raise ValueError(index)
+                item = items[index]
                 if judgement not in JUDGEMENTS or (item["id"], item["snippet_id"]) not in valid:
                     raise ValueError(judgement)
-            except (ValueError, KeyError, IndexError, TypeError, json.JSONDecodeError):
+            except (ValueError, KeyError, TypeError, json.JSONDecodeError):
                 return self._send(
                     400, b'{"error": "expected {\\"index\\": N, \\"judgement\\": answers|related|unrelated}"}'
                 )
             log.add(item["id"], item["snippet_id"], annotator, judgement)
             return self._send(200, b'{"saved": true}')
 
-    return ThreadingHTTPServer((host, port), Handler)
+    server = ThreadingHTTPServer((host, port), Handler)
+    server.review_host = host
+    return server
 
 
 def reviewed_noise(noise: dict[str, list[dict]], judgements: list[dict]) -> tuple[dict[str, list[dict]], Counter]:

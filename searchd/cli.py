@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -37,6 +38,12 @@ _LIMITS = (
     ("--idle-timeout", 300.0, click.FloatRange(0.001), "Close a connection after this many seconds without a call."),
     ("--grace", 10.0, click.FloatRange(0), "On SIGTERM, seconds running calls get before they are cancelled."),
 )  # fmt: skip
+
+
+def _heap(value: str) -> str:
+    if not re.fullmatch(r"[1-9]\d*[kKmMgG]?", value):
+        raise click.BadParameter(f"{value!r}: a size as -Xmx takes it, such as 512m or 2g")
+    return value
 
 
 def limit_options(command):
@@ -79,6 +86,10 @@ def limit_options(command):
               help="Read the root's build records this often and load a new complete generation as SIGHUP does "
                    "(a root in the middle of an update is left alone until it is complete).")  # fmt: skip
 @click.option("--pid-file", type=click.Path(path_type=Path), help="Write the process id here (for `searchd reload`).")
+@click.option("--jvm-heap", default="1g", show_default=True, callback=lambda ctx, param, value: _heap(value),
+              help="The JVM's heap bound (-Xmx) for Lucene's searchers: index files are mapped outside it, so a "
+                   "served root needs little heap; without a bound the JVM may take a quarter of the machine's "
+                   "memory before it collects.")  # fmt: skip
 def serve(
     root,
     corpora,
@@ -103,6 +114,7 @@ def serve(
     padded_query_batches,
     watch,
     pid_file,
+    jvm_heap,
 ) -> None:
     """Load every index under ROOT once and serve Search, BatchSearch, GetSnippets and Info.
 
@@ -127,9 +139,13 @@ def serve(
     if bool(tls_cert) != bool(tls_key):
         raise click.UsageError("--tls-cert and --tls-key go together")
 
-    def load() -> SearchEngine:
+    from indexer.jvm import start_jvm
+
+    start_jvm(max_heap=jvm_heap)  # before any index loads, so the bound holds for the server's life
+
+    def load(previous: SearchEngine | None = None) -> SearchEngine:
         return SearchEngine(root, list(corpora) or None, device=device, independent_queries=not padded_query_batches,
-                            nprobe=nprobe, wait_ms=batch_wait_ms)  # fmt: skip
+                            nprobe=nprobe, wait_ms=batch_wait_ms, previous=previous)  # fmt: skip
 
     def state() -> tuple | None:
         try:

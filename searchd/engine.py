@@ -136,10 +136,13 @@ class SearchEngine:
         device: str = "auto",
         independent_queries: bool = True,
         nprobe: int | None = None,
+        previous: SearchEngine | None = None,
     ):
         """`independent_queries`: encode each query's vector independently of its micro-batch (exactly
         reproducible dense scores; see DenseEncoder.encode_queries) or pad batches (faster). `nprobe`: the
-        default for IVF indexes (a request may ask for another)."""
+        default for IVF indexes (a request may ask for another). `previous`: the generation serving now; a
+        query encoder of the same identity is taken from it rather than loaded again (a reload then holds
+        one copy of each model, not two)."""
         self.root = Path(root)
         self.independent_queries = independent_queries
         self.corpora: dict[str, LoadedCorpus] = {}
@@ -167,7 +170,8 @@ class SearchEngine:
                     index = DenseIndex(dense_dir, corpus, store=loaded.store, nprobe=nprobe, device=device)
                     key = repr(sorted(index.record["encoder"].items()))
                     if key not in encoders:  # one encoder per identity, shared by every index built with it
-                        encoder = DenseEncoder(index.spec, device=device, queries_only=True)
+                        reused = previous.encoder_models.get(key) if previous is not None else None
+                        encoder = reused or DenseEncoder(index.spec, device=device, queries_only=True)
                         batcher = MicroBatcher(self._dense_batch(encoder), max_batch, wait_ms, "dense")
                         encoders[key] = (encoder, batcher)
                     index.encoder = encoders[key][0]
@@ -288,6 +292,11 @@ class SearchEngine:
     def stats_dict(self) -> dict:
         return self.stats.as_dict([encoder for encoder, _ in self._encoders.values()])
 
+    @property
+    def encoder_models(self) -> dict:
+        """Each query encoder by its identity (what a reload's new generation may take over)."""
+        return {key: encoder for key, (encoder, _) in getattr(self, "_encoders", {}).items()}
+
     def encoder_identity(self) -> dict | None:
         """The first dense query encoder's identity (Info's `encoder_json`, from before one server held
         several); each index's own is in its IndexInfo."""
@@ -298,15 +307,21 @@ class SearchEngine:
     def close(self) -> None:
         """Stop the batchers (queued work fails with BatcherClosed), then unmap the stores and close the
         Lucene searchers and FAISS indexes, so a retired generation holds no file map (prune can free its
-        disk). The server calls this only once no call is running: a search would find them closed."""
+        disk). The server calls this only once no call is running: a search would find them closed. Every
+        reference the batchers' threads and functions hold back to the engine is dropped too, so the
+        generation is freed when its last holder lets go, not at some later garbage collection (each
+        retired generation used to stay until one: searchd grew by a generation a reload)."""
         if getattr(self, "_bm25_batcher", None) is not None:
             self._bm25_batcher.close()
+            self._bm25_batcher = None
         for _, batcher in getattr(self, "_encoders", {}).values():
             batcher.close()
+        self._encoders = {}
         for loaded in self.corpora.values():
             loaded.store.close()
             if loaded.bm25 is not None:  # Lucene's readers and their file maps go with the generation
                 loaded.bm25.close()
                 loaded.bm25 = None
             loaded.dense.clear()  # FAISS indexes (memory-mapped) are freed with their last reference
+            loaded.dense_batchers.clear()
         self.corpora.clear()

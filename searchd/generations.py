@@ -56,6 +56,22 @@ def root_state(corpus_dirs: list[Path]) -> tuple | None:
     return tuple(state)
 
 
+def _close_and_free(engine) -> None:
+    """Close a retired generation and give its memory back at once: a collection frees whatever cycles
+    still tie its objects together, and glibc's malloc_trim returns the freed pages to the system (without
+    it RSS stays at its peak: freed memory is kept in the allocator's arenas for reuse)."""
+    import ctypes
+    import gc
+
+    engine.close()
+    del engine
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: the allocator keeps what it keeps
+        pass
+
+
 class ServingFewer(RuntimeError):
     """A reload whose generation lacks a retriever the serving one has: refused, never a silent downgrade."""
 
@@ -103,7 +119,8 @@ class EngineHolder:
     def __init__(
         self, engine, load: Callable[[], object] | None = None, state: Callable[[], tuple | None] | None = None
     ):
-        """`engine`: the one loaded at start-up; `load`: makes a new one from the root (None: no reload);
+        """`engine`: the one loaded at start-up; `load(current)`: makes a new one from the root, given the one
+        serving (whose query encoders it may take over; None: no reload);
         `state`: what generation the root holds on disk (root_state), for --watch."""
         self._lock = threading.Lock()
         self._reloading = threading.Lock()
@@ -157,7 +174,7 @@ class EngineHolder:
             if done:
                 del self._retired[id(engine)], self._users[id(engine)]
         if done:
-            engine.close()
+            _close_and_free(engine)
             self.refresh_leases()
 
     def reload(self) -> bool:
@@ -169,7 +186,7 @@ class EngineHolder:
             started = time.perf_counter()
             state = self._state() if self._state else None
             try:
-                engine = self._load()
+                engine = self._load(self._current)
                 fewer = fewer_retrievers(self._current, engine)
                 if fewer:
                     engine.close()
@@ -198,7 +215,7 @@ class EngineHolder:
                 else:
                     self._retired[id(old)] = old
             if idle:
-                old.close()
+                _close_and_free(old)
             self.refresh_leases()
             log.info('{"reload": "generation %d serving", "seconds": %.2f}', self.generation,
                      time.perf_counter() - started)  # fmt: skip

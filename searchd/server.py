@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 import time
 from concurrent import futures
@@ -34,6 +35,22 @@ FUSION_METHODS = {  # the proto's enum -> searchd.fusion's names
     search_pb2.Fusion.RRF: "rrf",
     search_pb2.Fusion.MEDRAG: "medrag",
 }
+
+
+def process_memory() -> dict:
+    """What the server holds: resident MiB (anonymous, file-backed: mapped index files count there) and the
+    JVM's heap in use and its bound (what an operator watches over weeks of reloads)."""
+    memory: dict = {}
+    try:
+        for line in open(f"/proc/{os.getpid()}/status", encoding="ascii"):
+            if line.startswith(("VmRSS:", "RssAnon:", "RssFile:")):
+                memory[line.split(":")[0].lower() + "_mb"] = round(int(line.split()[1]) / 1024, 1)
+    except OSError:  # not Linux
+        pass
+    from indexer.jvm import heap_mb
+
+    memory.update(heap_mb())
+    return memory
 
 
 @dataclass(frozen=True)
@@ -317,7 +334,10 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
                 max_call_seconds=self.limits.max_call_seconds,
                 max_reply_bytes=self.limits.max_reply_bytes,
                 max_page_size=self.limits.max_page_size,
-                stats_json=json.dumps({**engine.stats_dict(), "generation": self.engines.status()}, sort_keys=True),
+                stats_json=json.dumps(
+                    {**engine.stats_dict(), "generation": self.engines.status(), "memory": process_memory()},
+                    sort_keys=True,
+                ),  # fmt: skip
             )
 
         return self._guarded(context, "Info", {}, work)

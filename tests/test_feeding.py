@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import tracemalloc
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -127,3 +128,109 @@ def test_gpu_builds_feed_from_every_free_core_up_to_16_a_device(monkeypatch, cor
     batch_size, feeding = _feeding(encoder, ["cpu"], None, None, None, "float32", False)
     assert feeding.feeders == 0 and (batch_size, feeding.plan.tokens) == (32, 32 * 256)
     assert _feeding(encoder, ["cuda:0"], None, None, 3, "auto", False)[1].feeders == 3  # --feeders wins
+
+
+# -- feeders under faults: a killed, stopped or failing feeder ends the build in bounded time --
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    status = open(f"/proc/{pid}/status").read() if os.path.exists(f"/proc/{pid}/status") else ""
+    return "State:\tZ" not in status
+
+
+@pytest.mark.parametrize("fault", ["SIGSTOP", "SIGKILL"])
+def test_a_stopped_or_killed_feeder_fails_the_job_in_bounded_time(minilm, abstracts, fault):
+    """The last hostile pass stopped a feeder and the build sat for more than 450 s. Now: a FeederError
+    naming the window within the timeout, and no feeder left behind."""
+    import signal
+    import time
+
+    from indexer.feeding import FeederError
+
+    texts = [a["contents"] for a in abstracts]
+    feeders = Feeders(tokenizer_settings(minilm), 2, depth=2, timeout=5)
+    windows = [((number, start), texts) for number, start in enumerate(range(0, 4000, 24))]
+    stream = feeders.tokenized(windows)
+    next(stream)  # the feeders are up and have answered
+    pids = feeders.pids
+    os.kill(pids[0], getattr(signal, fault))
+    started = time.monotonic()
+    with pytest.raises(FeederError) as failure:
+        for _ in stream:
+            pass
+    assert time.monotonic() - started < 20
+    assert ("no feeder answered in 5 s" if fault == "SIGSTOP" else "died") in str(failure.value)
+    assert failure.value.key in [key for key, _ in windows]
+    assert not any(_alive(pid) for pid in pids)
+
+
+@pytest.mark.parametrize("feeders", [0, 2])
+def test_a_text_that_cannot_be_tokenized_is_named(minilm, abstracts, feeders):
+    from indexer.feeding import FeederError
+
+    texts = [a["contents"] for a in abstracts[:6]]
+    bad = texts[:3] + [None] + texts[3:]  # a line whose text is not a string
+    pool = Feeders(tokenizer_settings(minilm), feeders, depth=2, timeout=30)
+    with pytest.raises(FeederError) as failure:
+        list(pool.tokenized([(("shard", 0), texts), (("shard", 7), bad)]))
+    assert failure.value.key == ("shard", 7) and failure.value.why.startswith("text 3 of the window")
+    pool.close()
+
+
+def test_an_interrupted_build_leaves_no_feeder(minilm, abstracts):
+    """Ctrl-C (here a KeyboardInterrupt raised in the consumer) kills every feeder at once."""
+    texts = [a["contents"] for a in abstracts]
+    feeders = Feeders(tokenizer_settings(minilm), 2, depth=2)
+    stream = feeders.tokenized((n, texts) for n in range(100))
+    next(stream)
+    pids = feeders.pids
+    with pytest.raises(KeyboardInterrupt):
+        stream.throw(KeyboardInterrupt)
+    assert pids and not any(_alive(pid) for pid in pids)
+
+
+def test_indexer_dense_with_stopped_feeders_never_hangs(tmp_path, run_corpusbuild):
+    """`indexer dense --feeders 2` on real abstracts with both feeders stopped (SIGSTOP) as soon as they
+    start: the command ends in bounded time, either failing within its --feeder-timeout with the shard
+    and rows named and no index published, or, where a feeder had already tokenized its window, with the
+    index built and the stopped feeders killed (it once finished its shards and then waited forever)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    lines = PUBMEDQA_CORPUS.read_bytes().splitlines()[:100]
+    corpus = _shard_of(tmp_path / "corpus", lines, 2, run_corpusbuild)
+    out = tmp_path / "dense"
+    command = [sys.executable, "-m", "indexer.cli", "dense", str(corpus.path), "--preset", "minilm", "--device", "cpu",
+               "--feeders", "2", "--feeder-timeout", "8", "--batch-size", "8", "--out", str(out)]  # fmt: skip
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 120
+    stopped: set[int] = set()
+    first_stop = None  # feeders start as windows need them: stop every one that shows up for 5 s
+    while time.monotonic() < deadline and process.poll() is None:
+        if first_stop is not None and time.monotonic() - first_stop > 5:
+            break
+        children = {int(pid) for task in Path(f"/proc/{process.pid}/task").iterdir()
+                    for pid in (task / "children").read_text().split()}  # fmt: skip
+        for pid in children - stopped:
+            if "spawn_main" in Path(f"/proc/{pid}/cmdline").read_text():
+                os.kill(pid, signal.SIGSTOP)
+                stopped.add(pid)
+                first_stop = first_stop or time.monotonic()
+        time.sleep(0.05)
+    assert stopped
+    started = time.monotonic()
+    output, _ = process.communicate(timeout=180)
+    assert time.monotonic() - started < 120
+    if process.returncode == 1:
+        assert "shard-00000-of-00001.jsonl: texts from row 0" in output and "no feeder answered in 8 s" in output
+        assert not (out / "build.json").exists()
+    else:
+        assert process.returncode == 0, output
+        assert (out / "build.json").is_file()
+    assert not any(_alive(pid) for pid in stopped)

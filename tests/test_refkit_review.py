@@ -135,3 +135,162 @@ def test_review_page_in_a_real_browser_saves_resumes_and_feeds_assemble(noise_fi
     assert ids[1] not in used  # alice said it answers
     assert ids[2] in used  # alice: unrelated, bob: related: no majority for unrelated
     assert used == set(ids) - {ids[1]}
+
+
+# -- the review page on a shared machine: every attack of the hostile pass is refused --
+
+
+@pytest.fixture()
+def review_server(noise_file, tmp_path):
+    """The review server in this process, on a free loopback port: (base url, token, judgements path)."""
+    import threading
+
+    from refkit.review import JudgementLog, make_server, review_items
+
+    judgements = tmp_path / "judgements.jsonl"
+    server = make_server(review_items(noise_file), JudgementLog(judgements), "alice")
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    port = server.server_address[1]
+    page = _request(port, "GET", "/")[1].decode()
+    token = re.search(r'name="review-token" content="([^"]+)"', page).group(1)
+    yield port, token, judgements
+    server.shutdown()
+    server.server_close()
+
+
+def _request(port: int, method: str, path: str, body: bytes = b"", headers: dict | None = None):
+    import http.client
+
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        connection.request(method, path, body=body, headers={"Host": f"127.0.0.1:{port}", **(headers or {})})
+        response = connection.getresponse()
+        return response.status, response.read()
+    finally:
+        connection.close()
+
+
+def test_a_page_of_another_site_cannot_write_or_read_judgements(review_server):
+    """A cross-site text/plain or form POST (with or without a foreign Origin) and a request naming another
+    host (DNS rebinding) are refused, and nothing lands in the judgements file; the page's own calls work."""
+    port, token, judgements = review_server
+    body = json.dumps({"index": 0, "judgement": "answers"}).encode()
+    assert _request(port, "POST", "/api/judgement", body, {"Content-Type": "text/plain",
+                                                           "Origin": "http://evil.example"})[0] == 403  # fmt: skip
+    assert _request(port, "POST", "/api/judgement", b"index=0&judgement=answers",
+                    {"Content-Type": "application/x-www-form-urlencoded"})[0] == 403  # fmt: skip
+    assert _request(port, "POST", "/api/judgement", body, {"Content-Type": "application/json",
+                                                           "X-Review-Token": "guessed"})[0] == 403  # fmt: skip
+    stolen = {"Content-Type": "application/json", "X-Review-Token": token, "Origin": "http://evil.example"}
+    assert _request(port, "POST", "/api/judgement", body, stolen)[0] == 403  # even a token from another origin
+    rebound = {"Host": f"evil.example:{port}", "X-Review-Token": token}
+    assert _request(port, "GET", "/api/items", headers=rebound)[0] == 403  # a name rebound to this machine
+    assert _request(port, "GET", "/", headers={"Host": f"evil.example:{port}"})[0] == 403
+    assert _request(port, "GET", "/api/items")[0] == 403  # no token
+    assert not judgements.exists()
+    own = {"Content-Type": "application/json", "X-Review-Token": token, "Origin": f"http://127.0.0.1:{port}"}
+    assert _request(port, "POST", "/api/judgement", body, own) == (200, b'{"saved": true}')
+    assert judged(judgements) == [("pubmedqa:" + judgements.read_text().split('"pubmedqa:')[1].split('"')[0],
+                                   "alice", "answers")]  # fmt: skip
+
+
+def test_bad_judgement_requests_are_refused_and_write_nothing(review_server):
+    port, token, judgements = review_server
+    headers = {"Content-Type": "application/json", "X-Review-Token": token}
+    for index in (-1, 6, True, "0", None):  # six items: 0..5; -1 once wrote the last one
+        body = json.dumps({"index": index, "judgement": "related"}).encode()
+        assert _request(port, "POST", "/api/judgement", body, headers)[0] == 400, index
+    assert _request(port, "POST", "/api/judgement", b'{"index": 0, "judgement": "maybe"}', headers)[0] == 400
+    huge = json.dumps({"index": 0, "judgement": "related", "padding": "x" * 100_000}).encode()
+    assert _request(port, "POST", "/api/judgement", huge, headers)[0] == 413
+    for path in ("/../../etc/passwd", "/refkit/review.py", "/api/items/../../README.md", "/review_page.html"):
+        assert _request(port, "GET", path)[0] == 404, path
+    assert not judgements.exists()
+
+
+def test_texts_that_look_like_markup_run_nothing_in_a_real_browser(tmp_path):
+    """A reference, question or rewrite holding `<script>` or `<img onerror>` is shown as text and runs
+    nothing (rendered with textContent, and the page's policy allows only its own script)."""
+    from playwright.sync_api import sync_playwright
+
+    assert CHROMIUM, "Debian's chromium is not installed: make setup installs it (apt-get install chromium)"
+    attack = '<img src=x onerror="window.__ran = 1"><script>window.__ran = 2</script>'
+    record = {"id": "q1", "query": f"Question {attack}", "rewrites": [{"number": 1, "query": f"Rewrite {attack}"}],
+              "noise": [{"snippet_id": "s:1:0", "title": attack, "content": f"Body {attack}", "rewrite": 1,
+                         "reason": attack, "label": "irrelevant"}]}  # fmt: skip
+    noise = tmp_path / "noise.jsonl"
+    noise.write_text(json.dumps(record) + "\n", encoding="utf-8")
+    judgements = tmp_path / "judgements.jsonl"
+    with sync_playwright() as driver:
+        browser = driver.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page()
+        process, url = start_review(noise, judgements, "alice")
+        try:
+            page.goto(url)
+            page.wait_for_selector("body[data-ready=true]")
+            assert page.inner_text("#content") == f"Body {attack}"
+            assert page.inner_text("#question") == f"Question {attack}"
+            assert page.evaluate("window.__ran") is None
+            assert page.locator("#reference img").count() == 0 and page.locator("#reference script").count() == 0
+            page.keyboard.press("r")
+            page.wait_for_selector("body[data-saved='1']")
+        finally:
+            process.send_signal(signal.SIGTERM)
+            process.wait(timeout=30)
+            browser.close()
+    assert judged(judgements) == [("s:1:0", "alice", "related")]
+
+
+def _post_until_killed(url: str, acknowledged: list, count: int) -> None:
+    import urllib.request
+
+    port = int(url.rstrip("/").rsplit(":", 1)[1])
+    page = urllib.request.urlopen(url, timeout=10).read().decode()
+    token = re.search(r'name="review-token" content="([^"]+)"', page).group(1)
+    for index in range(count):
+        body = json.dumps({"index": index % 6, "judgement": ("answers", "related", "unrelated")[index % 3]}).encode()
+        try:
+            status, _ = _request(port, "POST", "/api/judgement", body,
+                                 {"Content-Type": "application/json", "X-Review-Token": token})  # fmt: skip
+        except OSError:
+            return
+        if status == 200:
+            acknowledged.append(index)
+
+
+def test_a_kill_while_judging_and_two_reviewers_lose_nothing(noise_file, tmp_path):
+    """Two reviewers' servers append to one file at once; one is killed (SIGKILL) in the middle of its
+    stream of judgements. The file loads, holds every judgement either server acknowledged, and a torn last
+    line (written by hand here: a write cut short) is left out and does not break the next judgement."""
+    import threading
+    import time
+
+    from refkit.review import JudgementLog, read_judgements
+
+    judgements = tmp_path / "judgements.jsonl"
+    alice, alice_url = start_review(noise_file, judgements, "alice")
+    bob, bob_url = start_review(noise_file, judgements, "bob")
+    acknowledged = {"alice": [], "bob": []}
+    threads = [threading.Thread(target=_post_until_killed, args=(alice_url, acknowledged["alice"], 400)),
+               threading.Thread(target=_post_until_killed, args=(bob_url, acknowledged["bob"], 60))]  # fmt: skip
+    for thread in threads:
+        thread.start()
+    time.sleep(1.0)
+    alice.send_signal(signal.SIGKILL)
+    for thread in threads:
+        thread.join(timeout=120)
+    alice.wait(timeout=30)
+    bob.send_signal(signal.SIGTERM)
+    bob.wait(timeout=30)
+    lines = read_judgements(judgements)
+    for annotator, acked in acknowledged.items():
+        written = [line for line in lines if line["annotator"] == annotator]
+        assert len(written) >= len(acked) and acked, annotator  # every acknowledged one is there
+    assert len(acknowledged["bob"]) == 60 and acknowledged["alice"]
+    with open(judgements, "a", encoding="utf-8") as out:  # a line cut short by a kill
+        out.write('{"id": "x", "snippet_id": "pubmedqa:')
+    assert read_judgements(judgements) == lines
+    log = JudgementLog(judgements)
+    log.add("q", "s", "carol", "related")
+    assert read_judgements(judgements)[-1]["annotator"] == "carol" and len(read_judgements(judgements)) == len(lines) + 1
