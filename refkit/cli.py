@@ -64,6 +64,50 @@ def query_options(command):
                         help="Query file format (README: query files).")(command)  # fmt: skip
 
 
+def resume_options(command):
+    mix = click.option("--mix-generations", is_flag=True,
+                       help="Continue a killed run even though searchd now serves another generation of a corpus "
+                       "(recorded in OUT.partial.json); without it such a run is refused.")  # fmt: skip
+    restart = click.option("--restart", is_flag=True,
+                           help="Start over instead of continuing the killed run of the same command "
+                           "(OUT.partial).")  # fmt: skip
+    return restart(mix(command))
+
+
+def _resumed(out: Path, identity: dict, lineage: dict, queries: list, restart: bool, mix: bool):
+    """(the writer of OUT, how many leading queries a killed run of the same command already did)."""
+    from refkit.resume import ResumableJsonl
+
+    writer = ResumableJsonl(out, identity)
+    done = writer.start(lineage, [str(q.id) for q in queries], restart=restart, mix_generations=mix)
+    if done:
+        console.print(f"resuming: {done:,} of {len(queries):,} queries were done by the killed run ({writer.partial})")
+    return writer, done
+
+
+def _write_all(writer, records) -> list[dict]:
+    """Append every record, then publish OUT; an error or Ctrl-C leaves the partial run for the next start."""
+    try:
+        for record in records:
+            writer.append(record)
+    except BaseException:
+        writer.close()
+        raise
+    writer.finish()
+    from medsnip.jsonl import read_jsonl
+
+    return [record for _, record in read_jsonl(writer.out)]
+
+
+def _checked_at_end(records, client, address: str, lineage: dict):
+    """The records, then a check that the server still serves the generation they came from (before the
+    output is published)."""
+    from refkit.connection import check_same_generation
+
+    yield from records
+    check_same_generation(client, address, lineage)
+
+
 def dedup_options(command):
     threshold = click.FloatRange(0, 1, min_open=True)
     command = click.option("--dedup-threshold", default=0.8, show_default=True, type=threshold,
@@ -98,24 +142,26 @@ def main() -> None:
 @client_options
 @query_options
 @dedup_options
+@resume_options
 @_friendly_errors
 def collect(queries_file, out, k, address, token_file, tls, ca_file, retrievers, corpora, fusion, rrf_k, query_format,
-            limit, dedup_threshold, shingle_words) -> None:  # fmt: skip
-    """Candidate references per query, with provenance, deduplicated by content."""
-    from medsnip.jsonl import write_jsonl
+            limit, dedup_threshold, shingle_words, restart, mix_generations) -> None:  # fmt: skip
+    """Candidate references per query, with provenance, deduplicated by content. Written as it goes: a killed
+    run started again with the same arguments continues where it stopped (refkit.resume)."""
     from refkit.collect import DedupOptions, RetrievalOptions, collect
+    from refkit.resume import file_sha256
 
     queries = read_query_file(queries_file, query_format, limit)
     client, lineage = _connect(address, token_file, tls, ca_file, queries)
     with client:
         options = RetrievalOptions(k, tuple(corpora), tuple(retrievers), rrf_k, fusion=fusion)
         dedup = DedupOptions(dedup_threshold, shingle_words)
-        with _progress("collect", len(queries)) as advance:
-            records = list(collect(client, address, lineage, queries, options, dedup, progress=advance))
-        from refkit.connection import check_same_generation
-
-        check_same_generation(client, address, lineage)
-    write_jsonl(out, records)
+        identity = {"command": "collect", "retrieval": options.as_dict(), "dedup": [dedup_threshold, shingle_words],
+                    "queries": file_sha256(queries_file), "format": query_format, "limit": limit}  # fmt: skip
+        writer, done = _resumed(out, identity, lineage, queries, restart, mix_generations)
+        with _progress("collect", len(queries) - done) as advance:
+            generated = collect(client, address, lineage, queries[done:], options, dedup, progress=advance)
+            records = _write_all(writer, _checked_at_end(generated, client, address, lineage))
     kept = sum(len(r["references"]) for r in records)
     dropped = sum(len(r["duplicates"]) for r in records)
     console.print(f"{len(records)} queries: {kept} references, {dropped} duplicates dropped -> {out}")
@@ -247,13 +293,15 @@ def lexicon(out, address, corpus_dirs, corpora, token_file, tls, ca_file, mesh_p
 @client_options
 @query_options
 @dedup_options
+@resume_options
 @_friendly_errors
 def noise(queries_file, lexicon_path, seed, out, judge_name, judge_threshold, per_query, candidates, attribute_swaps,
           entity_swaps, support, refs, answer_margin, answer_ceiling, entity_floor, similarity_floor, aspects_path,
           language, address, token_file, tls, ca_file, retrievers, corpora, fusion, rrf_k, query_format, limit,
-          dedup_threshold, shingle_words) -> None:  # fmt: skip
-    """Entity/attribute substitutions and the filtered hard-negative references they retrieve."""
-    from medsnip.jsonl import read_jsonl, write_jsonl
+          dedup_threshold, shingle_words, restart, mix_generations) -> None:  # fmt: skip
+    """Entity/attribute substitutions and the filtered hard-negative references they retrieve. Written as it
+    goes: a killed run started again with the same arguments continues where it stopped (refkit.resume)."""
+    from medsnip.jsonl import read_jsonl
     from refkit.collect import DedupOptions, RetrievalOptions
     from refkit.lexicon import read_lexicon
     from refkit.matcher import aspects_table, read_aspects
@@ -286,12 +334,17 @@ def noise(queries_file, lexicon_path, seed, out, judge_name, judge_threshold, pe
                          answer_ceiling, entity_floor, similarity_floor),
             DedupOptions(dedup_threshold, shingle_words), collected, provenance, judge,
         )  # fmt: skip
-        with _progress("noise searches", None) as advance:  # the count is known once queries are analysed
-            records = list(generator.run(queries, progress=advance))
-        from refkit.connection import check_same_generation
+        from refkit.resume import file_sha256
 
-        check_same_generation(client, address, lineage)  # snippet lookups too: one generation from start to end
-    write_jsonl(out, records)
+        identity = {"command": "noise", "options": generator.options.as_dict(),
+                    "retrieval": generator.retrieval.as_dict(), "provenance": provenance,
+                    "queries": file_sha256(queries_file), "refs": file_sha256(refs), "format": query_format,
+                    "limit": limit}  # fmt: skip
+        writer, done = _resumed(out, identity, lineage, queries, restart, mix_generations)
+        with _progress("noise searches", None) as advance:  # the count is known once queries are analysed
+            # snippet lookups too: one generation from start to end
+            generated = _checked_at_end(generator.run(queries[done:], progress=advance), client, address, lineage)
+            records = _write_all(writer, generated)
     rewritten = sum(1 for r in records if r["rewrites"])
     kept = sum(len(r["noise"]) for r in records)
     rejected = sum(len(r["rejected"]) for r in records)

@@ -19,6 +19,8 @@ from refkit.connection import ServerError, check_same_generation, describe_rpc_e
 from refkit.dedup import Deduplicator
 from searchd.client import SearchClient
 
+CHUNK = 256  # queries searched before their records are written
+
 
 @dataclass
 class RetrievalOptions:
@@ -108,8 +110,16 @@ def collect(
     batch: int = 32,
     progress: Callable[[int], None] | None = None,
 ) -> Iterator[dict]:
-    """One record per query: its deduplicated references and the duplicates dropped."""
-    all_hits = search_many(client, address, [q.query for q in queries], options, batch, progress, lineage)
+    """One record per query: its deduplicated references and the duplicates dropped, yielded as each chunk
+    of `CHUNK` queries is answered (a long run writes as it goes)."""
+    for start in range(0, len(queries), CHUNK):
+        chunk = queries[start : start + CHUNK]
+        hits = search_many(client, address, [q.query for q in chunk], options, batch, progress, lineage)
+        yield from _records(chunk, hits, options, dedup, lineage)
+
+
+def _records(queries: list[QueryItem], all_hits: list[list], options: RetrievalOptions, dedup: DedupOptions,
+             lineage: dict) -> Iterator[dict]:  # fmt: skip
     for item, hits in zip(queries, all_hits, strict=True):
         deduplicator = dedup.new()
         references, duplicates = [], []

@@ -937,3 +937,51 @@ def test_a_permissive_run_decided_again_gives_the_default_run(server, names_lexi
     assert kept and sum(len(r["noise"]) for r in runs[1]) > kept
     for ran, measured in zip(*runs, strict=True):
         assert [c["snippet_id"] for c in replay(measured, NoiseOptions())] == [n["snippet_id"] for n in ran["noise"]]
+
+
+def _kill_when_partial_has(command: list, partial: Path, lines: int) -> None:
+    import subprocess
+    import sys
+
+    process = subprocess.Popen([sys.executable, "-m", "refkit.cli", *map(str, command)], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)  # fmt: skip
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and process.poll() is None:
+        if partial.exists() and partial.read_bytes().count(b"\n") >= lines:
+            break
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=60)
+
+
+@pytest.mark.parametrize("command", ["collect", "noise"])
+def test_a_killed_run_resumes_to_the_bytes_of_an_unkilled_one(server, names_lexicon_path, command, tmp_path):
+    """All 500 PubMedQA test questions: a run killed part way (SIGKILL, and a line left cut short) and
+    started again with the same arguments ends byte-identical to a run never killed. A run killed under
+    another generation of the corpus is refused, unless told to mix or to restart."""
+    questions = IR / "pubmedqa_test_set.json"
+    noise = ["--lexicon", names_lexicon_path, "--seed", 13, "--candidates", 20, "--per-query", 3, "--no-support"]
+    options = ["--k", 8] if command == "collect" else noise
+    arguments = [command, questions, "--server", server, *options]
+    whole, resumed = tmp_path / "whole.jsonl", tmp_path / "resumed.jsonl"
+    refkit(*arguments, "--out", whole)
+    assert whole.read_bytes().count(b"\n") == 500
+    partial, sidecar = (resumed.with_name(resumed.name + suffix) for suffix in (".partial", ".partial.json"))
+    _kill_when_partial_has([*arguments, "--out", resumed], partial, 40)
+    assert partial.exists() and not resumed.exists()
+    with open(partial, "ab") as out:  # a kill in the middle of a line
+        out.write(b'{"id": "cut sh')
+    result = refkit(*arguments, "--out", resumed)
+    assert "resuming:" in result.output
+    assert resumed.read_bytes() == whole.read_bytes() and not partial.exists() and not sidecar.exists()
+
+    resumed.unlink()
+    _kill_when_partial_has([*arguments, "--out", resumed], partial, 40)
+    state = json.loads(sidecar.read_text())
+    state["lineage"] = {name: {**lineage, "corpus": "0" * 64} for name, lineage in state["lineage"].items()}
+    sidecar.write_text(json.dumps(state))  # as if a daily update had landed since the kill
+    refused = refkit(*arguments, "--out", resumed, ok=False)
+    assert refused.exit_code == 2 and "another generation" in refused.output and "--mix-generations" in refused.output
+    assert not resumed.exists() and partial.exists()
+    refkit(*arguments, "--out", resumed, "--restart")
+    assert resumed.read_bytes() == whole.read_bytes()

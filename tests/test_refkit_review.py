@@ -293,4 +293,5 @@ def test_a_kill_while_judging_and_two_reviewers_lose_nothing(noise_file, tmp_pat
     assert read_judgements(judgements) == lines
     log = JudgementLog(judgements)
     log.add("q", "s", "carol", "related")
-    assert read_judgements(judgements)[-1]["annotator"] == "carol" and len(read_judgements(judgements)) == len(lines) + 1
+    after = read_judgements(judgements)
+    assert after[-1]["annotator"] == "carol" and len(after) == len(lines) + 1
