@@ -6,6 +6,7 @@ import functools
 import os
 import shlex
 import sys
+import time
 from pathlib import Path
 
 import click
@@ -309,42 +310,62 @@ def jsonl(inputs, chunk_size, chunk_overlap, no_chunk, source_name, id_field, ti
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 def build(recipe_path, root, variables, workers, executor, ray_address, require_checksums, strict, keep_work,
           quiet) -> None:  # fmt: skip
-    """Build every source of a TOML recipe into one corpus root (ROOT/<source>/ + ROOT/build.json)."""
+    """Build every source of a TOML recipe into one corpus root (ROOT/<source>/ + ROOT/build.json).
+
+    The recipe's [indexes] and [serve] tables are for `medsnip build`, which runs this and then the
+    indexer; here they are only checked to be tables."""
+    recipe = load_recipe_or_exit(recipe_path, parse_variables(variables))
+    options = {"workers": workers, "strict": strict, "keep_work": keep_work, "quiet": quiet, "executor": executor,
+               "ray_address": ray_address}  # fmt: skip
+    record = build_recipe_sources(recipe, root, options, require_checksums)[0]
+    if not record["complete"]:
+        sys.exit(1)
+
+
+def parse_variables(variables) -> dict[str, str]:
+    """--var NAME=VALUE options as a dict (a usage error names the one without '=')."""
     overrides = {}
     for item in variables:
         name, sep, value = item.partition("=")
         if not sep:
             raise click.BadParameter(f"{item!r} is not NAME=VALUE", param_hint="--var")
         overrides[name] = value
+    return overrides
+
+
+def load_recipe_or_exit(recipe_path: Path, overrides: dict[str, str]):
     try:
-        recipe = load_recipe(recipe_path, overrides)
+        return load_recipe(recipe_path, overrides)
     except RecipeError as error:
         console.print(f"[red]recipe error[/red]: {escape(str(error))}")
         sys.exit(1)
+
+
+def build_recipe_sources(recipe, root: Path, options: dict, require_checksums: bool) -> tuple[dict, dict[str, float]]:
+    """Every source of `recipe` built into `root` (checksums first: a mismatch builds nothing), then the
+    root's build.json; returns (that record, seconds per source). Exits 1 on a checksum problem."""
     problems = [p for source in recipe.sources for p in check_checksums(source, require_checksums)]
     if problems:
         for problem in problems:
             console.print(f"[red]error[/red] {escape(problem)}")
         console.print("nothing was built: fix the inputs or the recipe's checksums")
         sys.exit(1)
-    records = {}
+    records, seconds = {}, {}
     for source in recipe.sources:
-        console.rule(f"{source.name} ({source.kind})")
-        options = {"out_dir": root / source.name, "shards": source.shards, "workers": workers, "strict": strict,
-                   "keep_work": keep_work, "quiet": quiet, "executor": executor,
-                   "ray_address": ray_address}  # fmt: skip
-        outcome = run_build(
-            kind=source.kind, source=source.name, inputs=source.inputs, params=source.params(), options=options
-        )
+        if not options["quiet"]:
+            console.rule(f"{source.name} ({source.kind})")
+        started = time.perf_counter()
+        outcome = run_build(kind=source.kind, source=source.name, inputs=source.inputs, params=source.params(),
+                            options={**options, "out_dir": root / source.name, "shards": source.shards})  # fmt: skip
         records[source.name] = outcome.record
+        seconds[source.name] = time.perf_counter() - started
     record = root_record(recipe, root, records)
     write_build_record(root, record)
     console.print(
         f"corpus root {root}: {len(records)} sources, "
         f"{sum(s['snippets'] for s in record['sources']):,} snippets, complete: {record['complete']}"
     )
-    if not record["complete"]:
-        sys.exit(1)
+    return record, seconds
 
 
 @main.command()

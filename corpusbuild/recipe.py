@@ -45,8 +45,10 @@ _SOURCE_KEYS = {
     "separators",
     "options",
     "checksums",
+    "indexes",
 }
-_DEFAULT_KEYS = {"shards", "chunk_size", "chunk_overlap", "no_chunk", "separators"}
+_DEFAULT_KEYS = {"shards", "chunk_size", "chunk_overlap", "no_chunk", "separators", "indexes"}
+_TABLES = {"recipe", "vars", "defaults", "sources", "indexes", "serve"}
 
 
 class RecipeError(Exception):
@@ -62,6 +64,7 @@ class RecipeSource:
     chunking: ChunkingParams
     options: dict = field(default_factory=dict)
     checksums: dict[str, str] = field(default_factory=dict)
+    indexes: list[str] = field(default_factory=list)  # names of the recipe's [indexes.NAME] tables
 
     def params(self) -> dict:
         return KINDS[self.kind].params(self.chunking, self.name, **self.options)
@@ -74,6 +77,21 @@ class Recipe:
     sources: list[RecipeSource]
     sha256: str
     text: str
+    variables: dict[str, str] = field(default_factory=dict)
+    indexes: dict[str, dict] = field(default_factory=dict)  # [indexes.NAME] tables, read by medsnip build
+    serve: dict = field(default_factory=dict)  # the [serve] table (medsnip.serving)
+
+    def substitute(self, value: str, where: str) -> str:
+        """`value` with the recipe's ${variables} filled in."""
+        return _substitute(value, self.variables, where)
+
+    def resolve_path(self, value: str) -> str:
+        """A path relative to the recipe file made absolute, when such a file or folder exists (else the
+        value as given: an absolute path, or a hub name for the offline cache)."""
+        path = Path(value).expanduser()
+        if not path.is_absolute() and (self.path.parent / path).exists():
+            return str((self.path.parent / path).resolve())
+        return str(path) if value.startswith("~") else value
 
 
 def _substitute(value: str, variables: dict[str, str], where: str) -> str:
@@ -94,6 +112,10 @@ def load_recipe(path: Path, overrides: dict[str, str] | None = None) -> Recipe:
         raise RecipeError(f"{path}: cannot read: {error.strerror or error}") from error
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
         raise RecipeError(f"{path}: not valid TOML: {error}") from error
+    unknown_tables = set(data) - _TABLES
+    if unknown_tables:
+        known = ", ".join(sorted(_TABLES))
+        raise RecipeError(f"{path}: unknown table(s) {sorted(unknown_tables)}; a recipe has {known}")
     variables = {key: str(value) for key, value in data.get("vars", {}).items()}
     variables.update(overrides or {})
     defaults = data.get("defaults", {})
@@ -133,9 +155,15 @@ def load_recipe(path: Path, overrides: dict[str, str] | None = None) -> Recipe:
             chunking = ChunkingParams(not settings["no_chunk"], chunk_size, chunk_overlap, separators)
         except ValueError as error:
             raise RecipeError(f"{where}: {error}") from error
+        indexes = settings["indexes"] or []
+        if not isinstance(indexes, list) or not all(isinstance(i, str) for i in indexes):
+            raise RecipeError(f"{where}: indexes must be a list of names of [indexes.NAME] tables")
+        undeclared = [i for i in indexes if i not in data.get("indexes", {}) and i != "store"]
+        if undeclared:
+            raise RecipeError(f"{where}: indexes {undeclared} have no [indexes.NAME] table")
         source = RecipeSource(
             kind, name, resolved, int(settings["shards"] or 32), chunking,
-            dict(entry.get("options", {})), dict(entry.get("checksums", {})),
+            dict(entry.get("options", {})), dict(entry.get("checksums", {})), list(indexes),
         )  # fmt: skip
         try:
             source.params()
@@ -146,7 +174,13 @@ def load_recipe(path: Path, overrides: dict[str, str] | None = None) -> Recipe:
     if len(set(names)) != len(names):
         raise RecipeError(f"{path}: two sources share a name: {names}")
     recipe_name = data.get("recipe", {}).get("name", path.stem)
-    return Recipe(path, recipe_name, sources, hashlib.sha256(raw).hexdigest(), raw.decode("utf-8"))
+    index_tables, serve = data.get("indexes", {}), data.get("serve", {})
+    if not isinstance(index_tables, dict) or not all(isinstance(t, dict) for t in index_tables.values()):
+        raise RecipeError(f"{path}: [indexes] must hold one [indexes.NAME] table per index")
+    if not isinstance(serve, dict):
+        raise RecipeError(f"{path}: [serve] must be a table")
+    return Recipe(path, recipe_name, sources, hashlib.sha256(raw).hexdigest(), raw.decode("utf-8"), variables,
+                  dict(index_tables), dict(serve))  # fmt: skip
 
 
 def check_checksums(source: RecipeSource, require: bool) -> list[str]:

@@ -25,9 +25,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from corpusbuild.cli import main as corpusbuild_main
-from demo.run import ensure_indexes
 from medsnip.corpus import Corpus
+from pipeline.cli import main as medsnip_main
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO / "samples" / "multilingual"
@@ -45,38 +44,29 @@ QUESTIONS = (
 REFKIT_QUESTION = ("489", "硫酸镁治疗先兆流产是肌注还是打点滴")  # Multi-CPR medical dev query 489
 
 
-def build_corpora(console: Console, root: Path) -> list[str]:
-    console.rule("corpusbuild build manifests/multilingual.toml (zh/fr/de Wikipedia and Medline)")
+def build_root(console: Console, root: Path) -> None:
+    """`medsnip build manifests/multilingual.toml`: the corpora, BM25 in each one's language and the
+    multilingual dense index (reused when current), shown as a table."""
+    from indexer.bm25 import BM25Index
+
+    console.rule("medsnip build manifests/multilingual.toml: zh/fr/de Wikipedia and Medline, BM25 with each "
+                 f"language's analyzer, dense ({ENCODER}, ships offline)")  # fmt: skip
     try:
-        corpusbuild_main(["build", str(REPO / "manifests" / "multilingual.toml"), "--out", str(root), "--workers", "2",
-                          "--require-checksums", "--quiet"], standalone_mode=False)  # fmt: skip
+        medsnip_main(["build", str(REPO / "manifests" / "multilingual.toml"), "--out", str(root), "--workers", "2",
+                      "--require-checksums", "--quiet"], standalone_mode=False)  # fmt: skip
     except SystemExit as stop:
         if stop.code:
             raise
     sources = sorted(path.name for path in root.iterdir() if (path / "build.json").is_file())
-    table = Table("source", "language", "from", "separators", "snippets", "example title")
+    table = Table("source", "language", "from", "separators", "snippets", "BM25 analyzer", "example title")
     for source in sources:
         corpus = Corpus.open(root / source)
         stats = corpus.record["inputs"][0]["stats"]
         first = json.loads(corpus.shards[0].path.open(encoding="utf-8").readline())
-        table.add_row(source, stats.get("language", "-"), stats.get("language_from", "file name"),
-                      stats.get("separators", "-"), f"{corpus.snippets:,}", escape(first["title"][:50]))  # fmt: skip
-    console.print(table)
-    return sources
-
-
-def build_indexes(console: Console, root: Path, sources: list[str]) -> None:
-    """Store, BM25 in the corpus's language and dense (USE multilingual); reused when they still match."""
-    from indexer.bm25 import BM25Index
-
-    console.rule(f"indexer: store, BM25 with each language's analyzer, dense ({ENCODER}, ships offline)")
-    encoders: dict = {}
-    table = Table("source", "BM25 analyzer", "built now")
-    for source in sources:
-        corpus = Corpus.open(root / source)
-        built = ensure_indexes(corpus, ENCODER, encoders)
         bm25 = BM25Index(corpus.path / "bm25", corpus)
-        table.add_row(source, bm25.language, ", ".join(built) or "reused")
+        table.add_row(source, stats.get("language", "-"), stats.get("language_from", "file name"),
+                      stats.get("separators", "-"), f"{corpus.snippets:,}", bm25.language,
+                      escape(first["title"][:50]))  # fmt: skip
         bm25.close()
     console.print(table)
 
@@ -149,8 +139,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=REPO / "build" / "demo-multilingual")
     args = parser.parse_args()
     console = Console() if Console().is_terminal else Console(width=140)
-    sources = build_corpora(console, args.out)
-    build_indexes(console, args.out, sources)
+    build_root(console, args.out)
     log = ask(console, args.out)
     console.print(f"searchd stopped; request log: {log}")
 

@@ -1,6 +1,6 @@
-"""`make demo`: build every bundled real sample source from manifests/demo.toml, show what came out,
-build (or reuse, when their lineage still matches) each source's store, BM25 and dense indexes, serve
-them with searchd, query it, and build a small curation benchmark with refkit."""
+"""`make demo`: `medsnip build manifests/demo.toml` (every bundled real sample source and its store, BM25
+and dense indexes, reused when still current), show what came out, serve the root with searchd, query
+it, and build a small curation benchmark with refkit."""
 
 from __future__ import annotations
 
@@ -13,11 +13,10 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
-from corpusbuild.cli import main as corpusbuild_main
 from corpusbuild.engine.verify import verify_build
 from demo.refkit_walkthrough import curation_walkthrough, show_item
-from medsnip.corpus import Corpus, LineageError
 from medsnip.snippet import SHARD_GLOB, iter_snippets
+from pipeline.cli import main as medsnip_main
 
 REPO = Path(__file__).resolve().parents[1]
 # A structured abstract (labels kept, split at a section boundary), a legacy MEDLINE citation, and one
@@ -50,16 +49,17 @@ def main() -> None:
     console = Console() if Console().is_terminal else Console(width=140)  # logs and CI get a readable width
     steps: dict[str, float] = {}
     started = time.perf_counter()
-    console.rule("corpusbuild build manifests/demo.toml (real PubMed, PMC NXML, textbook and Wikipedia samples)")
+    console.rule("medsnip build manifests/demo.toml: real PubMed, PMC NXML, textbook and Wikipedia samples, "
+                 "each with a store, BM25 and MiniLM dense index (about 20 snippets/s on this CPU)")  # fmt: skip
     recipe = REPO / "manifests" / "demo.toml"
     try:
-        corpusbuild_main(
-            ["build", str(recipe), "--out", str(args.out), "--workers", "2", "--require-checksums"],
-            standalone_mode=False,
-        )
+        medsnip_main(["build", str(recipe), "--out", str(args.out), "--workers", "2", "--require-checksums", "--quiet"],
+                     standalone_mode=False)  # fmt: skip
     except SystemExit as stop:
         if stop.code:
             raise
+    steps["medsnip build: 5 sources, their indexes (reused when current)"] = time.perf_counter() - started
+    started = time.perf_counter()
     sources = ("pubmed", "statpearls", "textbooks", "wikipedia", "pubmedqa")
     for source in sources:
         differences, summary = verify_build(args.out / source)
@@ -73,9 +73,8 @@ def main() -> None:
                     wanted[snippet["id"]] = snippet
     for snippet_id in EXAMPLE_IDS:
         show_snippet(console, wanted[snippet_id])
-    console.print(f"corpus root: {args.out} (build.json lists every source's record)")
-    steps["corpusbuild: 5 sources built and verified"] = time.perf_counter() - started
-    steps.update(build_indexes(console, args.out, sources))
+    console.print(f"corpus root: {args.out} (build.json lists every source's record; serve.json what searchd serves)")
+    steps["corpusbuild verify, example snippets"] = time.perf_counter() - started
     steps.update(serve_and_query(console, args.out, args.out / "refkit"))
     table = Table("step", "seconds", title="make demo, step by step (this run)")
     for step, seconds in [*steps.items(), ("total", time.perf_counter() - started)]:
@@ -125,66 +124,6 @@ def serve_and_query(console: Console, root: Path, refkit_out: Path) -> dict[str,
     console.print(f"searchd stopped (exit status {status}); request log: {process.log_path}")
     console.rule("one assembled benchmark item (refkit assemble), with its references")
     show_item(console, item, refkit_out / "items.jsonl")
-    return steps
-
-
-def _size_mb(path: Path) -> float:
-    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 1e6
-
-
-def _usable(open_index) -> bool:
-    """Whether an index opens and matches its corpus (else the demo rebuilds it)."""
-    try:
-        open_index()
-    except (LineageError, FileNotFoundError, OSError, KeyError):
-        return False
-    return True
-
-
-def ensure_indexes(corpus: Corpus, encoder_name: str, encoders: dict, log=None) -> list[str]:
-    """Store, BM25 (in the corpus's recorded language) and dense-<encoder_name> for one corpus, each built
-    only when missing or no longer matching it; returns what was built. `encoders` caches the loaded
-    encoder across corpora."""
-    from indexer.bm25 import BM25Index, build_bm25
-    from indexer.dense import DenseIndex, build_dense
-    from indexer.store import SnippetStore, build_store
-    from medsnip.encoders import DenseEncoder, preset
-
-    built = []
-    if not _usable(lambda: SnippetStore(corpus.path / "store", corpus).close()):
-        build_store(corpus, corpus.path / "store")
-        built.append("store")
-    if not _usable(lambda: BM25Index(corpus.path / "bm25", corpus).close()):
-        build_bm25(corpus, corpus.path / "bm25", threads=2)
-        built.append("bm25")
-    dense = corpus.path / f"dense-{encoder_name}"
-    if not _usable(lambda: DenseIndex(dense, corpus)):
-        if encoder_name not in encoders:
-            encoders[encoder_name] = DenseEncoder(preset(encoder_name))
-        if log:
-            log(f"embedding {corpus.snippets:,} {corpus.path.name} snippets on CPU")
-        build_dense(corpus, dense, encoders[encoder_name], batch_size=16, log=log)  # 16: fastest on 2 CPU cores
-        built.append("dense")
-    return built
-
-
-def build_indexes(console: Console, root: Path, sources: tuple[str, ...]) -> dict[str, float]:
-    """Store, BM25 and dense (minilm) for every source; reused when they still match their corpus.
-    Returns the seconds each source's indexes took."""
-    console.rule("indexer: store, BM25 and dense (all-MiniLM-L6-v2, bundled; about 20 snippets/s on this CPU)")
-    encoders: dict = {}
-    table = Table("source", "snippets", "store MB", "bm25 MB", "dense-minilm MB", "built now")
-    steps = {}
-    for source in sources:
-        started = time.perf_counter()
-        corpus = Corpus.open(root / source)
-        built = ensure_indexes(corpus, "minilm", encoders, console.print)
-        steps[f"indexer: {source} ({corpus.snippets:,} snippets): {', '.join(built) or 'reused'}"] = (
-            time.perf_counter() - started
-        )
-        table.add_row(source, f"{corpus.snippets:,}", *(f"{_size_mb(corpus.path / name):.1f}"
-                      for name in ("store", "bm25", "dense-minilm")), ", ".join(built) or "reused")  # fmt: skip
-    console.print(table)
     return steps
 
 

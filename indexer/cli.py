@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
-import re
 import sys
 import time
 from pathlib import Path
@@ -15,7 +13,7 @@ from rich.markup import escape
 
 from indexer.bm25_sharded import LAYOUTS
 from medsnip import __version__
-from medsnip.buildrecord import read_build_record, read_complete_record
+from medsnip.buildrecord import read_build_record
 from medsnip.corpus import Corpus, LineageError, default_out
 from medsnip.encoders import POOLINGS, PRESETS, EncoderSpec, EncoderUnavailable, preset
 from medsnip.executor_options import executor_from_options, executor_options, with_options
@@ -219,66 +217,45 @@ def encoder_options(command):
               help="Seconds a feeder may take over one window before the build stops, naming the shard and rows "
                    "(a feeder that died or stopped answering never hangs the build).")  # fmt: skip
 @click.option("--compile", "compile_model", is_flag=True, help="torch.compile the encoder (pays off on long GPU runs).")
-@click.option("--index-factory", default="Flat", show_default=True, help="FAISS index_factory string.")
+@click.option("--index-factory", default="Flat", show_default=True,
+              help="FAISS index_factory string; {lists} is sized to the corpus (about 4 sqrt(n) lists), e.g. "
+                   "'IVF{lists},PQ96' (a corpus too small to train PQ gets an exact Flat index).")  # fmt: skip
+@click.option(
+    "--refine",
+    default=0,
+    show_default=True,
+    type=click.IntRange(0),
+    help="Searches re-rank REFINE x k candidates exactly from the kept float16 embeddings, memory-mapped (for "
+    "compressed codes such as PQ: 0 or 1 = no re-ranking). searchd and requests may override.",
+)
+@click.option("--nprobe", default=0, show_default=True, type=click.IntRange(0),
+              help="Inverted lists an IVF index's searches visit by default (0: FAISS's 1); searchd's --nprobe and "
+                   "requests may override.")  # fmt: skip
 @click.option("--metric", default="ip", show_default=True, type=click.Choice(["ip", "l2"]))
 def dense(corpus_dir: Path, out: Path | None, batch_size: int | None, batch_tokens: int | None, feeders: int | None,
-          feeder_timeout: float, compile_model: bool, index_factory: str, metric: str, device: str, fp32: bool,
-          devices: str | None, executor: str, ray_address: str | None, **spec_options) -> None:  # fmt: skip
+          feeder_timeout: float, compile_model: bool, index_factory: str, refine: int, nprobe: int, metric: str,
+          device: str, fp32: bool, devices: str | None, executor: str, ray_address: str | None,
+          **spec_options) -> None:  # fmt: skip
     """Embeddings per shard (resumable) and one FAISS index per shard; builds the store if it is missing
     or of another corpus version (searching maps FAISS rows to snippets through it)."""
-    from indexer.dense import EmbeddingError, build_dense
-    from indexer.store import build_store
-    from medsnip.encoders import DenseEncoder
+    from indexer.dense import EmbeddingError
+    from indexer.dense_job import DenseJob, DeviceError, run_dense
 
     spec = encoder_spec(**spec_options)
     out = _index_out(corpus_dir, out, f"dense-{spec.name}", "indexer.dense")
     corpus = _open_corpus(corpus_dir)
+    job = DenseJob(spec, index_factory=index_factory, refine=refine, nprobe=nprobe, metric=metric, device=device,
+                   devices=devices, batch_size=batch_size, batch_tokens=batch_tokens, feeders=feeders,
+                   feeder_timeout=feeder_timeout, compile=compile_model, fp32=fp32)  # fmt: skip
+    started = time.perf_counter()
     with executor_from_options({"executor": executor, "ray_address": ray_address}) as runner:
-        device_list = _device_list(devices, device, runner)
-        # one device here: the shards are embedded in this process with this encoder; several (or Ray):
-        # the workers load their own, and this one, on the CPU, only gives the identity build.json records
-        local = runner.name == "local" and len(device_list) == 1
-        dtype = "float32" if fp32 else "auto"
         try:
-            encoder = DenseEncoder(spec, device=device_list[0] if local else "cpu", dtype=dtype)
-        except EncoderUnavailable as error:
-            _fail(str(error))
-        batch_size, feeding = _feeding(encoder, device_list, batch_size, batch_tokens, feeders, dtype, compile_model)
-        feeding = dataclasses.replace(feeding, timeout=feeder_timeout)
-        started = time.perf_counter()
-        try:
-            with _exclusive(corpus_dir, "indexer dense"):
-                store_record = read_complete_record(corpus_dir / "store") or {}
-                if store_record.get("upstream", {}).get("lineage_sha256") != corpus.record_hash:
-                    build_store(corpus, corpus_dir / "store")
-                build_dense(corpus, out, encoder, index_factory=index_factory, metric=metric, batch_size=batch_size,
-                            log=_log, executor=runner, devices=device_list, feeding=feeding)  # fmt: skip
-        except (LineageError, EncoderUnavailable, FolderBusy, EmbeddingError) as error:
+            run_dense(corpus, out, job, runner, log=_log)
+        except DeviceError as error:
+            raise click.BadParameter(str(error), param_hint="--devices") from None
+        except (LineageError, EncoderUnavailable, FolderBusy, EmbeddingError, ValueError) as error:
             _fail(str(error))
     _log(f"done in {time.perf_counter() - started:.1f} s")
-
-
-def _feeding(encoder, devices: list[str], batch_size: int | None, batch_tokens: int | None, feeders: int | None,
-             dtype: str, compile_model: bool):  # fmt: skip
-    """(batch size, indexer.dense.Feeding) from the options and the devices' kind: GPUs take big
-    batches by a token budget and feeder processes on the cores the devices leave free."""
-    from indexer.dense import Feeding, rows_budget
-    from indexer.device_loop import compile_model as compile_encoder
-    from indexer.feeding import BatchPlan
-    from medsnip.encoders import TextEncoder
-
-    on_gpu = any(name.startswith("cuda") for name in devices)
-    batch_size = batch_size or (512 if on_gpu else 32)
-    tokens = batch_tokens or (65536 if on_gpu else rows_budget(encoder, batch_size))
-    if feeders is None:
-        # a GPU embeds faster than one core tokenizes (MiniLM-L6 on an H100: ~40,000 snippets/s against
-        # ~2,500/s a core), so every core that no embedding process needs is a feeder, up to 16 a device:
-        # each is a process of its own, and on an H100 host 15 fed only 1.3x what 6 did
-        feeders = min(16, max(1, ((os.cpu_count() or 2) - len(devices)) // len(devices))) if on_gpu else 0
-    if compile_model and isinstance(encoder.documents, TextEncoder):
-        compile_encoder(encoder.documents)
-    plan = BatchPlan(rows=batch_size, tokens=tokens, pad_multiple=64 if compile_model else 8)
-    return batch_size, Feeding(plan=plan, feeders=feeders, dtype=dtype, compile=compile_model)
 
 
 def _exclusive(corpus_dir: Path, what: str):
@@ -287,27 +264,6 @@ def _exclusive(corpus_dir: Path, what: str):
     from medsnip.joblock import folder_job
 
     return folder_job(corpus_dir, what)
-
-
-def _device_list(devices: str | None, device: str, runner) -> list[str]:
-    """--devices as a list of torch device names (Ray actors see their GPU as "cuda")."""
-    from medsnip.encoders import pick_device
-
-    if not devices:
-        return [pick_device(device)]
-    if devices == "auto":
-        if runner.name == "ray":
-            gpus = int(runner.cluster_resources().get("GPU", 0))
-            return ["cuda"] * gpus or ["cpu"]
-        import torch
-
-        return [f"cuda:{number}" for number in range(torch.cuda.device_count())] or ["cpu"]
-    found = [name.strip() for name in devices.split(",") if name.strip()]
-    bad = [name for name in found if not re.fullmatch(r"cpu|cuda(:\d+)?", name)]
-    if bad or not found:
-        raise click.BadParameter(f"not a device: {', '.join(bad) or repr(devices)} (cpu, cuda or cuda:N)",
-                                 param_hint="--devices")  # fmt: skip
-    return found
 
 
 @main.command(name="distill-static")

@@ -160,6 +160,7 @@ def read_corpus_record(directory: Path) -> dict[str, Any]:
 
 
 LINEAGE_FIELDS = ("schema", "stage", "source", "params", "inputs", "outputs", "counts", "upstream", "encoder")
+RUN_COUNTS = ("embedded_this_run", "snippets_embedded_this_run", "shards_reused", "parts_built_this_run")
 
 
 def lineage_hash(record: dict) -> str:
@@ -167,6 +168,8 @@ def lineage_hash(record: dict) -> str:
     not of how one run went (timings, command line, reuse counts): rebuilding a corpus to the same
     bytes keeps its indexes valid, while any change to a shard or a parameter changes the hash."""
     identity = orjson.loads(orjson.dumps({name: record.get(name) for name in LINEAGE_FIELDS}))  # a copy
+    for key in RUN_COUNTS:  # beside the counts for the reader; they say how a run went (a resumed one reused more)
+        (identity.get("counts") or {}).pop(key, None)
     for entry in identity.get("inputs") or []:
         if isinstance(entry, dict):
             entry.pop("ranges", None)  # how many ranges a split input was parsed in depends on --workers

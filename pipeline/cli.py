@@ -1,21 +1,87 @@
-"""`medsnip`: jobs over several stages. `medsnip update CORPUS --pubmed-updates DIR [--reload-pid PID]`,
-`medsnip prune FOLDER`."""
+"""`medsnip`: jobs over several stages. `medsnip build RECIPE --out ROOT`, `medsnip update CORPUS
+--pubmed-updates DIR [--reload-pid PID]`, `medsnip prune FOLDER`."""
 
 from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 import click
 
 from medsnip import __version__
+from medsnip.executor_options import executor_options, with_options
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="medsnip")
 def main() -> None:
     """Jobs that run corpusbuild, indexer and searchd in order."""
+
+
+@main.command()
+@click.argument("recipe_path", metavar="RECIPE", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--out", "root", required=True, type=click.Path(path_type=Path), help="The served root to build.")
+@click.option("--var", "variables", multiple=True, help="Override a recipe variable: NAME=VALUE.")
+@with_options(executor_options("corpusbuild's parse and merge tasks, BM25 groups and embedding workers"))
+@click.option("--require-checksums", is_flag=True, help="Refuse inputs without a pinned sha256 in the recipe.")
+@click.option("--quiet", is_flag=True, help="No progress bars.")
+def build(recipe_path: Path, root: Path, variables: tuple[str, ...], workers: int, executor: str,
+          ray_address: str | None, require_checksums: bool, quiet: bool) -> None:  # fmt: skip
+    """Build everything a recipe names into one served root: its corpora, each corpus's indexes
+    ([indexes.NAME] tables: store, BM25, dense) and what searchd serves ([serve] -> ROOT/serve.json).
+
+    What is still current is reused; a killed build, run again, resumes and ends with the root an
+    uninterrupted build makes. Prints each stage's time and size."""
+    from corpusbuild.cli import build_recipe_sources, load_recipe_or_exit, parse_variables
+    from indexer.dense import EmbeddingError
+    from indexer.dense_job import DeviceError
+    from medsnip.encoders import EncoderUnavailable
+    from medsnip.executor_options import executor_from_options
+    from medsnip.joblock import FolderBusy
+    from pipeline.recipe_build import RecipeBuildError, build_root
+
+    recipe = load_recipe_or_exit(recipe_path, parse_variables(variables))
+    options = {"workers": workers, "executor": executor, "ray_address": ray_address, "strict": False,
+               "keep_work": True, "quiet": quiet}  # fmt: skip
+
+    def build_sources(recipe, root: Path) -> dict[str, float]:
+        record, seconds = build_recipe_sources(recipe, root, options, require_checksums)
+        if not record["complete"]:
+            raise RecipeBuildError(f"{root}/build.json: a source is incomplete (its build.json lists the problems); "
+                                   "no index was built")  # fmt: skip
+        return seconds
+
+    started = time.perf_counter()
+    try:
+        with executor_from_options(options) as runner:
+            runs = build_root(recipe, root, build_sources=build_sources, executor=runner,
+                              log=lambda line: click.echo(line, err=True))  # fmt: skip
+    except (RecipeBuildError, EncoderUnavailable, FolderBusy, EmbeddingError, DeviceError) as error:
+        click.echo(f"error: {error}", err=True)
+        sys.exit(1)
+    print_stage_table(runs, recipe.name, root, time.perf_counter() - started)
+
+
+def print_stage_table(runs, name: str, root: Path, seconds: float) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("stage", "corpus", "status", "seconds", "size", "", title=f"medsnip build {name} -> {root}")
+    for run in runs:
+        table.add_row(run.stage, run.corpus, run.status, f"{run.seconds:.1f}", _size(run.bytes), run.detail)
+    table.add_row("total", "", "", f"{seconds:.1f}", _size(sum(run.bytes for run in runs)), "")
+    console = Console() if Console().is_terminal else Console(width=140)
+    console.print(table)
+
+
+def _size(count: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if count < 1000 or unit == "GB":
+            return f"{count:,.0f} {unit}" if unit == "B" else f"{count:,.1f} {unit}"
+        count /= 1000
+    return ""
 
 
 @main.command()

@@ -142,7 +142,8 @@ def rebuild_indexes(corpus_dir: Path, log) -> dict[str, dict]:
             encoder = DenseEncoder(EncoderSpec.from_dict(old["encoder"]), dtype=feeding.dtype)
             records[folder.name] = build_dense(corpus, folder, encoder, index_factory=params["index_factory"],
                                                metric=params["metric"], batch_size=params["batch_size"],
-                                               feeding=feeding)  # fmt: skip
+                                               feeding=feeding, refine=params.get("refine", 0),
+                                               nprobe=params.get("nprobe", 0))  # fmt: skip
         else:
             continue
         log(f"{folder.name}: rebuilt in {time.perf_counter() - started:.1f} s")

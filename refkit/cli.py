@@ -154,7 +154,7 @@ def collect(queries_file, out, k, address, token_file, tls, ca_file, retrievers,
     queries = read_query_file(queries_file, query_format, limit)
     client, lineage = _connect(address, token_file, tls, ca_file, queries)
     with client:
-        options = RetrievalOptions(k, tuple(corpora), tuple(retrievers), rrf_k, fusion=fusion)
+        options = RetrievalOptions(k, tuple(corpora), tuple(retrievers), rrf_k, fusion=fusion).served(lineage)
         dedup = DedupOptions(dedup_threshold, shingle_words)
         identity = {"command": "collect", "retrieval": options.as_dict(), "dedup": [dedup_threshold, shingle_words],
                     "queries": file_sha256(queries_file), "format": query_format, "limit": limit}  # fmt: skip
@@ -329,7 +329,7 @@ def noise(queries_file, lexicon_path, seed, out, judge_name, judge_threshold, pe
     with client:
         generator = NoiseGenerator(
             client, address, lineage, QueryRewriter(lexicon_data, aspects, language),
-            RetrievalOptions(candidates, tuple(corpora), tuple(retrievers), rrf_k, fusion=fusion),
+            RetrievalOptions(candidates, tuple(corpora), tuple(retrievers), rrf_k, fusion=fusion).served(lineage),
             NoiseOptions(seed, per_query, candidates, attribute_swaps, entity_swaps, support, answer_margin,
                          answer_ceiling, entity_floor, similarity_floor),
             DedupOptions(dedup_threshold, shingle_words), collected, provenance, judge,

@@ -10,11 +10,12 @@ and listed with the member they duplicate, so nothing disappears silently.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import grpc
 
 from medsnip.queries import QueryItem
+from medsnip.serving import DEFAULT_RRF_K
 from refkit.connection import ServerError, check_same_generation, describe_rpc_error
 from refkit.dedup import Deduplicator
 from searchd.client import SearchClient
@@ -29,12 +30,19 @@ class RetrievalOptions:
     retrievers: tuple[str, ...] = ()
     rrf_k: int = 0
     depth: int = 0
-    fusion: str = "rrf"  # searchd.fusion: "rrf" or "medrag"
+    fusion: str | None = None  # searchd.fusion: "rrf" or "medrag"; None: the root's served fusion
+
+    def served(self, lineage: dict) -> RetrievalOptions:
+        """These options with what the server serves by default filled in (its root's serve.json, from
+        Info), so records name the fusion and constant that ranked them."""
+        serve = lineage.get("serve") or {}
+        return replace(self, fusion=self.fusion or serve.get("fusion", "rrf"),
+                       rrf_k=self.rrf_k or serve.get("rrf_k", DEFAULT_RRF_K))  # fmt: skip
 
     def as_dict(self) -> dict:
         return {"k": self.k, "corpora": list(self.corpora), "retrievers": list(self.retrievers),
-                "rrf_k": self.rrf_k or 60, "depth": self.depth or max(2 * self.k, 100),
-                "fusion": self.fusion}  # fmt: skip
+                "rrf_k": self.rrf_k or DEFAULT_RRF_K, "depth": self.depth or max(2 * self.k, 100),
+                "fusion": self.fusion or "rrf"}  # fmt: skip
 
 
 @dataclass

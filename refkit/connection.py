@@ -77,7 +77,8 @@ def lineage_summary(info) -> dict:
             entry[index.retriever] = lineage_hash(json.loads(index.build_json))
         corpora[corpus.name] = entry
     encoder = json.loads(info.encoder_json) if info.encoder_json else None
-    return {"server_version": info.server_version, "encoder": encoder, "corpora": corpora}
+    serve = json.loads(info.stats_json).get("serve") if info.stats_json else None
+    return {"server_version": info.server_version, "encoder": encoder, "corpora": corpora, "serve": serve}
 
 
 def check_same_generation(client, address: str, lineage: dict) -> None:

@@ -77,6 +77,9 @@ def limit_options(command):
     type=click.IntRange(1),
     help="Inverted lists IVF dense indexes visit [default: each index's own]; requests may override.",
 )
+@click.option("--refine", type=click.IntRange(0),
+              help="Re-ranking factor of dense indexes built with `indexer dense --refine` [default: each index's "
+                   "own]; requests may override.")  # fmt: skip
 @click.option("--batch-wait-ms", default=2.0, show_default=True, type=click.FloatRange(0, 1000),
               help="How long a micro-batch waits for more queries once it has one.")  # fmt: skip
 @click.option("--padded-query-batches", is_flag=True,
@@ -110,6 +113,7 @@ def serve(
     port_file,
     device,
     nprobe,
+    refine,
     batch_wait_ms,
     padded_query_batches,
     watch,
@@ -145,7 +149,7 @@ def serve(
 
     def load(previous: SearchEngine | None = None) -> SearchEngine:
         return SearchEngine(root, list(corpora) or None, device=device, independent_queries=not padded_query_batches,
-                            nprobe=nprobe, wait_ms=batch_wait_ms, previous=previous)  # fmt: skip
+                            nprobe=nprobe, wait_ms=batch_wait_ms, previous=previous, refine=refine)  # fmt: skip
 
     def state() -> tuple | None:
         try:
@@ -261,13 +265,14 @@ def client_options(command):
         click.option("--corpora", multiple=True),
         click.option(
             "--fusion",
-            default="rrf",
-            show_default=True,
             type=click.Choice(["rrf", "medrag"]),
             help="rrf: every (corpus, retriever) list by rank; medrag: corpora merged by score per "
-            "retriever, then RRF across retrievers (MedRAG's; use --rrf-k 100 as MedRAG does).",
+            "retriever, then RRF across retrievers (MedRAG's; use --rrf-k 100 as MedRAG does) [default: the "
+            "root's served fusion (its recipe's [serve]), else rrf].",
         ),
-        click.option("--rrf-k", default=0, type=click.IntRange(0), help="RRF constant [default: the server's 60]."),
+        click.option(
+            "--rrf-k", default=0, type=click.IntRange(0), help="RRF constant [default: the root's served one, else 60]."
+        ),  # fmt: skip
     ]
     for option in reversed(options):
         command = option(command)

@@ -24,7 +24,8 @@ DEFAULT_ADDRESS = "127.0.0.1:50051"
 CHANNEL_OPTIONS = [("grpc.max_receive_message_length", 256 << 20)]
 
 
-FUSION_METHODS = {"rrf": search_pb2.Fusion.RRF, "medrag": search_pb2.Fusion.MEDRAG}
+FUSION_METHODS = {None: search_pb2.Fusion.METHOD_UNSPECIFIED, "rrf": search_pb2.Fusion.RRF,
+                  "medrag": search_pb2.Fusion.MEDRAG}  # fmt: skip
 
 
 class SearchClient:
@@ -85,10 +86,12 @@ class SearchClient:
         return_text: bool = True,
         bm25_k1: float | None = None,
         bm25_b: float | None = None,
-        fusion: str = "rrf",
+        fusion: str | None = None,
         nprobe: int | None = None,
+        refine: int | None = None,
     ) -> search_pb2.SearchRequest:
-        """`fusion`: "rrf" (every (corpus, retriever) list by rank) or "medrag" (searchd.fusion)."""
+        """`fusion`: "rrf" (every (corpus, retriever) list by rank), "medrag" (searchd.fusion), or None (the
+        root's served fusion, medsnip.serving: RRF unless its recipe says otherwise)."""
         request = search_pb2.SearchRequest(
             query=query,
             k=k,
@@ -98,6 +101,8 @@ class SearchClient:
             fusion=search_pb2.Fusion(method=FUSION_METHODS[fusion], rrf_k=rrf_k),
             return_text=return_text,
         )
+        if refine is not None:
+            request.refine = refine
         if bm25_k1 is not None:
             request.bm25_k1 = bm25_k1
         if bm25_b is not None:

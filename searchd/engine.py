@@ -20,6 +20,7 @@ import threading
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from indexer.bm25 import BM25Index
 from indexer.dense import DenseIndex
@@ -27,6 +28,7 @@ from indexer.store import SnippetStore
 from medsnip.buildrecord import BUILD_RECORD, read_build_record
 from medsnip.corpus import Corpus, LineageError, served_index_folders
 from medsnip.encoders import DenseEncoder
+from medsnip.serving import SERVE_FILE, ServePlan
 from searchd.batching import MicroBatcher
 from searchd.calls import CallScope, QueryRefused
 from searchd.fusion import DEFAULT_RRF_K, FusedHit, fuse_medrag, fuse_rrf
@@ -86,8 +88,21 @@ class Query:
     rrf_k: int = DEFAULT_RRF_K
     k1: float | None = None
     b: float | None = None
-    fusion: str = "rrf"  # searchd.fusion.FUSIONS
+    fusion: str = "rrf"  # medsnip.serving.FUSIONS
     nprobe: int | None = None  # IVF lists to visit; None: the server's default
+    refine: int | None = None  # exact re-ranking factor; None: the server's, else each index's own
+
+
+class DenseAsk(NamedTuple):
+    """One query's request to a dense batcher: its (corpus, retriever) targets and list depth, the
+    request's nprobe and refine (None: the defaults) and k (re-ranking covers at least refine x k)."""
+
+    text: str
+    depth: int
+    targets: tuple[tuple[str, str], ...]
+    nprobe: int | None
+    refine: int | None
+    k: int
 
 
 @dataclass
@@ -137,12 +152,15 @@ class SearchEngine:
         independent_queries: bool = True,
         nprobe: int | None = None,
         previous: SearchEngine | None = None,
+        refine: int | None = None,
     ):
         """`independent_queries`: encode each query's vector independently of its micro-batch (exactly
         reproducible dense scores; see DenseEncoder.encode_queries) or pad batches (faster). `nprobe`: the
         default for IVF indexes (a request may ask for another). `previous`: the generation serving now; a
         query encoder of the same identity is taken from it rather than loaded again (a reload then holds
-        one copy of each model, not two)."""
+        one copy of each model, not two). `refine`: the re-ranking factor of dense indexes built for it
+        [default: each index's own]. The root's serve.json (medsnip.serving) gives the retrievers and
+        fusion a request gets when it names none."""
         self.root = Path(root)
         self.independent_queries = independent_queries
         self.corpora: dict[str, LoadedCorpus] = {}
@@ -153,6 +171,7 @@ class SearchEngine:
         self._bm25_batcher = MicroBatcher(self._bm25_batch, max_batch, wait_ms, "bm25")
         self.unfinished: list[str] = []  # "corpus/index" folders without a build record, not served
         try:
+            self.serve_plan = ServePlan.read(self.root)
             for path in discover_corpora(self.root, corpora):
                 corpus = Corpus.open(path)
                 if not (path / "store" / BUILD_RECORD).is_file():
@@ -167,7 +186,8 @@ class SearchEngine:
                     loaded.bm25 = BM25Index(path / "bm25", corpus)
                 for dense_dir in (folder for folder in finished if folder.name.startswith("dense-")):
                     # --device places FAISS too: auto searches on the GPUs when faiss-gpu sees any
-                    index = DenseIndex(dense_dir, corpus, store=loaded.store, nprobe=nprobe, device=device)
+                    index = DenseIndex(dense_dir, corpus, store=loaded.store, nprobe=nprobe, device=device,
+                                       refine=refine)  # fmt: skip
                     key = repr(sorted(index.record["encoder"].items()))
                     if key not in encoders:  # one encoder per identity, shared by every index built with it
                         reused = previous.encoder_models.get(key) if previous is not None else None
@@ -181,6 +201,10 @@ class SearchEngine:
                 if not loaded.retrievers:
                     raise ServingError(f"{path}: no index to search (run `indexer bm25` and/or `indexer dense`)")
                 self.corpora[path.name] = loaded
+            missing = [name for name in self.serve_plan.retrievers if name not in self.retrievers]
+            if missing:
+                raise ServingError(f"{self.root / SERVE_FILE}: serves {', '.join(missing)}, which no corpus of the "
+                                   f"root has (it has {', '.join(self.retrievers)})")  # fmt: skip
         except (LineageError, ValueError) as error:
             self.close()
             raise ServingError(str(error)) from error
@@ -204,23 +228,29 @@ class SearchEngine:
         return results
 
     def _dense_batch(self, encoder: DenseEncoder):
-        def run(items: list[tuple[str, int, tuple[tuple[str, str], ...], int | None]]) -> list[dict]:
-            """(text, depth, (corpus, retriever) targets, nprobe) items -> {(corpus, retriever): hits}: one
-            encoder call for the batch, then one FAISS search per target index and nprobe for all the
-            vectors that want it."""
+        def run(items: list[DenseAsk]) -> list[dict]:
+            """DenseAsk items -> {(corpus, retriever): hits}: one encoder call for the batch, then one FAISS
+            search per target index, nprobe and refine for all the vectors that want it."""
             with self.stats.lock:
                 self.stats.encoder_batches += 1
-            vectors = encoder.encode_queries([item[0] for item in items], independent=self.independent_queries)
+            vectors = encoder.encode_queries([item.text for item in items], independent=self.independent_queries)
             results: list[dict] = [{} for _ in items]
-            wanted = sorted({(t, item[3] or 0) for item in items for t in item[2]})
-            for target, nprobe in wanted:
+            wanted = sorted({(t, item.nprobe or 0, item.refine) for item in items for t in item.targets},
+                            key=lambda want: (want[0], want[1], -1 if want[2] is None else want[2]))  # fmt: skip
+            for target, nprobe, refine in wanted:
                 corpus, retriever = target
                 loaded = self.corpora[corpus]
-                rows = [i for i, item in enumerate(items) if target in item[2] and (item[3] or 0) == nprobe]
-                depth = max(items[i][1] for i in rows)
-                found = loaded.dense[retriever].search_vectors(vectors[rows], depth, nprobe or None)
+                asks = (target, nprobe, refine)
+                rows = [i for i, item in enumerate(items) if asks == (target, item.nprobe or 0, item.refine)
+                        and target in item.targets]  # fmt: skip
+                depth = max(items[i].depth for i in rows)
+                index = loaded.dense[retriever]
+                factor = index.refine if refine is None else refine
+                # re-ranked: every hit of the list, and at least refine x k, the hits the fused top k come from
+                candidates = max(depth, factor * max(items[i].k for i in rows)) if factor > 1 else 0
+                found = index.search_vectors(vectors[rows], depth, nprobe or None, candidates=candidates)
                 for i, hits in zip(rows, found, strict=True):
-                    results[i][target] = [(loaded.store.id_at(s, r), score) for s, r, score in hits[: items[i][1]]]
+                    results[i][target] = [(loaded.store.id_at(s, r), score) for s, r, score in hits[: items[i].depth]]
             return results
 
         return run
@@ -232,6 +262,11 @@ class SearchEngine:
         """Every retriever some corpus has: "bm25" first, then the dense ones by name."""
         names = {r for c in self.corpora.values() for r in c.retrievers}
         return ([BM25] if BM25 in names else []) + sorted(names - {BM25})
+
+    @property
+    def default_retrievers(self) -> list[str]:
+        """What a request that names no retriever searches: the root's served set, else every retriever."""
+        return list(self.serve_plan.retrievers) or self.retrievers
 
     def search(self, query: Query, scope: CallScope) -> list[FusedHit]:
         """Every (corpus, retriever) list for the query, fused (`query.fusion`); gives up
@@ -253,7 +288,9 @@ class SearchEngine:
                     batcher = loaded.dense_batchers[retriever]
                     dense_targets.setdefault(id(batcher), (batcher, []))[1].append((name, retriever))
         dense = [
-            scope.track(batcher.submit((query.text, query.depth, tuple(targets), query.nprobe)))
+            scope.track(
+                batcher.submit(DenseAsk(query.text, query.depth, tuple(targets), query.nprobe, query.refine, query.k))
+            )  # fmt: skip
             for batcher, targets in dense_targets.values()
         ]
         scope.wait_all([*dense, *bm25.values()])

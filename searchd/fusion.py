@@ -15,8 +15,7 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field
 
-DEFAULT_RRF_K = 60
-FUSIONS = ("rrf", "medrag")
+from medsnip.serving import DEFAULT_RRF_K  # the served default, shared with serve.json
 
 
 @dataclass

@@ -16,7 +16,7 @@ import os
 import threading
 import time
 from concurrent import futures
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import grpc
 
@@ -25,13 +25,11 @@ from medsnip.v1 import search_pb2, search_pb2_grpc
 from searchd.batching import BatcherClosed
 from searchd.calls import CallCancelled, CallScope, DeadlineExceeded, QueryRefused
 from searchd.engine import ALL_DENSE, Query, SearchEngine
-from searchd.fusion import DEFAULT_RRF_K
 from searchd.generations import EngineHolder
 
 SERVICE_NAME = search_pb2.DESCRIPTOR.services_by_name["SearchService"].full_name
 log = logging.getLogger("searchd")
-FUSION_METHODS = {  # the proto's enum -> searchd.fusion's names
-    search_pb2.Fusion.METHOD_UNSPECIFIED: "rrf",
+FUSION_METHODS = {  # the proto's enum -> searchd.fusion's names (unspecified: the root's served fusion)
     search_pb2.Fusion.RRF: "rrf",
     search_pb2.Fusion.MEDRAG: "medrag",
 }
@@ -149,7 +147,7 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
         if not 1 <= request.k <= self.limits.max_k:
             raise InvalidRequest(f"k must be in 1..{self.limits.max_k}, got {request.k}")
         corpora = self._corpora(request.corpora, engine)
-        retrievers = list(request.retrievers) or engine.retrievers
+        retrievers = list(request.retrievers) or engine.default_retrievers
         served = engine.retrievers
         bad = [r for r in retrievers if r not in served and not (r == ALL_DENSE and len(served) > ("bm25" in served))]
         if bad:
@@ -160,7 +158,10 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
         depth = request.depth or max(2 * request.k, 100)
         if depth > 2 * self.limits.max_k:  # the default, max(2k, 100), always fits
             raise InvalidRequest(f"depth must be at most {2 * self.limits.max_k} (twice max_k), got {depth}")
-        fusion = FUSION_METHODS.get(request.fusion.method)
+        if request.fusion.method == search_pb2.Fusion.METHOD_UNSPECIFIED:
+            fusion = engine.serve_plan.fusion
+        else:
+            fusion = FUSION_METHODS.get(request.fusion.method)
         if fusion is None:
             raise InvalidRequest(f"unknown fusion method {request.fusion.method} (RRF or MEDRAG)")
         k1 = request.bm25_k1 if request.HasField("bm25_k1") else None
@@ -170,8 +171,11 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
         nprobe = request.nprobe if request.HasField("nprobe") else None
         if nprobe is not None and not 1 <= nprobe <= 1_000_000:
             raise InvalidRequest(f"nprobe must be in 1..1000000, got {nprobe}")
-        return Query(text, request.k, corpora, retrievers, depth, request.fusion.rrf_k or DEFAULT_RRF_K, k1, b, fusion,
-                     nprobe)  # fmt: skip
+        refine = request.refine if request.HasField("refine") else None
+        if refine is not None and refine * request.k > 2 * self.limits.max_k * 10:
+            raise InvalidRequest(f"refine x k must be at most {20 * self.limits.max_k}, got {refine} x {request.k}")
+        rrf_k = request.fusion.rrf_k or engine.serve_plan.rrf_k
+        return Query(text, request.k, corpora, retrievers, depth, rrf_k, k1, b, fusion, nprobe, refine)
 
     def _response(self, request: search_pb2.SearchRequest, query: Query, scope: CallScope,
                   engine: SearchEngine) -> search_pb2.SearchResponse:  # fmt: skip
@@ -335,7 +339,12 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
                 max_reply_bytes=self.limits.max_reply_bytes,
                 max_page_size=self.limits.max_page_size,
                 stats_json=json.dumps(
-                    {**engine.stats_dict(), "generation": self.engines.status(), "memory": process_memory()},
+                    {
+                        **engine.stats_dict(),
+                        "generation": self.engines.status(),
+                        "memory": process_memory(),
+                        "serve": asdict(engine.serve_plan),
+                    },
                     sort_keys=True,
                 ),  # fmt: skip
             )

@@ -122,3 +122,35 @@ def pubmedqa_abstracts(count: int) -> list[dict]:
     records = [orjson.loads(line) for line in PUBMEDQA_CORPUS.read_bytes().splitlines()[:count]]
     return [{"title": r["title"], "content": r["text"], "contents": join_contents(r["title"], r["text"])}
             for r in records]  # fmt: skip
+
+
+def tiny_bert(folder: Path, hidden: int = 96, seed: int = 0) -> Path:
+    """A 1-layer BERT with seeded random weights and the bundled MiniLM's WordPiece tokenizer, saved as a
+    Hugging Face folder: a real transformer encoder of the model's kind that embeds thousands of
+    snippets a second on a CPU (tests about builds and serving, not about ranking quality)."""
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    from medsnip.encoders import bundled_minilm_path
+
+    torch.manual_seed(seed)
+    config = BertConfig(vocab_size=30522, hidden_size=hidden, num_hidden_layers=1, num_attention_heads=4,
+                        intermediate_size=hidden, max_position_embeddings=512)  # fmt: skip
+    BertModel(config).save_pretrained(folder)
+    AutoTokenizer.from_pretrained(bundled_minilm_path()).save_pretrained(folder)
+    return folder
+
+
+def tiny_static_model(folder: Path, dimension: int = 16, seed: int = 20261124) -> Path:
+    """A model2vec static model: seeded random rows for every MiniLM WordPiece token (encodes thousands
+    of snippets a second; for tests where the encoder is not what is tested)."""
+    import numpy as np
+    from model2vec import StaticModel
+    from tokenizers import Tokenizer
+
+    from medsnip.encoders import bundled_minilm_path, resolve_model_dir
+
+    tokenizer = Tokenizer.from_file(str(resolve_model_dir(bundled_minilm_path()) / "tokenizer.json"))
+    rows = np.random.default_rng(seed).standard_normal((tokenizer.get_vocab_size(), dimension)).astype(np.float32)
+    StaticModel(rows, tokenizer, normalize=True, max_length=None).save_pretrained(folder)
+    return folder

@@ -17,8 +17,8 @@ import pytest
 from feeding_bench import null_dense_encoder
 
 from helpers import PUBMEDQA_CORPUS, pubmedqa_abstracts
-from indexer.cli import _feeding
 from indexer.dense import Feeding, close_feeders, embed_corpus
+from indexer.dense_job import DenseJob, feeding_for
 from indexer.device_loop import embed_windows
 from indexer.feeding import BatchPlan, Feeders, tokenize_window, tokenizer_settings
 from medsnip.corpus import Corpus
@@ -122,12 +122,13 @@ def test_gpu_builds_feed_from_every_free_core_up_to_16_a_device(monkeypatch, cor
     token-budget batches; CPU builds tokenize in the embedding process."""
     monkeypatch.setattr(os, "cpu_count", lambda: cores)
     encoder = SimpleNamespace(documents=SimpleNamespace(max_length=256))
-    batch_size, feeding = _feeding(encoder, [f"cuda:{n}" for n in range(gpus)], None, None, None, "auto", False)
+    job = DenseJob(preset("minilm"))
+    batch_size, feeding = feeding_for(encoder, [f"cuda:{n}" for n in range(gpus)], job)
     assert feeding.feeders == feeders and batch_size == 512
     assert (feeding.plan.rows, feeding.plan.tokens) == (512, 65536)
-    batch_size, feeding = _feeding(encoder, ["cpu"], None, None, None, "float32", False)
+    batch_size, feeding = feeding_for(encoder, ["cpu"], DenseJob(preset("minilm"), fp32=True))
     assert feeding.feeders == 0 and (batch_size, feeding.plan.tokens) == (32, 32 * 256)
-    assert _feeding(encoder, ["cuda:0"], None, None, 3, "auto", False)[1].feeders == 3  # --feeders wins
+    assert feeding_for(encoder, ["cuda:0"], DenseJob(preset("minilm"), feeders=3))[1].feeders == 3  # --feeders wins
 
 
 # -- feeders under faults: a killed, stopped or failing feeder ends the build in bounded time --

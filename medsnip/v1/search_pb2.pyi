@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class SearchRequest(_message.Message):
-    __slots__ = ("query", "k", "corpora", "retrievers", "depth", "fusion", "return_text", "bm25_k1", "bm25_b", "nprobe")
+    __slots__ = ("query", "k", "corpora", "retrievers", "depth", "fusion", "return_text", "bm25_k1", "bm25_b", "nprobe", "refine")
     QUERY_FIELD_NUMBER: _ClassVar[int]
     K_FIELD_NUMBER: _ClassVar[int]
     CORPORA_FIELD_NUMBER: _ClassVar[int]
@@ -19,6 +19,7 @@ class SearchRequest(_message.Message):
     BM25_K1_FIELD_NUMBER: _ClassVar[int]
     BM25_B_FIELD_NUMBER: _ClassVar[int]
     NPROBE_FIELD_NUMBER: _ClassVar[int]
+    REFINE_FIELD_NUMBER: _ClassVar[int]
     query: str
     k: int
     corpora: _containers.RepeatedScalarFieldContainer[str]
@@ -29,7 +30,8 @@ class SearchRequest(_message.Message):
     bm25_k1: float
     bm25_b: float
     nprobe: int
-    def __init__(self, query: _Optional[str] = ..., k: _Optional[int] = ..., corpora: _Optional[_Iterable[str]] = ..., retrievers: _Optional[_Iterable[str]] = ..., depth: _Optional[int] = ..., fusion: _Optional[_Union[Fusion, _Mapping]] = ..., return_text: _Optional[bool] = ..., bm25_k1: _Optional[float] = ..., bm25_b: _Optional[float] = ..., nprobe: _Optional[int] = ...) -> None: ...
+    refine: int
+    def __init__(self, query: _Optional[str] = ..., k: _Optional[int] = ..., corpora: _Optional[_Iterable[str]] = ..., retrievers: _Optional[_Iterable[str]] = ..., depth: _Optional[int] = ..., fusion: _Optional[_Union[Fusion, _Mapping]] = ..., return_text: _Optional[bool] = ..., bm25_k1: _Optional[float] = ..., bm25_b: _Optional[float] = ..., nprobe: _Optional[int] = ..., refine: _Optional[int] = ...) -> None: ...
 
 class Fusion(_message.Message):
     __slots__ = ("method", "rrf_k")
