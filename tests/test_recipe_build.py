@@ -69,8 +69,9 @@ def root_state(root: Path) -> dict:
         state[source] = lineage(corpus_dir)
         for folder in ("store", "bm25", "dense-minilm"):
             state[f"{source}/{folder}"] = lineage(corpus_dir / folder)
-        files = [*corpus_dir.glob("shard-*"), *(corpus_dir / "store").glob("*.npy"),
-                 *(corpus_dir / "dense-minilm").glob("emb-*.npy"), *(corpus_dir / "dense-minilm").glob("faiss-*")]  # fmt: skip
+        dense = corpus_dir / "dense-minilm"
+        files = [*corpus_dir.glob("shard-*"), *(corpus_dir / "store").glob("*.npy"), *dense.glob("emb-*.npy"),
+                 *dense.glob("faiss-*")]  # fmt: skip
         for path in sorted(files):
             state[str(path.relative_to(root))] = hashlib.sha256(path.read_bytes()).hexdigest()
         bm25 = BM25Index(corpus_dir / "bm25", Corpus.open(corpus_dir))
@@ -121,7 +122,7 @@ def test_the_recipe_is_checked_before_anything_is_built(recipe, tmp_path):
     text = recipe.read_text(encoding="utf-8")
     cases = {
         "unknown index kind": (text.replace('kind = "bm25"', 'kind = "splade"'), "kind must be one of"),
-        "a dense option of the wrong type": (text.replace("pooling = \"static\"", "pooling = 3"), "pooling must be a str"),
+        "a dense option of the wrong type": (text.replace('pooling = "static"', "pooling = 3"), "must be a str"),
         "serving an index no source builds": (text.replace('retrievers = ["bm25", "dense-minilm"]',
                                                            'retrievers = ["bm25", "dense-medcpt"]'), "dense-medcpt"),
         "an undeclared index": (text.replace('"bm25", "dense-minilm"]   #', '"bm25", "dense-x"]   #'), "dense-x"),
