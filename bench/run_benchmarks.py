@@ -363,7 +363,7 @@ def retrieval_scale_sections(args) -> list[str]:
 
 SECTIONS = ("pubmed", "wikipedia", "chunker", "indexer", "feeding", "searchd", "reload-memory", "refkit", "flood",
             "noise", "executor",
-            "bm25-sharded", "scale", "retrieval-scale", "multilingual", "daily-update")  # fmt: skip
+            "bm25-sharded", "scale", "retrieval-scale", "compressed-dense", "multilingual", "daily-update")  # fmt: skip
 
 
 def main() -> None:
@@ -419,6 +419,10 @@ def main() -> None:
         lines += scale_sections(args)
     if "retrieval-scale" in wanted:
         lines += retrieval_scale_sections(args)
+    if "compressed-dense" in wanted:
+        import compressed_dense
+
+        lines += compressed_dense.compressed_dense_section(args.work / "compressed-dense")
     if "daily-update" in wanted:
         import update_bench
 

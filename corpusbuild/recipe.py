@@ -17,7 +17,9 @@
     "pubmed20n1016.xml.gz" = "sha256:..."
 
 Relative paths are relative to the recipe file. The root gets one folder per source (each with its
-own build.json) and a root build.json listing the recipe and every source's record hash.
+own build.json) and a root build.json listing the recipe and every source's record hash. A recipe's
+`indexes` lists (per source or in [defaults]), [indexes.NAME] tables and [serve] table are for
+`medsnip build` (pipeline/recipe_build.py); here they are kept as read and checked only for shape.
 """
 
 from __future__ import annotations

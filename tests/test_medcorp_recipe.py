@@ -1,5 +1,6 @@
-"""manifests/medcorp-2026.toml itself, scaled down: its four sources on the bundled samples (laid out
-under --var data as the recipe expects NLM's, StatPearls', MedQA's and Wikipedia's files), its three
+"""manifests/medcorp-2026.toml, scaled down: its four sources on the bundled samples (three PubMed
+files instead of 1,334, the ten bundled textbooks, laid out under --var data as the recipe expects NLM's,
+StatPearls', MedQA's and Wikipedia's files), every other line of it as it is, its three
 dense encoders as 1-layer random BERTs of their kind under --var models (MedCPT's article and query
 encoders, Contriever, SPECTER; nothing is downloaded), built by `medsnip build` and served by searchd
 with the recipe's MedRAG RRF-4 as the default."""
@@ -43,15 +44,29 @@ def medcorp_data(folder: Path) -> Path:
     return folder
 
 
+def scaled_down(recipe: Path, folder: Path) -> Path:
+    """The recipe with PubMed's 1,334 baseline files cut to the first three and the textbooks to those
+    the samples have; every other line (options, shards, indexes, what is served) as it is."""
+    text = recipe.read_text(encoding="utf-8")
+    start = text.index('"${data}/pubmed/baseline/pubmed26n0004.xml.gz"')
+    text = text[:start] + text[text.index("]", start) :]
+    start = text.index('inputs = [\n  "${data}/textbooks/en/')
+    text = text[:start] + 'inputs = ["${data}/textbooks/en/*.txt"' + text[text.index("]", start) :]
+    path = folder / recipe.name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
 @pytest.fixture(scope="module")
 def medcorp_root(tmp_path_factory) -> Path:
     work = tmp_path_factory.mktemp("medcorp")
     data = medcorp_data(work / "data")
+    recipe = scaled_down(RECIPE, work)
     models = work / "models"
     for seed, name in enumerate(("MedCPT-Article-Encoder", "MedCPT-Query-Encoder", "contriever", "specter")):
         tiny_bert(models / name, seed=seed)
     root = work / "root"
-    result = CliRunner().invoke(medsnip_main, ["build", str(RECIPE), "--var", f"data={data}", "--var",
+    result = CliRunner().invoke(medsnip_main, ["build", str(recipe), "--var", f"data={data}", "--var",
                                                f"models={models}", "--out", str(root), "--workers", "2", "--quiet"],
                                 catch_exceptions=False)  # fmt: skip
     assert result.exit_code == 0, result.output
