@@ -62,8 +62,10 @@ def _build_rows(corpus_dir: Path, label: str, work: Path, repeats: int) -> tuple
     rows = []
     for name, measured in runs.items():
         wall, cpu = min(measured)
-        rows.append(f"| {snippets:,} | {name} | {wall:.2f} | {cpu:.1f} | {cpu / wall:.2f} | {snippets / wall:,.0f} | "
-                    f"{base_wall / wall:.2f}x |")  # fmt: skip
+        rows.append(
+            f"| {snippets:,} | {name} | {wall:.2f} | {cpu:.1f} | {cpu / wall:.2f} | {snippets / wall:,.0f} | "
+            f"{base_wall / wall:.2f}x |"
+        )
     base_cpu = min(runs[BASELINE])[1]
     return rows, {"snippets": snippets, "cores_used": base_cpu / base_wall}
 
@@ -101,8 +103,11 @@ def bm25_sharded_section(corpora: dict[str, Path], work: Path, repeats: int) -> 
     print("bm25-sharded: searching", flush=True)
     search_rows, identical = _search_rows(corpora[largest], largest, work, repeats)
     cores = os.cpu_count() or 1
-    ceilings = ", ".join(f"{shape['cores_used']:.2f} cores at {shape['snippets']:,} snippets (ceiling "
-                         f"{cores / shape['cores_used']:.2f}x)" for shape in shapes)  # fmt: skip
+    ceilings = ", ".join(
+        f"{shape['cores_used']:.2f} cores at {shape['snippets']:,} snippets (ceiling "
+        f"{cores / shape['cores_used']:.2f}x)"
+        for shape in shapes
+    )
     return [
         "## indexer bm25 across workers (groups of shards built in parallel)",
         "",

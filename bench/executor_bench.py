@@ -22,8 +22,21 @@ RAY = Path(sys.executable).with_name("ray")
 
 def _command(files: list[Path], out: Path, *executor: str) -> list[str]:
     shutil.rmtree(out, ignore_errors=True)
-    return [sys.executable, "-m", "corpusbuild", "pubmed", *map(str, files), "--out", str(out), "--shards", "8",
-            "--workers", "2", "--quiet", *executor]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "corpusbuild",
+        "pubmed",
+        *map(str, files),
+        "--out",
+        str(out),
+        "--shards",
+        "8",
+        "--workers",
+        "2",
+        "--quiet",
+        *executor,
+    ]
 
 
 def _shards(folder: Path) -> dict[str, bytes]:
@@ -39,8 +52,12 @@ def executor_section(files: list[Path], work: Path, repeats: int, measure) -> li
     }
     runs: dict[str, list[tuple[float, float, float]]] = {name: [] for name in setups}
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
-    subprocess.run([str(RAY), "start", "--head", "--num-cpus", "2", "--include-dashboard", "false",
-                    "--disable-usage-stats"], check=True, capture_output=True, env=env)  # fmt: skip
+    subprocess.run(
+        [str(RAY), "start", "--head", "--num-cpus", "2", "--include-dashboard", "false", "--disable-usage-stats"],
+        check=True,
+        capture_output=True,
+        env=env,
+    )
     try:
         for repeat in range(repeats):
             print(f"executor round {repeat + 1}/{repeats}", flush=True)
@@ -65,8 +82,10 @@ def executor_section(files: list[Path], work: Path, repeats: int, measure) -> li
         seconds = min(s for s, _, _ in measured)
         build = min(b for _, b, _ in measured)
         rss = max(r for _, _, r in measured)
-        lines.append(f"| {name} | {seconds:.2f} | {build:.2f} | {articles / seconds:,.0f} | "
-                     f"{local_best / seconds:.2f}x | {local_build / build:.2f}x | {rss:.0f} |")  # fmt: skip
+        lines.append(
+            f"| {name} | {seconds:.2f} | {build:.2f} | {articles / seconds:,.0f} | "
+            f"{local_best / seconds:.2f}x | {local_build / build:.2f}x | {rss:.0f} |"
+        )
     lines += [
         "",
         f"Shards byte-identical to the pool's for every Ray run: {'yes' if identical else 'NO'}. "

@@ -68,8 +68,11 @@ def flood(address: str, pid: int, seconds: float, sample_every: float = 10.0) ->
 
 def _bare_server(mode: str) -> tuple[subprocess.Popen, str]:
     port_file = Path(tempfile.mkdtemp(prefix="bare-grpc-")) / "port"
-    process = subprocess.Popen([sys.executable, str(REPO / "bench" / "bare_grpc_server.py"), mode, str(port_file)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    process = subprocess.Popen(
+        [sys.executable, str(REPO / "bench" / "bare_grpc_server.py"), mode, str(port_file)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 60
     while not port_file.exists() or not port_file.read_text():
         if process.poll() is not None or time.monotonic() > deadline:
@@ -80,8 +83,10 @@ def _bare_server(mode: str) -> tuple[subprocess.Popen, str]:
 
 def flood_section(root: Path, seconds: float = 120.0) -> list[str]:
     runs = {}
-    for label, mode in (("bare grpcio server, generated handler (the leak)", "proto"),
-                        ("bare grpcio server + searchd's DecodingInterceptor", "decoding")):  # fmt: skip
+    for label, mode in (
+        ("bare grpcio server, generated handler (the leak)", "proto"),
+        ("bare grpcio server + searchd's DecodingInterceptor", "decoding"),
+    ):
         process, address = _bare_server(mode)
         try:
             print(f"flood: {label}", flush=True)
@@ -112,10 +117,16 @@ def flood_section(root: Path, seconds: float = 120.0) -> list[str]:
         start, end = run["samples"][0][1], run["samples"][-1][1]
         per_thousand = (end - start) * 1024 / max(run["sent"], 1) * 1000
         answered = ", ".join(f"{code} {count:,}" for code, count in sorted(run["codes"].items()))
-        lines.append(f"| {label} | {run['sent']:,} | {answered} | {start:.0f} | {end:.0f} | {run['after_idle']:.0f} "
-                     f"| {per_thousand:,.0f} KB |")  # fmt: skip
-    lines += ["", "RSS over time (MiB):", "", "| server | " + " | ".join(
-        f"{t:.0f} s" for t, _ in next(iter(runs.values()))["samples"]) + " |"]  # fmt: skip
+        lines.append(
+            f"| {label} | {run['sent']:,} | {answered} | {start:.0f} | {end:.0f} | {run['after_idle']:.0f} "
+            f"| {per_thousand:,.0f} KB |"
+        )
+    lines += [
+        "",
+        "RSS over time (MiB):",
+        "",
+        "| server | " + " | ".join(f"{t:.0f} s" for t, _ in next(iter(runs.values()))["samples"]) + " |",
+    ]
     lines.append("|---|" + "---:|" * len(next(iter(runs.values()))["samples"]))
     for label, run in runs.items():
         lines.append(f"| {label} | " + " | ".join(f"{rss:.0f}" for _, rss in run["samples"]) + " |")

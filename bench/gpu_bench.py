@@ -43,11 +43,21 @@ from pubmed_scaleup import write_scaled_pubmed  # noqa: E402
 RECORDS_PER_FILE = 30_000
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json")
 SHAPES = {
-    "BERT-base": {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
-                  "intermediate_size": 3072, "max_length": 512},
-    "MiniLM-L6": {"hidden_size": 384, "num_hidden_layers": 6, "num_attention_heads": 12,
-                  "intermediate_size": 1536, "max_length": 256},
-}  # fmt: skip
+    "BERT-base": {
+        "hidden_size": 768,
+        "num_hidden_layers": 12,
+        "num_attention_heads": 12,
+        "intermediate_size": 3072,
+        "max_length": 512,
+    },
+    "MiniLM-L6": {
+        "hidden_size": 384,
+        "num_hidden_layers": 6,
+        "num_attention_heads": 12,
+        "intermediate_size": 1536,
+        "max_length": 256,
+    },
+}
 
 
 def random_model(folder: Path, shape: dict, tokenizer_dir: Path) -> Path:
@@ -58,8 +68,9 @@ def random_model(folder: Path, shape: dict, tokenizer_dir: Path) -> Path:
     if (folder / "config.json").is_file():
         return folder
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=30522, max_position_embeddings=512,
-                        **{k: v for k, v in shape.items() if k != "max_length"})  # fmt: skip
+    config = BertConfig(
+        vocab_size=30522, max_position_embeddings=512, **{k: v for k, v in shape.items() if k != "max_length"}
+    )
     BertModel(config).eval().save_pretrained(folder)
     for name in TOKENIZER_FILES:
         if (tokenizer_dir / name).is_file():
@@ -80,12 +91,28 @@ def build_corpus(work: Path, files: int) -> Path:
     if (corpus / "build.json").is_file() and (corpus / "store").exists():
         return corpus
     sources = sorted(str(p) for p in (REPO / "samples" / "pubmed").iterdir())
-    jobs = [(sources, str(work / f"pubmed25n{n:04d}.xml.gz"), 50_000_000 + n * RECORDS_PER_FILE)
-            for n in range(1, files + 1)]  # fmt: skip
+    jobs = [
+        (sources, str(work / f"pubmed25n{n:04d}.xml.gz"), 50_000_000 + n * RECORDS_PER_FILE)
+        for n in range(1, files + 1)
+    ]
     with ProcessPoolExecutor(min(files, os.cpu_count() or 1)) as pool:
         inputs = list(pool.map(_scaled_file, jobs))
-    run([sys.executable, "-m", "corpusbuild", "pubmed", *inputs, "--out", str(corpus), "--shards", "8",
-         "--workers", str(min(files, os.cpu_count() or 1)), "--quiet"])  # fmt: skip
+    run(
+        [
+            sys.executable,
+            "-m",
+            "corpusbuild",
+            "pubmed",
+            *inputs,
+            "--out",
+            str(corpus),
+            "--shards",
+            "8",
+            "--workers",
+            str(min(files, os.cpu_count() or 1)),
+            "--quiet",
+        ]
+    )
     run([sys.executable, "-m", "indexer.cli", "store", str(corpus)])
     return corpus
 
@@ -99,8 +126,11 @@ def run(command: list[str]) -> float:
 def corpus_texts(corpus: Path) -> list[str]:
     from medsnip.corpus import Corpus
 
-    return [orjson.loads(line)["contents"] for shard in Corpus.open(corpus).shards
-            for line in shard.path.read_bytes().splitlines()]  # fmt: skip
+    return [
+        orjson.loads(line)["contents"]
+        for shard in Corpus.open(corpus).shards
+        for line in shard.path.read_bytes().splitlines()
+    ]
 
 
 class GpuSampler:
@@ -110,8 +140,9 @@ class GpuSampler:
         self.samples: list[int] = []
         self._process = subprocess.Popen(
             ["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits", "-lms", "100"],
-            stdout=subprocess.PIPE, text=True,
-        )  # fmt: skip
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         self._thread = threading.Thread(target=self._read, daemon=True)
         self._thread.start()
 
@@ -126,23 +157,50 @@ class GpuSampler:
         self._thread.join(timeout=5)
         busy = [i for i, value in enumerate(self.samples) if value > 0]
         window = self.samples[busy[0] : busy[-1] + 1] if busy else []
-        return {"busy_mean": statistics.mean(window) if window else 0.0, "samples": len(window),
-                "all_mean": statistics.mean(self.samples) if self.samples else 0.0}  # fmt: skip
+        return {
+            "busy_mean": statistics.mean(window) if window else 0.0,
+            "samples": len(window),
+            "all_mean": statistics.mean(self.samples) if self.samples else 0.0,
+        }
 
 
 def indexer_dense(corpus: Path, model: Path, max_length: int, out: Path, *extra: str) -> dict:
     """`indexer dense` end to end (shards in, vectors and FAISS out) with the GPU sampled meanwhile."""
     shutil.rmtree(out, ignore_errors=True)
     sampler = GpuSampler()
-    command = [sys.executable, "-m", "indexer.cli", "dense", str(corpus), "--model", str(model), "--pooling", "mean",
-               "--max-length", str(max_length), "--no-normalize", "--device", "cuda", "--out", str(out)]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "indexer.cli",
+        "dense",
+        str(corpus),
+        "--model",
+        str(model),
+        "--pooling",
+        "mean",
+        "--max-length",
+        str(max_length),
+        "--no-normalize",
+        "--device",
+        "cuda",
+        "--out",
+        str(out),
+    ]
     wall = run([*command, *extra])
     gpu = sampler.stop()
     record = orjson.loads((out / "build.json").read_bytes())
     seconds = record["run"]["seconds"]
-    return {"wall": wall, "embed": seconds["embed"], "index": seconds["index"], "total": seconds["total"],
-            "vectors": record["counts"]["vectors"], "dtype": record["params"]["dtype"],
-            "feeders": record["params"]["feeders"], "plan": record["params"]["batch_plan"], **gpu}  # fmt: skip
+    return {
+        "wall": wall,
+        "embed": seconds["embed"],
+        "index": seconds["index"],
+        "total": seconds["total"],
+        "vectors": record["counts"]["vectors"],
+        "dtype": record["params"]["dtype"],
+        "feeders": record["params"]["feeders"],
+        "plan": record["params"]["batch_plan"],
+        **gpu,
+    }
 
 
 def forward_ceiling(model: Path, max_length: int, texts: list[str], plan_dict: dict, repeats: int = 2) -> float:
@@ -162,8 +220,7 @@ def forward_ceiling(model: Path, max_length: int, texts: list[str], plan_dict: d
     for start in range(0, len(texts), plan.window):
         window = tokenize_window(texts[start : start + plan.window], backend, settings)
         for rows, padded in plan.batches(window.lengths, max_length):
-            host = pad_batch(window, rows, padded, pad_id, False,
-                             lambda name, shape: np.empty(shape, dtype=np.int64))  # fmt: skip
+            host = pad_batch(window, rows, padded, pad_id, False, lambda name, shape: np.empty(shape, dtype=np.int64))
             batches.append({name: torch.from_numpy(array).to("cuda") for name, array in host.items()})
     out = torch.empty((len(texts), encoder.dimension), dtype=torch.float32, device="cuda")
     best = float("inf")
@@ -266,13 +323,19 @@ def _markdown(results: dict, tokens: float, files: int) -> list[str]:
             runs.append(("`indexer dense --compile` (embed + index)", row["dense_compile"]))
         for label, dense in runs:
             seconds = dense["embed"] + dense["index"]
-            lines.append(f"| {name} | {label} | {seconds:.1f} | {n / seconds:,.0f} | {n / seconds / ceiling:.2f}x | "
-                         f"{dense['busy_mean']:.0f}% |")  # fmt: skip
-            lines.append(f"| {name} | the same, process wall | {dense['wall']:.1f} | {n / dense['wall']:,.0f} | "
-                         f"{n / dense['wall'] / ceiling:.2f}x | {dense['all_mean']:.0f}% |")  # fmt: skip
+            lines.append(
+                f"| {name} | {label} | {seconds:.1f} | {n / seconds:,.0f} | {n / seconds / ceiling:.2f}x | "
+                f"{dense['busy_mean']:.0f}% |"
+            )
+            lines.append(
+                f"| {name} | the same, process wall | {dense['wall']:.1f} | {n / dense['wall']:,.0f} | "
+                f"{n / dense['wall'] / ceiling:.2f}x | {dense['all_mean']:.0f}% |"
+            )
         lines.append(f"| {name} | forward-only ceiling | {row['ceiling']:.1f} | {ceiling:,.0f} | 1.00x | |")
-        lines.append(f"| {name} | sentence-transformers encode | {row['st']:.1f} | {n / row['st']:,.0f} | "
-                     f"{n / row['st'] / ceiling:.2f}x | |")  # fmt: skip
+        lines.append(
+            f"| {name} | sentence-transformers encode | {row['st']:.1f} | {n / row['st']:,.0f} | "
+            f"{n / row['st'] / ceiling:.2f}x | |"
+        )
     lines.append("")
     for name in SHAPES:
         row = results[name]

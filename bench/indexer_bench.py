@@ -49,8 +49,10 @@ def bm25_section(corpus_dir: Path, work: Path, repeats: int) -> list[str]:
     index = BM25Index.open(corpus_dir / "bm25")
     questions = list(query_texts(QUERIES).values())
     search: dict[tuple[str, int], float] = {}
-    ways = {"pyserini": lambda t: index._search_hit_by_hit(questions, 100, t), "medsnip": lambda t: index.search(
-        questions, k=100, threads=t)}  # fmt: skip
+    ways = {
+        "pyserini": lambda t: index._search_hit_by_hit(questions, 100, t),
+        "medsnip": lambda t: index.search(questions, k=100, threads=t),
+    }
     index.search(questions[:50], k=100, threads=2)  # warm-up: the JVM's JIT
     for _ in range(repeats):
         for threads in (1, 2):

@@ -50,8 +50,9 @@ def chunker_rows(passes: int = 20) -> list[str]:
     texts = chinese_texts()
     rows = []
     for size in (200, 1000):
-        stock = RecursiveCharacterTextSplitter(chunk_size=size, chunk_overlap=size // 5,
-                                               separators=list(CJK_SEPARATORS), keep_separator="end")  # fmt: skip
+        stock = RecursiveCharacterTextSplitter(
+            chunk_size=size, chunk_overlap=size // 5, separators=list(CJK_SEPARATORS), keep_separator="end"
+        )
         batch = texts * passes
         started = time.perf_counter()
         reference = [stock.split_text(text) for text in batch]
@@ -60,9 +61,11 @@ def chunker_rows(passes: int = 20) -> list[str]:
         ours = [chunk_text(text, size, size // 5, "cjk") for text in batch]
         our_seconds = time.perf_counter() - started
         characters = sum(map(len, batch))
-        rows.append(f"| {size}/{size // 5} | {characters / 1e6:.1f} | {sum(map(len, ours)):,} | {ours == reference} | "
-                    f"{characters / langchain_seconds / 1e6:.2f} | {characters / our_seconds / 1e6:.2f} | "
-                    f"{langchain_seconds / our_seconds:.1f}x |")  # fmt: skip
+        rows.append(
+            f"| {size}/{size // 5} | {characters / 1e6:.1f} | {sum(map(len, ours)):,} | {ours == reference} | "
+            f"{characters / langchain_seconds / 1e6:.2f} | {characters / our_seconds / 1e6:.2f} | "
+            f"{langchain_seconds / our_seconds:.1f}x |"
+        )
     return [
         "Real Chinese text (23 zhwiki pages, the WMT19 Medline file, 74 CMB-Clin cases with answers; "
         "paragraphs kept), 20 passes:",
@@ -78,8 +81,22 @@ def chunker_rows(passes: int = 20) -> list[str]:
 def _build_root(work: Path) -> Path:
     root = work / "multilingual-root"
     if not (root / "build.json").is_file():
-        subprocess.run([sys.executable, "-m", "corpusbuild", "build", str(REPO / "manifests" / "multilingual.toml"),
-                        "--out", str(root), "--workers", "2", "--quiet"], check=True, cwd=REPO)  # fmt: skip
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "corpusbuild",
+                "build",
+                str(REPO / "manifests" / "multilingual.toml"),
+                "--out",
+                str(root),
+                "--workers",
+                "2",
+                "--quiet",
+            ],
+            check=True,
+            cwd=REPO,
+        )
     return root
 
 
@@ -117,9 +134,11 @@ def bm25_rows(root: Path, work: Path) -> list[str]:
             cells.append((language, build_seconds, _size_mb(out), rate, own_first / len(queries)))
             index.close()
         (own, build_own, mb_own, rate_own, top_own), (_, build_en, mb_en, rate_en, top_en) = cells
-        rows.append(f"| {name} ({corpus.snippets}) | {own} | {build_own:.1f} s, {mb_own:.2f} MB, "
-                    f"{rate_own:,.0f} q/s, {top_own:.0%} | {build_en:.1f} s, {mb_en:.2f} MB, {rate_en:,.0f} q/s, "
-                    f"{top_en:.0%} |")  # fmt: skip
+        rows.append(
+            f"| {name} ({corpus.snippets}) | {own} | {build_own:.1f} s, {mb_own:.2f} MB, "
+            f"{rate_own:,.0f} q/s, {top_own:.0%} | {build_en:.1f} s, {mb_en:.2f} MB, {rate_en:,.0f} q/s, "
+            f"{top_en:.0%} |"
+        )
     return [
         "BM25 on the WMT Medline corpora, each analyzed with its own language's Anserini analyzer and with the "
         "English default (build: one IndexCollection with 2 threads, JVM start included; queries: the first "

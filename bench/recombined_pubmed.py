@@ -94,6 +94,8 @@ class SentencePool:
                 seed = rng.randrange(len(self.abstracts))
                 near = self.neighbours[seed]
                 sentences = [rng.choice(self.abstracts[rng.choice(near)]) for _ in self.abstracts[seed]]
-                out.write(f"{before}{first_pmid + offset}{between}{escape(self.titles[seed])}{after}"
-                          f"{escape(' '.join(sentences))}{end}\n")  # fmt: skip
+                out.write(
+                    f"{before}{first_pmid + offset}{between}{escape(self.titles[seed])}{after}"
+                    f"{escape(' '.join(sentences))}{end}\n"
+                )
             out.write(FOOTER.decode())

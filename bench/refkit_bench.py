@@ -23,8 +23,13 @@ QUESTION_SETS = {
 
 def _timed(arguments: list[str]) -> float:
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "refkit.cli", *arguments], check=True, cwd=REPO,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    subprocess.run(
+        [sys.executable, "-m", "refkit.cli", *arguments],
+        check=True,
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     return time.perf_counter() - started
 
 
@@ -38,8 +43,22 @@ def refkit_section(root: Path, work: Path) -> list[str]:
         for name, path in QUESTION_SETS.items():
             refs, noise = work / "refs.jsonl", work / "noise.jsonl"
             collect_seconds = _timed(["collect", str(path), "--server", address, "--k", "32", "--out", str(refs)])
-            noise_seconds = _timed(["noise", str(path), "--server", address, "--lexicon", str(lexicon), "--seed", "13",
-                                    "--refs", str(refs), "--out", str(noise)])  # fmt: skip
+            noise_seconds = _timed(
+                [
+                    "noise",
+                    str(path),
+                    "--server",
+                    address,
+                    "--lexicon",
+                    str(lexicon),
+                    "--seed",
+                    "13",
+                    "--refs",
+                    str(refs),
+                    "--out",
+                    str(noise),
+                ]
+            )
             records = [orjson.loads(line) for line in noise.read_bytes().splitlines()]
             rewritten = sum(1 for r in records if r["rewrites"])
             kept = sum(len(r["noise"]) for r in records)

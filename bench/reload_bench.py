@@ -49,8 +49,26 @@ def build_root(work: Path, citations: int, model: Path) -> Path:
     _run(["-m", "corpusbuild", "pubmed", source, "--out", corpus, "--shards", 4, "--workers", 2, "--quiet"], log)
     _run(["-m", "indexer.cli", "store", corpus], log)
     _run(["-m", "indexer.cli", "bm25", corpus], log)
-    _run(["-m", "indexer.cli", "dense", corpus, "--model", model, "--pooling", "static", "--normalize",
-          "--max-length", 512, "--query-max-length", 512, "--out", corpus / "dense-static"], log)  # fmt: skip
+    _run(
+        [
+            "-m",
+            "indexer.cli",
+            "dense",
+            corpus,
+            "--model",
+            model,
+            "--pooling",
+            "static",
+            "--normalize",
+            "--max-length",
+            512,
+            "--query-max-length",
+            512,
+            "--out",
+            corpus / "dense-static",
+        ],
+        log,
+    )
     return root
 
 
@@ -85,8 +103,13 @@ def generation_files(root: Path) -> int:
     count = 0
     for corpus in (p for p in root.iterdir() if (p / "build.json").is_file()):
         count += len(list(corpus.glob("shard-*.jsonl"))) + len(list((corpus / "store").glob("*.npy")))
-        count += len([f for f in (corpus / "bm25" / "index").glob("*") if f.is_file() and not f.name.startswith(
-            ("segments", "write.lock"))])  # fmt: skip
+        count += len(
+            [
+                f
+                for f in (corpus / "bm25" / "index").glob("*")
+                if f.is_file() and not f.name.startswith(("segments", "write.lock"))
+            ]
+        )
         count += sum(len(list(d.glob("faiss-*.index"))) for d in corpus.glob("dense-*"))
     return count
 
@@ -103,8 +126,13 @@ def memory(pid: int, root: Path) -> dict:
         parts = line.split(None, 5)
         if len(parts) == 6 and parts[5].startswith(str(root.resolve())):
             mapped.add(parts[5])
-    return {"rss": values.get("VmRSS", 0.0), "anon": values.get("RssAnon", 0.0), "file": values.get("RssFile", 0.0),
-            "mapped": len(mapped), "generation_files": generation_files(root)}  # fmt: skip
+    return {
+        "rss": values.get("VmRSS", 0.0),
+        "anon": values.get("RssAnon", 0.0),
+        "file": values.get("RssFile", 0.0),
+        "mapped": len(mapped),
+        "generation_files": generation_files(root),
+    }
 
 
 def reload_series(root: Path, work: Path, reloads: int, update_every: int | None) -> list[dict]:
@@ -162,8 +190,9 @@ def reload_section(work: Path) -> list[str]:
     updated = work / "root-updated"
     shutil.rmtree(updated, ignore_errors=True)
     shutil.copytree(build_root(work, SIZES[0], model), updated)
-    series[f"{SIZES[0]:,} citations, an update every {UPDATE_EVERY}"] = reload_series(updated, work, RELOADS,
-                                                                                       UPDATE_EVERY)  # fmt: skip
+    series[f"{SIZES[0]:,} citations, an update every {UPDATE_EVERY}"] = reload_series(
+        updated, work, RELOADS, UPDATE_EVERY
+    )
     for name, samples in series.items():
         rows.append(_summary(name, samples))
     (work / "reload-series.json").write_text(json.dumps(series))

@@ -47,8 +47,20 @@ def measure(command: list[str], one_core: bool = False) -> tuple[float, float]:
 
 def ours(inputs: list[Path], out: Path, workers: int) -> list[str]:
     shutil.rmtree(out, ignore_errors=True)
-    return [sys.executable, "-m", "corpusbuild", "pubmed", *map(str, inputs), "--out", str(out),
-            "--shards", "8", "--workers", str(workers), "--quiet"]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "corpusbuild",
+        "pubmed",
+        *map(str, inputs),
+        "--out",
+        str(out),
+        "--shards",
+        "8",
+        "--workers",
+        str(workers),
+        "--quiet",
+    ]
 
 
 def pipeline(kind: str, source: Path, out: Path) -> list[str]:
@@ -174,8 +186,22 @@ def wikipedia_section(args) -> list[str]:
         for workers in (1, 2):
             out = args.work / f"wiki{workers}"
             shutil.rmtree(out, ignore_errors=True)
-            command = [sys.executable, "-m", "corpusbuild", "wikipedia", *map(str, dumps), "--out", str(out),
-                       "--shards", "8", "--workers", str(workers), "--range-mb", "2", "--quiet"]  # fmt: skip
+            command = [
+                sys.executable,
+                "-m",
+                "corpusbuild",
+                "wikipedia",
+                *map(str, dumps),
+                "--out",
+                str(out),
+                "--shards",
+                "8",
+                "--workers",
+                str(workers),
+                "--range-mb",
+                "2",
+                "--quiet",
+            ]
             runs[workers].append(measure(command, one_core=workers == 1))
 
     def rate(key):
@@ -361,9 +387,25 @@ def retrieval_scale_sections(args) -> list[str]:
     return scale_retrieval.retrieval_scale_section(args.work / "retrieval-scale")
 
 
-SECTIONS = ("pubmed", "wikipedia", "chunker", "indexer", "feeding", "searchd", "reload-memory", "refkit", "flood",
-            "noise", "executor",
-            "bm25-sharded", "scale", "retrieval-scale", "compressed-dense", "multilingual", "daily-update")  # fmt: skip
+SECTIONS = (
+    "pubmed",
+    "wikipedia",
+    "chunker",
+    "indexer",
+    "feeding",
+    "searchd",
+    "reload-memory",
+    "refkit",
+    "flood",
+    "noise",
+    "executor",
+    "bm25-sharded",
+    "scale",
+    "retrieval-scale",
+    "compressed-dense",
+    "multilingual",
+    "daily-update",
+)
 
 
 def main() -> None:

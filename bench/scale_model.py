@@ -42,8 +42,20 @@ def _du(path: Path) -> int:
 
 def _measure_corpusbuild(source: Path, out: Path) -> dict:
     shutil.rmtree(out, ignore_errors=True)
-    command = [sys.executable, "-m", "corpusbuild", "pubmed", str(source), "--out", str(out), "--shards", "8",
-               "--workers", "1", "--quiet"]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "corpusbuild",
+        "pubmed",
+        str(source),
+        "--out",
+        str(out),
+        "--shards",
+        "8",
+        "--workers",
+        "1",
+        "--quiet",
+    ]
     pin = lambda: os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # noqa: E731
     subprocess.run(command, check=True, cwd=REPO, stdout=subprocess.DEVNULL, preexec_fn=pin)
     record = orjson.loads((out / "build.json").read_bytes())
@@ -67,8 +79,12 @@ def _measure_indexes(corpus: Path, work: Path) -> dict:
         out = work / f"scale-{name}"
         shutil.rmtree(out, ignore_errors=True)
         started = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "indexer.cli", name, str(corpus), "--out", str(out), *arguments],
-                       check=True, cwd=REPO, capture_output=True)  # fmt: skip
+        subprocess.run(
+            [sys.executable, "-m", "indexer.cli", name, str(corpus), "--out", str(out), *arguments],
+            check=True,
+            cwd=REPO,
+            capture_output=True,
+        )
         rates[f"{name}_snippets_per_node_s"] = snippets / (time.perf_counter() - started)
         rates[f"{name}_bytes_per_snippet"] = _du(out) / snippets
     return rates
@@ -145,8 +161,10 @@ def scale_section(source: Path, corpus: Path, work: Path) -> list[str]:
             embed = MEDCORP_SNIPPETS / (GPU_SNIPPETS_PER_S * gpus * nodes)
         else:
             embed = MEDCORP_SNIPPETS / (minilm_per_core / MEDCPT_VS_MINILM_COST * total_cores)
-        lines.append(f"| {nodes} x {cores} x {gpus} | {(parse + merge) / 3600:,.2f} | {bm25 / 3600:,.2f} | "
-                     f"{store / 3600:,.2f} | {embed / 3600:,.2f} |")  # fmt: skip
+        lines.append(
+            f"| {nodes} x {cores} x {gpus} | {(parse + merge) / 3600:,.2f} | {bm25 / 3600:,.2f} | "
+            f"{store / 3600:,.2f} | {embed / 3600:,.2f} |"
+        )
     lines += [
         "",
         "What bounds it, and where the model stops holding:",

@@ -72,8 +72,10 @@ def _files(work: Path, count: int) -> list[Path]:
         path = folder / f"recombined{number:04d}.xml"
         if not path.exists():
             if pool is None:
-                pool = SentencePool(sorted((REPO / "samples" / "pubmed").iterdir()), [REPO / "samples" / "ir" /
-                                    "pubmedqa-beir" / "corpus.jsonl"])  # fmt: skip
+                pool = SentencePool(
+                    sorted((REPO / "samples" / "pubmed").iterdir()),
+                    [REPO / "samples" / "ir" / "pubmedqa-beir" / "corpus.jsonl"],
+                )
             temp = path.with_suffix(".tmp")
             pool.write_file(temp, 60_000_000 + number * CITATIONS_PER_FILE, CITATIONS_PER_FILE, seed=number)
             os.replace(temp, path)
@@ -88,16 +90,31 @@ def _static_model(work: Path) -> Path:
         from indexer.static_distill import distill
         from medsnip.encoders import bundled_minilm_path
 
-        pool = SentencePool(sorted((REPO / "samples" / "pubmed").iterdir()), [REPO / "samples" / "ir" /
-                            "pubmedqa-beir" / "corpus.jsonl"])  # fmt: skip
+        pool = SentencePool(
+            sorted((REPO / "samples" / "pubmed").iterdir()),
+            [REPO / "samples" / "ir" / "pubmedqa-beir" / "corpus.jsonl"],
+        )
         distill(bundled_minilm_path(), out.with_suffix(".tmp"), pool.titles + pool.sentences)
         os.replace(out.with_suffix(".tmp"), out)
     return out
 
 
 def _dense_args(model: Path, factory: str) -> list:
-    return ["--model", model, "--pooling", "static", "--normalize", "--max-length", 512, "--query-max-length", 512,
-            "--batch-size", 4096, "--index-factory", factory]  # fmt: skip
+    return [
+        "--model",
+        model,
+        "--pooling",
+        "static",
+        "--normalize",
+        "--max-length",
+        512,
+        "--query-max-length",
+        512,
+        "--batch-size",
+        4096,
+        "--index-factory",
+        factory,
+    ]
 
 
 def _build(root: Path, files: list[Path], model: Path, result: dict, log: Path) -> None:
@@ -105,8 +122,9 @@ def _build(root: Path, files: list[Path], model: Path, result: dict, log: Path) 
     stages = result.setdefault("seconds", {})
     if "corpusbuild" not in stages:
         shutil.rmtree(corpus, ignore_errors=True)
-        stages["corpusbuild"] = _run(["-m", "corpusbuild", "pubmed", *files, "--out", corpus, "--shards", SHARDS,
-                                      "--workers", 2, "--quiet"], log)  # fmt: skip
+        stages["corpusbuild"] = _run(
+            ["-m", "corpusbuild", "pubmed", *files, "--out", corpus, "--shards", SHARDS, "--workers", 2, "--quiet"], log
+        )
         shutil.rmtree(corpus / ".work", ignore_errors=True)  # kept work is for updates; not measured here
     snippets = result["snippets"] = orjson.loads((corpus / "build.json").read_bytes())["counts"]["snippets"]
     if "store" not in stages:
@@ -116,16 +134,21 @@ def _build(root: Path, files: list[Path], model: Path, result: dict, log: Path) 
     result["nlist"] = nlist = _nlist(snippets)
     if "dense" not in stages:
         factory = f"IVF{nlist},SQ8"
-        stages["dense"] = _run(["-m", "indexer.cli", "dense", corpus, *_dense_args(model, factory), "--out",
-                                corpus / "dense-static"], log)  # fmt: skip
+        stages["dense"] = _run(
+            ["-m", "indexer.cli", "dense", corpus, *_dense_args(model, factory), "--out", corpus / "dense-static"], log
+        )
         record = orjson.loads((corpus / "dense-static" / "build.json").read_bytes())
         stages["dense_embed"], stages["dense_index"] = (
             record["run"]["seconds"]["embed"],
             record["run"]["seconds"]["index"],
         )
-    result["bytes"] = {"shards": _bytes(corpus, "shard-*.jsonl"), "store": _bytes(corpus / "store"),
-                       "bm25": _bytes(corpus / "bm25"), "ivf_sq8": _bytes(corpus / "dense-static", "faiss-*"),
-                       "embeddings": _bytes(corpus / "dense-static", "emb-*.npy")}  # fmt: skip
+    result["bytes"] = {
+        "shards": _bytes(corpus, "shard-*.jsonl"),
+        "store": _bytes(corpus / "store"),
+        "bm25": _bytes(corpus / "bm25"),
+        "ivf_sq8": _bytes(corpus / "dense-static", "faiss-*"),
+        "embeddings": _bytes(corpus / "dense-static", "emb-*.npy"),
+    }
 
 
 def _variant(corpus: Path, model: Path, name: str, factory: str, log: Path) -> dict:
@@ -225,8 +248,12 @@ def _serve(root: Path, questions: list[str], nprobe: int) -> dict:
             for concurrency, count in ((1, 150), (8, 400)):
                 done, errors, latencies, wall = _load(address, questions, concurrency, retrievers, None, count)
                 quantiles = statistics.quantiles(latencies, n=100)
-                served[f"{mode}@{concurrency}"] = {"qps": done / wall, "p50": quantiles[49], "p99": quantiles[98],
-                                                   "errors": errors}  # fmt: skip
+                served[f"{mode}@{concurrency}"] = {
+                    "qps": done / wall,
+                    "p50": quantiles[49],
+                    "p99": quantiles[98],
+                    "errors": errors,
+                }
         served["rss_after_mib"] = _memory(process.pid)
     finally:
         process.send_signal(signal.SIGTERM)
@@ -291,14 +318,17 @@ def measure(work: Path, sizes=SIZES) -> dict:
             np.save(work / f"exact-{label}.npy", exact)
             result["recall"] = {"ivf_sq8": _recall(corpus, "dense-static", vectors, exact)}
             save()
-        nprobe = next((n for n, r in result["recall"]["ivf_sq8"].items() if r["recall"] >= TARGET_RECALL),
-                      str(NPROBES[-1]))  # fmt: skip
+        nprobe = next(
+            (n for n, r in result["recall"]["ivf_sq8"].items() if r["recall"] >= TARGET_RECALL), str(NPROBES[-1])
+        )
         result["nprobe"] = int(nprobe)
         if (label, count) == sizes[-1] and "variants" not in result:
             exact = np.load(work / f"exact-{label}.npy")
             variants = {}
-            for name, factory in (("dense-pq", f"IVF{result['nlist']},PQ48"),
-                                  ("dense-opq", f"OPQ48,IVF{result['nlist']},PQ48")):  # fmt: skip
+            for name, factory in (
+                ("dense-pq", f"IVF{result['nlist']},PQ48"),
+                ("dense-opq", f"OPQ48,IVF{result['nlist']},PQ48"),
+            ):
                 variants[name] = _variant(corpus, model, name, factory, log)
                 variants[name]["recall"] = _recall(corpus, name, vectors, exact)
                 shutil.rmtree(corpus / name)  # served: dense-static only
@@ -348,10 +378,17 @@ def _served_rows(rows: list[dict]) -> tuple[list[list[str]], list[list[str]]]:
         served = row["served"]
         start, after = served["rss_start_mib"], served["rss_after_mib"]
         files = sum(row["bytes"][key] for key in SERVED_FILES)
-        memory.append([f"{row['snippets']:,}", f"{served['start_s']:.1f}",
-                       f"{start['RssAnon']:,.0f} / {start['RssFile']:,.0f} MiB",
-                       f"{after['RssAnon']:,.0f} / {after['RssFile']:,.0f} MiB", _gib(files),
-                       f"{after['RssAnon'] * 2**20 / files:.1%}", f"{after['VmRSS'] * 2**20 / files:.1%}"])  # fmt: skip
+        memory.append(
+            [
+                f"{row['snippets']:,}",
+                f"{served['start_s']:.1f}",
+                f"{start['RssAnon']:,.0f} / {start['RssFile']:,.0f} MiB",
+                f"{after['RssAnon']:,.0f} / {after['RssFile']:,.0f} MiB",
+                _gib(files),
+                f"{after['RssAnon'] * 2**20 / files:.1%}",
+                f"{after['VmRSS'] * 2**20 / files:.1%}",
+            ]
+        )
         cells = [f"{served[f'{m}@{c}']['p50']:.1f} / {served[f'{m}@{c}']['p99']:.1f}" for m in MODES for c in (1, 8)]
         errors = sum(value["errors"] for key, value in served.items() if "@" in key)
         latency.append([f"{row['snippets']:,}", *cells, f"{served['hybrid@8']['qps']:.1f}", str(errors)])
@@ -364,9 +401,13 @@ def _sizing_rows(largest: dict) -> list[list[str]]:
     repeats the 384-d measurement."""
     n = largest["snippets"]
     at_768 = largest.get("at_768", {})
-    sizing = {"Flat (float32)": (largest["bytes"]["embeddings"] * 2 / n, at_768.get("flat_bytes_per_vector")),
-              f"IVF{largest['nlist']},SQ8": (largest["bytes"]["ivf_sq8"] / n,
-                                            at_768["sq8_bytes"] / at_768["vectors"] if at_768 else None)}  # fmt: skip
+    sizing = {
+        "Flat (float32)": (largest["bytes"]["embeddings"] * 2 / n, at_768.get("flat_bytes_per_vector")),
+        f"IVF{largest['nlist']},SQ8": (
+            largest["bytes"]["ivf_sq8"] / n,
+            at_768["sq8_bytes"] / at_768["vectors"] if at_768 else None,
+        ),
+    }
     for variant in largest.get("variants", {}).values():
         sizing[variant["factory"]] = (variant["bytes"] / n, variant["bytes"] / n)
     rows = []
@@ -375,8 +416,17 @@ def _sizing_rows(largest: dict) -> list[list[str]]:
             continue
         medcorp = per_768 * MEDCORP_SNIPPETS
         ram, gpu = ("yes" if medcorp < 64e9 * 0.8 else "no"), ("yes" if medcorp < 80e9 * 0.9 else "no")
-        rows.append([f"`{name}`", f"{per_384:,.0f}", f"{per_768:,.0f}", _gib(per_384 * MEDCORP_SNIPPETS),
-                     _gib(medcorp), ram, gpu])  # fmt: skip
+        rows.append(
+            [
+                f"`{name}`",
+                f"{per_384:,.0f}",
+                f"{per_768:,.0f}",
+                _gib(per_384 * MEDCORP_SNIPPETS),
+                _gib(medcorp),
+                ram,
+                gpu,
+            ]
+        )
     for label, key in (("BM25 (Lucene: positions, raw text)", "bm25"), ("shards + snippet store", "shards")):
         per = (largest["bytes"][key] + (largest["bytes"]["store"] if key == "shards" else 0)) / n
         rows.append([label, f"{per:,.0f}", "same", _gib(per * MEDCORP_SNIPPETS), "same", "on disk, mapped", "-"])
@@ -410,19 +460,24 @@ def _targets(results: dict, labels: list[str], largest: dict) -> list[str]:
     files = sum(largest["bytes"][key] for key in SERVED_FILES)
     anon, total = served["rss_after_mib"]["RssAnon"] * 2**20, served["rss_after_mib"]["VmRSS"] * 2**20
     chosen = ", ".join(f"{results[label]['nprobe']}" for label in labels)
-    lines = [f"**Against the targets** (largest size, {n:,} snippets):", "",
-             f"- hybrid (BM25 + IVF-SQ8) p50 at concurrency 1: {served['hybrid@1']['p50']:.1f} ms (target < 50 ms); "
-             f"p99 {served['hybrid@1']['p99']:.1f} ms; at concurrency 8: p50 {served['hybrid@8']['p50']:.1f} ms",
-             f"- IVF-SQ8 recall@10 >= {TARGET_RECALL} against exact search: reached at every size, with nprobe "
-             f"{chosen} (100k to 2M)",
-             f"- server memory after the load runs: {anon / files:.1%} of the index files' size in anonymous memory "
-             f"(target < 25%); {total / files:.1%} counting the mapped file pages it touched"]  # fmt: skip
+    lines = [
+        f"**Against the targets** (largest size, {n:,} snippets):",
+        "",
+        f"- hybrid (BM25 + IVF-SQ8) p50 at concurrency 1: {served['hybrid@1']['p50']:.1f} ms (target < 50 ms); "
+        f"p99 {served['hybrid@1']['p99']:.1f} ms; at concurrency 8: p50 {served['hybrid@8']['p50']:.1f} ms",
+        f"- IVF-SQ8 recall@10 >= {TARGET_RECALL} against exact search: reached at every size, with nprobe "
+        f"{chosen} (100k to 2M)",
+        f"- server memory after the load runs: {anon / files:.1%} of the index files' size in anonymous memory "
+        f"(target < 25%); {total / files:.1%} counting the mapped file pages it touched",
+    ]
     if "at_768" in largest:
         at_768 = largest["at_768"]
         medcorp = at_768["sq8_bytes"] / at_768["vectors"] * MEDCORP_SNIPPETS
         gpu, ram = ("yes" if medcorp < 72e9 else "no"), ("yes" if medcorp < 51.2e9 else "no")
-        lines.append(f"- MedCorp at 768 dimensions as IVF-SQ8, from measured bytes: {_gib(medcorp)}; fits one "
-                     f"80 GB GPU: {gpu}; 64 GB of RAM: {ram}")  # fmt: skip
+        lines.append(
+            f"- MedCorp at 768 dimensions as IVF-SQ8, from measured bytes: {_gib(medcorp)}; fits one "
+            f"80 GB GPU: {gpu}; 64 GB of RAM: {ram}"
+        )
     return lines + [""]
 
 
@@ -434,55 +489,114 @@ def report(results: dict, sizes=SIZES) -> list[str]:
     lines += [line.format(shards=SHARDS, overlap=results["neighbour_overlap"]) for line in INTRO]
     lines += _targets(results, labels, largest)
     lines += ["### Build time per stage (seconds, 2 cores) and bytes on disk", ""]
-    lines += _table(["snippets", "corpusbuild", "store", "bm25", "dense: embed", "dense: IVF train+add", "shards",
-                     "store", "bm25", "IVF-SQ8", "embeddings (f16)"], _build_rows(rows))  # fmt: skip
-    lines += ["### IVF-SQ8 recall@10 against exact search, by nprobe", "",
-              "Lists: about 4 sqrt(n), at most 4,096. In brackets: in-process dense search time per query over "
-              "all shards (batch of 500).", ""]  # fmt: skip
-    lines += _table(["snippets", "lists", *(f"nprobe {n}" for n in NPROBES)],
-                    [[f"{r['snippets']:,}", f"{r['nlist']:,}", *_recall_cells(r["recall"]["ivf_sq8"], NPROBES)]
-                     for r in rows])  # fmt: skip
+    lines += _table(
+        [
+            "snippets",
+            "corpusbuild",
+            "store",
+            "bm25",
+            "dense: embed",
+            "dense: IVF train+add",
+            "shards",
+            "store",
+            "bm25",
+            "IVF-SQ8",
+            "embeddings (f16)",
+        ],
+        _build_rows(rows),
+    )
+    lines += [
+        "### IVF-SQ8 recall@10 against exact search, by nprobe",
+        "",
+        "Lists: about 4 sqrt(n), at most 4,096. In brackets: in-process dense search time per query over "
+        "all shards (batch of 500).",
+        "",
+    ]
+    lines += _table(
+        ["snippets", "lists", *(f"nprobe {n}" for n in NPROBES)],
+        [[f"{r['snippets']:,}", f"{r['nlist']:,}", *_recall_cells(r["recall"]["ivf_sq8"], NPROBES)] for r in rows],
+    )
     chosen = ", ".join(f"{label}: {results[label]['nprobe']}" for label in labels)
     lines += [f"Served nprobe (the smallest reaching recall@10 {TARGET_RECALL}): {chosen}.", ""]
     if "variants" in largest:
         n = largest["snippets"]
-        served = {"factory": f"IVF{largest['nlist']},SQ8", "bytes": largest["bytes"]["ivf_sq8"],
-                  "seconds": largest["seconds"]["dense_index"], "recall": largest["recall"]["ivf_sq8"]}  # fmt: skip
+        served = {
+            "factory": f"IVF{largest['nlist']},SQ8",
+            "bytes": largest["bytes"]["ivf_sq8"],
+            "seconds": largest["seconds"]["dense_index"],
+            "recall": largest["recall"]["ivf_sq8"],
+        }
         variants = [served, *largest["variants"].values()]
         lines += [f"### Compressed variants at {n:,} snippets (same embeddings, same number of lists)", ""]
         probes = (16, 64, 128)
-        lines += _table(["index", "bytes/snippet", "train+add s", *(f"recall@10 nprobe {p}" for p in probes)],
-                        [[f"`{v['factory']}`", f"{v['bytes'] / n:,.0f}", f"{v['seconds']:.0f}",
-                          *(f"{v['recall'][str(p)]['recall']:.3f}" for p in probes)] for v in variants])  # fmt: skip
+        lines += _table(
+            ["index", "bytes/snippet", "train+add s", *(f"recall@10 nprobe {p}" for p in probes)],
+            [
+                [
+                    f"`{v['factory']}`",
+                    f"{v['bytes'] / n:,.0f}",
+                    f"{v['seconds']:.0f}",
+                    *(f"{v['recall'][str(p)]['recall']:.3f}" for p in probes),
+                ]
+                for v in variants
+            ],
+        )
     memory, latency = _served_rows(rows)
     lines += ["### searchd: start, memory and latency", ""]
-    lines += _table(["snippets", "start s", "RSS at start (anon / file)", "RSS after load (anon / file)",
-                     "index files", "anon / files", "RSS / files"], memory)  # fmt: skip
+    lines += _table(
+        [
+            "snippets",
+            "start s",
+            "RSS at start (anon / file)",
+            "RSS after load (anon / file)",
+            "index files",
+            "anon / files",
+            "RSS / files",
+        ],
+        memory,
+    )
     lines += [
         "Index files: shards and store (the store serves snippet text from the shards), BM25, IVF-SQ8; all "
         "memory-mapped. File pages count in RSS once touched, but "
         "the kernel drops them under memory pressure; anonymous memory is what the server itself holds.",
         "",
     ]
-    lines += _table(["snippets", *(f"{m} c={c} p50 / p99 ms" for m in MODES for c in (1, 8)),
-                     "hybrid c=8 queries/s", "errors"], latency)  # fmt: skip
+    lines += _table(
+        ["snippets", *(f"{m} c={c} p50 / p99 ms" for m in MODES for c in (1, 8)), "hybrid c=8 queries/s", "errors"],
+        latency,
+    )
     lines += [f"### Cost growth: fitted lines, extrapolated to MedCorp ({MEDCORP_SNIPPETS:,} snippets)", ""]
     fitted = []
     for stage in ("corpusbuild", "store", "bm25", "dense_embed", "dense_index"):
         fixed, per = _fit(counts, [row["seconds"][stage] for row in rows])
         fitted.append([stage, f"{fixed:.1f}", f"{per * 1e6:,.0f}", f"{(fixed + per * MEDCORP_SNIPPETS) / 3600:,.1f} h"])
     lines += _table(["stage", "fixed s", "s per 1M snippets", "MedCorp on this 2-core machine"], fitted)
-    lines += ["`dense_embed` is the static model's rate (a transformer's is in the scale model section). At MedCorp "
-              "`dense_index` would train more lists (65,536 for 54M) than the 4,096 here, so its k-means costs more "
-              "than the line says.", "",
-              "### MedCorp sizing from measured bytes", "",
-              f"Bytes per snippet measured at {counts[-1]:,} snippets (file sizes / snippets), times "
-              f"{MEDCORP_SNIPPETS:,}. 768 dimensions (MedCPT, BGE-base) measured by building the same index "
-              "over every vector written twice side by side; PQ48 codes are 48 bytes whatever the dimension. "
-              "\"Fits\" leaves 20% of the RAM (10% of the GPU) for the process, the query encoder and the page "
-              "cache. BM25 and the shards are disk files the server maps.", ""]  # fmt: skip
-    lines += _table(["index", "bytes/snippet 384 d", "bytes/snippet 768 d", "MedCorp 384 d", "MedCorp 768 d",
-                     "fits 64 GB RAM (768 d)", "fits one 80 GB GPU (768 d)"], _sizing_rows(largest))  # fmt: skip
+    lines += [
+        "`dense_embed` is the static model's rate (a transformer's is in the scale model section). At MedCorp "
+        "`dense_index` would train more lists (65,536 for 54M) than the 4,096 here, so its k-means costs more "
+        "than the line says.",
+        "",
+        "### MedCorp sizing from measured bytes",
+        "",
+        f"Bytes per snippet measured at {counts[-1]:,} snippets (file sizes / snippets), times "
+        f"{MEDCORP_SNIPPETS:,}. 768 dimensions (MedCPT, BGE-base) measured by building the same index "
+        "over every vector written twice side by side; PQ48 codes are 48 bytes whatever the dimension. "
+        '"Fits" leaves 20% of the RAM (10% of the GPU) for the process, the query encoder and the page '
+        "cache. BM25 and the shards are disk files the server maps.",
+        "",
+    ]
+    lines += _table(
+        [
+            "index",
+            "bytes/snippet 384 d",
+            "bytes/snippet 768 d",
+            "MedCorp 384 d",
+            "MedCorp 768 d",
+            "fits 64 GB RAM (768 d)",
+            "fits one 80 GB GPU (768 d)",
+        ],
+        _sizing_rows(largest),
+    )
     return lines
 
 

@@ -32,8 +32,14 @@ def _rss_mib(pid: int) -> float:
     return 0.0
 
 
-def _load(address: str, questions: list[str], concurrency: int, retrievers: tuple[str, ...], seconds: float | None,
-          count: int | None) -> tuple[int, int, list[float], float]:  # fmt: skip
+def _load(
+    address: str,
+    questions: list[str],
+    concurrency: int,
+    retrievers: tuple[str, ...],
+    seconds: float | None,
+    count: int | None,
+) -> tuple[int, int, list[float], float]:
     """(done, errors, latencies ms, wall s) of `concurrency` clients sending questions round-robin."""
     latencies: list[float] = []
     errors = 0
@@ -111,8 +117,12 @@ def _in_process(root: Path, questions: list[str], repeats: int) -> tuple[dict[st
                 stores[hit.contributions[0][0]].get([hit.id])
 
     run(questions[:50], ("bm25", "dense"))  # warm-up: the JVM's JIT and torch, as the gRPC runs have
-    modes = {"bm25": (("bm25",), None), "dense": (("dense",), None), "hybrid": (("bm25", "dense"), None),
-             CEILING: (("bm25", "dense"), 8)}  # fmt: skip
+    modes = {
+        "bm25": (("bm25",), None),
+        "dense": (("dense",), None),
+        "hybrid": (("bm25", "dense"), None),
+        CEILING: (("bm25", "dense"), 8),
+    }
     rates: dict[str, float] = {}
     cpu_per_query = float("inf")
     for _ in range(repeats):

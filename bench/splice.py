@@ -32,5 +32,6 @@ def splice(doc: str, part: str) -> str:
 if __name__ == "__main__":
     part_path = Path(sys.argv[1])
     doc_path = Path(sys.argv[2]) if len(sys.argv) > 2 else REPO / "docs" / "benchmarks.md"
-    doc_path.write_text(splice(doc_path.read_text(encoding="utf-8"), part_path.read_text(encoding="utf-8")),
-                        encoding="utf-8")  # fmt: skip
+    doc_path.write_text(
+        splice(doc_path.read_text(encoding="utf-8"), part_path.read_text(encoding="utf-8")), encoding="utf-8"
+    )

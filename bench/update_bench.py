@@ -39,18 +39,35 @@ def _run(command: list, log: Path) -> float:
 
 
 def _dense_args(model: Path) -> list:
-    return ["--model", model, "--pooling", "static", "--normalize", "--max-length", 512, "--query-max-length", 512,
-            "--batch-size", 4096, "--index-factory", "IVF4096,SQ8"]  # fmt: skip
+    return [
+        "--model",
+        model,
+        "--pooling",
+        "static",
+        "--normalize",
+        "--max-length",
+        512,
+        "--query-max-length",
+        512,
+        "--batch-size",
+        4096,
+        "--index-factory",
+        "IVF4096,SQ8",
+    ]
 
 
 def _full_build(corpus: Path, files: list[Path], model: Path, log: Path) -> dict:
     shutil.rmtree(corpus, ignore_errors=True)
-    seconds = {"corpusbuild": _run(["-m", "corpusbuild", "pubmed", *files, "--out", corpus, "--shards", SHARDS,
-                                    "--workers", 2, "--quiet"], log)}  # fmt: skip
+    seconds = {
+        "corpusbuild": _run(
+            ["-m", "corpusbuild", "pubmed", *files, "--out", corpus, "--shards", SHARDS, "--workers", 2, "--quiet"], log
+        )
+    }
     seconds["store"] = _run(["-m", "indexer.cli", "store", corpus], log)
     seconds["bm25"] = _run(["-m", "indexer.cli", "bm25", corpus, "--threads", 2], log)
-    seconds["dense"] = _run(["-m", "indexer.cli", "dense", corpus, *_dense_args(model), "--out",
-                             corpus / "dense-static"], log)  # fmt: skip
+    seconds["dense"] = _run(
+        ["-m", "indexer.cli", "dense", corpus, *_dense_args(model), "--out", corpus / "dense-static"], log
+    )
     # each stage's own time from its record (process start-up left out, as the update's stages are timed)
     seconds["corpusbuild_own"] = orjson.loads((corpus / "build.json").read_bytes())["run"]["seconds"]
     seconds["store_own"] = orjson.loads((corpus / "store" / "build.json").read_bytes())["run"]["seconds"]
@@ -147,8 +164,12 @@ def _swap_under_load(root: Path, updates: Path, questions: list[str], log: Path)
         latencies = [ms for at, ms, ok in samples if start <= at < end]
         failed = sum(1 for at, _, ok in samples if start <= at < end and not ok)
         p99 = statistics.quantiles(latencies, n=100)[98] if len(latencies) >= 2 else None
-        return {"queries": len(latencies), "failed": failed, "p50": statistics.median(latencies) if latencies else None,
-                "p99": p99}  # fmt: skip
+        return {
+            "queries": len(latencies),
+            "failed": failed,
+            "p50": statistics.median(latencies) if latencies else None,
+            "p99": p99,
+        }
 
     first = samples[0][0] if samples else update_started
     return {
@@ -168,7 +189,7 @@ def _swap_under_load(root: Path, updates: Path, questions: list[str], log: Path)
             "anon_after": rss[-1][0],
             "file_before": rss[0][1],
             "file_after": rss[-1][1],
-        },  # fmt: skip
+        },
     }
 
 
@@ -206,9 +227,16 @@ def _bm25_check(corpus: Path, here: Path, questions: list[str], log: Path) -> di
     shutil.rmtree(fresh, ignore_errors=True)
     equal = sum(a == b for a, b in zip(results["updated"], results["rebuilt"], strict=True))
     held = orjson.loads((corpus / "bm25" / "build.json").read_bytes())["counts"]["deleted_held"]
-    return {"full_seconds": seconds, "questions": len(questions), "equal_rankings": equal,
-            "hits": sum(len(hits) for hits in results["rebuilt"]), "qps": rates, "open_seconds": open_seconds,
-            "deleted_held": held, "scaling": scaling}  # fmt: skip
+    return {
+        "full_seconds": seconds,
+        "questions": len(questions),
+        "equal_rankings": equal,
+        "hits": sum(len(hits) for hits in results["rebuilt"]),
+        "qps": rates,
+        "open_seconds": open_seconds,
+        "deleted_held": held,
+        "scaling": scaling,
+    }
 
 
 def _bm25_update_scaling(corpus, index: Path, here: Path) -> list[dict]:
@@ -231,8 +259,9 @@ def _bm25_update_scaling(corpus, index: Path, here: Path) -> list[dict]:
         lines = [line for shard_lines in lines_of(corpus, new).values() for line in shard_lines]
         read = time.perf_counter() - started
         _apply(copy / "index", gone, lines, "en", 1.0)
-        rows.append({"added": len(new), "deleted": len(gone), "read_seconds": read,
-                     "seconds": time.perf_counter() - started})  # fmt: skip
+        rows.append(
+            {"added": len(new), "deleted": len(gone), "read_seconds": read, "seconds": time.perf_counter() - started}
+        )
         shutil.rmtree(copy, ignore_errors=True)
     return rows
 
@@ -246,8 +275,10 @@ def _prune(corpus: Path) -> dict:
 
 
 def _stage_runs(corpus: Path) -> dict:
-    return {name: orjson.loads((corpus / name / "build.json").read_bytes())["run"]
-            for name in ("store", "bm25", "dense-static")}  # fmt: skip
+    return {
+        name: orjson.loads((corpus / name / "build.json").read_bytes())["run"]
+        for name in ("store", "bm25", "dense-static")
+    }
 
 
 def measure(work: Path) -> dict:
@@ -264,8 +295,10 @@ def measure(work: Path) -> dict:
         full.write_text(json.dumps(_full_build(root / "pubmed", files, model, log)))
     results = {"full": json.loads(full.read_text())}
     corpus = root / "pubmed"
-    questions = [json.loads(line)["question"] for line in (REPO / "samples" / "ir" / "medqa_us_4options_test.jsonl")
-                 .read_text().splitlines()[:400]]  # fmt: skip
+    questions = [
+        json.loads(line)["question"]
+        for line in (REPO / "samples" / "ir" / "medqa_us_4options_test.jsonl").read_text().splitlines()[:400]
+    ]
     # day 1, alone on the machine: the stage timings against the full build
     day1 = here / "updates-day1"
     shutil.rmtree(day1, ignore_errors=True)
@@ -303,25 +336,35 @@ def report(results: dict) -> list[str]:
         return full.get(f"{stage}_own", full[stage])
 
     rows = [
-        ("corpusbuild (parse the new file, merge every shard, change set)", own("corpusbuild"),
-         summary["seconds"]["corpusbuild"]),
+        (
+            "corpusbuild (parse the new file, merge every shard, change set)",
+            own("corpusbuild"),
+            summary["seconds"]["corpusbuild"],
+        ),
         ("store (every shard's rows move: re-read, ids from line heads)", own("store"), _seconds(records["store"])),
         ("bm25 (the change set applied by id)", own("bm25"), _seconds(records["bm25"])),
         ("dense: embedding (changed text only)", full["dense_embed"], dense_run["embed"]),
-        ("dense: IVF index" + (" (quantizer reused)" if training.get("reused") else ""), full["dense_index"],
-         dense_run["index"]),
-    ]  # fmt: skip
+        (
+            "dense: IVF index" + (" (quantizer reused)" if training.get("reused") else ""),
+            full["dense_index"],
+            dense_run["index"],
+        ),
+    ]
     table = ["| stage (each stage's own time) | full rebuild s | daily update s | ratio |", "|---|---:|---:|---:|"]
     table += [f"| {name} | {a:,.1f} | {b:,.1f} | {b / a:.2f} |" for name, a, b in rows]
     counts = results["dense_counts"]
     check = results["bm25_check"]
     changed_share = (changes["added"] + changes["changed"]) / results["snippets"]
-    scaling = ["| snippets added / deleted | reading their lines s | applying (JVM, analysis, commit) s | total s |",
-               "|---:|---:|---:|---:|"]  # fmt: skip
+    scaling = [
+        "| snippets added / deleted | reading their lines s | applying (JVM, analysis, commit) s | total s |",
+        "|---:|---:|---:|---:|",
+    ]
     for row in check["scaling"]:
         applying = row["seconds"] - row["read_seconds"]
-        scaling.append(f"| {row['added']:,} / {row['deleted']:,} | {row['read_seconds']:.2f} | {applying:.1f} | "
-                       f"{row['seconds']:.1f} |")  # fmt: skip
+        scaling.append(
+            f"| {row['added']:,} / {row['deleted']:,} | {row['read_seconds']:.2f} | {applying:.1f} | "
+            f"{row['seconds']:.1f} |"
+        )
     small, large = check["scaling"][0], check["scaling"][-1]
     per_snippet = (large["seconds"] - small["seconds"]) / max(large["added"] - small["added"], 1)
 

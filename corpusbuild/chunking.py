@@ -48,8 +48,13 @@ class RecursiveSplitter:
     """LangChain's RecursiveCharacterTextSplitter, computed in linear time: its defaults, or `separators`
     with `keep` "start" (LangChain's keep_separator=True) or "end"."""
 
-    def __init__(self, chunk_size: int = 1000, chunk_overlap: int = 200, separators: tuple[str, ...] = SEPARATORS,
-                 keep: str = "start"):  # fmt: skip
+    def __init__(
+        self,
+        chunk_size: int = 1000,
+        chunk_overlap: int = 200,
+        separators: tuple[str, ...] = SEPARATORS,
+        keep: str = "start",
+    ):
         validate_chunking(chunk_size, chunk_overlap)
         if keep not in ("start", "end"):
             raise ValueError(f"keep must be 'start' or 'end', got {keep!r}")
@@ -154,11 +159,14 @@ class RecursiveSplitter:
                 following = length
             if end > start:
                 if end - start > size:
-                    logger.warning("Created a chunk of size %d, which is longer than the specified %d", end - start,
-                                   size)  # fmt: skip
+                    logger.warning(
+                        "Created a chunk of size %d, which is longer than the specified %d", end - start, size
+                    )
                 _append_stripped(chunks, text[start:end])
-                start = max(self._first_boundary(text, separator, end - overlap, start, end),
-                            self._first_boundary(text, separator, following - size, start, end))  # fmt: skip
+                start = max(
+                    self._first_boundary(text, separator, end - overlap, start, end),
+                    self._first_boundary(text, separator, following - size, start, end),
+                )
             current = following
         _append_stripped(chunks, text[start:length])
         return chunks

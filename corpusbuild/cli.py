@@ -67,8 +67,7 @@ def chunking_params(chunk_size: int, chunk_overlap: int, no_chunk: bool, separat
         validate_chunking(chunk_size, chunk_overlap)
     except ValueError as error:
         raise click.BadParameter(str(error)) from error
-    return ChunkingParams(chunk=not no_chunk, chunk_size=chunk_size, chunk_overlap=chunk_overlap,
-                          separators=separators)  # fmt: skip
+    return ChunkingParams(chunk=not no_chunk, chunk_size=chunk_size, chunk_overlap=chunk_overlap, separators=separators)
 
 
 def _split_function(source_kind, options: dict):
@@ -148,8 +147,12 @@ def check_source_name(name: str) -> None:
 
 @main.command()
 @build_options
-@click.option("--medrag", is_flag=True, help="MedRAG-compatible snippets: its ids, titles, chunk boundaries and "
-              "contents (corpusbuild/medrag.py says where they differ from the default).")  # fmt: skip
+@click.option(
+    "--medrag",
+    is_flag=True,
+    help="MedRAG-compatible snippets: its ids, titles, chunk boundaries and "
+    "contents (corpusbuild/medrag.py says where they differ from the default).",
+)
 @click.option("--keep-no-abstract", is_flag=True, help="Keep articles without an abstract as title-only snippets.")
 @click.option(
     "--max-record-chars",
@@ -182,8 +185,12 @@ def pubmed(inputs, chunk_size, chunk_overlap, no_chunk, medrag, keep_no_abstract
     help="Split a dump of at least a quarter of this into ranges of about this many MB parsed in parallel "
     "(multistream .bz2, by its index or stream headers, or plain .xml); 0 never splits.",
 )
-@click.option("--medrag", is_flag=True, help="MedRAG-compatible snippets: its ids, titles, chunk boundaries and "
-              "contents (corpusbuild/medrag.py says where they differ from the default).")  # fmt: skip
+@click.option(
+    "--medrag",
+    is_flag=True,
+    help="MedRAG-compatible snippets: its ids, titles, chunk boundaries and "
+    "contents (corpusbuild/medrag.py says where they differ from the default).",
+)
 @click.option(
     "--language",
     callback=language_callback,
@@ -201,8 +208,9 @@ def pubmed(inputs, chunk_size, chunk_overlap, no_chunk, medrag, keep_no_abstract
     show_default=True,
     help="Source name in ids (wikipedia-zh, ...: one per language, so page ids of two wikis never meet).",
 )
-def wikipedia(inputs, chunk_size, chunk_overlap, no_chunk, medrag, language, convert_script, source_name,
-              **options) -> None:  # fmt: skip
+def wikipedia(
+    inputs, chunk_size, chunk_overlap, no_chunk, medrag, language, convert_script, source_name, **options
+) -> None:
     """Wikipedia pages-articles[-multistream].xml[.bz2] dumps, in any language, to section-titled snippets.
 
     Main namespace only; redirects and disambiguation pages are skipped; of a page with several
@@ -213,15 +221,20 @@ def wikipedia(inputs, chunk_size, chunk_overlap, no_chunk, medrag, language, con
     """
     chunking = chunking_params(chunk_size, chunk_overlap, no_chunk, options.pop("separators"))
     check_source_name(source_name)
-    params = KINDS["wikipedia"].params(chunking, source_name, medrag=medrag, language=language,
-                                       convert_script=convert_script)  # fmt: skip
+    params = KINDS["wikipedia"].params(
+        chunking, source_name, medrag=medrag, language=language, convert_script=convert_script
+    )
     exit_on_problems(run_build(kind="wikipedia", source=source_name, inputs=inputs, params=params, options=options))
 
 
 @main.command()
 @build_options
-@click.option("--medrag", is_flag=True, help="MedRAG-compatible snippets: its ids, titles, chunk boundaries and "
-              "contents (corpusbuild/medrag.py says where they differ from the default).")  # fmt: skip
+@click.option(
+    "--medrag",
+    is_flag=True,
+    help="MedRAG-compatible snippets: its ids, titles, chunk boundaries and "
+    "contents (corpusbuild/medrag.py says where they differ from the default).",
+)
 def textbooks(inputs, chunk_size, chunk_overlap, no_chunk, medrag, **options) -> None:
     """Plain-text textbooks (MedQA's Anatomy_Gray.txt, ...) to snippets, one document per book.
 
@@ -236,8 +249,12 @@ def textbooks(inputs, chunk_size, chunk_overlap, no_chunk, medrag, **options) ->
 @main.command()
 @build_options
 @click.option("--source", "source_name", default="statpearls", show_default=True, help="Source name in ids.")
-@click.option("--medrag", is_flag=True, help="MedRAG-compatible snippets: its ids, titles, chunk boundaries and "
-              "contents (corpusbuild/medrag.py says where they differ from the default).")  # fmt: skip
+@click.option(
+    "--medrag",
+    is_flag=True,
+    help="MedRAG-compatible snippets: its ids, titles, chunk boundaries and "
+    "contents (corpusbuild/medrag.py says where they differ from the default).",
+)
 def statpearls(inputs, chunk_size, chunk_overlap, no_chunk, source_name, medrag, **options) -> None:
     """StatPearls (NCBI Bookshelf BITS) tarball or NXML files, and PMC JATS articles, to paragraphs.
 
@@ -267,8 +284,9 @@ def parallel(inputs, chunk_size, chunk_overlap, no_chunk, source_name, language,
     """
     check_source_name(source_name)
     chunking = chunking_params(chunk_size, chunk_overlap, no_chunk, options.pop("separators"))
-    params = KINDS["parallel"].params(chunking, source_name, language=language,
-                                      english=str(english.resolve()) if english else None)  # fmt: skip
+    params = KINDS["parallel"].params(
+        chunking, source_name, language=language, english=str(english.resolve()) if english else None
+    )
     exit_on_problems(run_build(kind="parallel", source=source_name, inputs=inputs, params=params, options=options))
 
 
@@ -283,8 +301,9 @@ def parallel(inputs, chunk_size, chunk_overlap, no_chunk, source_name, language,
     callback=language_callback,
     help="The texts' language, recorded; zh, ja, ko keep full-width punctuation and chunk at 。！？；.",
 )
-def jsonl(inputs, chunk_size, chunk_overlap, no_chunk, source_name, id_field, title_field, text_field, language,
-          **options):  # fmt: skip
+def jsonl(
+    inputs, chunk_size, chunk_overlap, no_chunk, source_name, id_field, title_field, text_field, language, **options
+):
     """Any JSONL / JSONL.gz collection (BEIR's corpus.jsonl) to snippets.
 
     Each line is a JSON object with an id, an optional title and a text; other fields go to meta.
@@ -308,15 +327,22 @@ def jsonl(inputs, chunk_size, chunk_overlap, no_chunk, source_name, id_field, ti
 @click.option("--strict", is_flag=True, help="Stop at the first error; publish nothing.")
 @click.option("--keep-work/--no-keep-work", default=True, show_default=True)
 @click.option("--quiet", is_flag=True, help="No progress bars.")
-def build(recipe_path, root, variables, workers, executor, ray_address, require_checksums, strict, keep_work,
-          quiet) -> None:  # fmt: skip
+def build(
+    recipe_path, root, variables, workers, executor, ray_address, require_checksums, strict, keep_work, quiet
+) -> None:
     """Build every source of a TOML recipe into one corpus root (ROOT/<source>/ + ROOT/build.json).
 
     The recipe's [indexes] and [serve] tables are for `medsnip build`, which runs this and then the
     indexer; here they are only checked to be tables."""
     recipe = load_recipe_or_exit(recipe_path, parse_variables(variables))
-    options = {"workers": workers, "strict": strict, "keep_work": keep_work, "quiet": quiet, "executor": executor,
-               "ray_address": ray_address}  # fmt: skip
+    options = {
+        "workers": workers,
+        "strict": strict,
+        "keep_work": keep_work,
+        "quiet": quiet,
+        "executor": executor,
+        "ray_address": ray_address,
+    }
     record = build_recipe_sources(recipe, root, options, require_checksums)[0]
     if not record["complete"]:
         sys.exit(1)
@@ -355,8 +381,13 @@ def build_recipe_sources(recipe, root: Path, options: dict, require_checksums: b
         if not options["quiet"]:
             console.rule(f"{source.name} ({source.kind})")
         started = time.perf_counter()
-        outcome = run_build(kind=source.kind, source=source.name, inputs=source.inputs, params=source.params(),
-                            options={**options, "out_dir": root / source.name, "shards": source.shards})  # fmt: skip
+        outcome = run_build(
+            kind=source.kind,
+            source=source.name,
+            inputs=source.inputs,
+            params=source.params(),
+            options={**options, "out_dir": root / source.name, "shards": source.shards},
+        )
         records[source.name] = outcome.record
         seconds[source.name] = time.perf_counter() - started
     record = root_record(recipe, root, records)

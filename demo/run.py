@@ -49,12 +49,16 @@ def main() -> None:
     console = Console() if Console().is_terminal else Console(width=140)  # logs and CI get a readable width
     steps: dict[str, float] = {}
     started = time.perf_counter()
-    console.rule("medsnip build manifests/demo.toml: real PubMed, PMC NXML, textbook and Wikipedia samples, "
-                 "each with a store, BM25 and MiniLM dense index (about 20 snippets/s on this CPU)")  # fmt: skip
+    console.rule(
+        "medsnip build manifests/demo.toml: real PubMed, PMC NXML, textbook and Wikipedia samples, "
+        "each with a store, BM25 and MiniLM dense index (about 20 snippets/s on this CPU)"
+    )
     recipe = REPO / "manifests" / "demo.toml"
     try:
-        medsnip_main(["build", str(recipe), "--out", str(args.out), "--workers", "2", "--require-checksums", "--quiet"],
-                     standalone_mode=False)  # fmt: skip
+        medsnip_main(
+            ["build", str(recipe), "--out", str(args.out), "--workers", "2", "--require-checksums", "--quiet"],
+            standalone_mode=False,
+        )
     except SystemExit as stop:
         if stop.code:
             raise
@@ -103,16 +107,29 @@ def serve_and_query(console: Console, root: Path, refkit_out: Path) -> dict[str,
     try:
         with SearchClient(address) as client:
             info = client.info()
-            console.print(f"searchd {info.server_version} on {address}: "
-                          + ", ".join(f"{c.name} ({c.snippets:,})" for c in info.corpora))  # fmt: skip
+            console.print(
+                f"searchd {info.server_version} on {address}: "
+                + ", ".join(f"{c.name} ({c.snippets:,})" for c in info.corpora)
+            )
             for question in DEMO_QUERIES:
                 response = client.search(question, k=5)
-                table = Table("#", "RRF", "id", "ranks (corpus/retriever)", "title / content",
-                              title=f"{question}  [{response.took_ms:.0f} ms]")  # fmt: skip
+                table = Table(
+                    "#",
+                    "RRF",
+                    "id",
+                    "ranks (corpus/retriever)",
+                    "title / content",
+                    title=f"{question}  [{response.took_ms:.0f} ms]",
+                )
                 for hit in response.hits:
                     ranks = ", ".join(f"{r.corpus}/{r.retriever} {r.rank}" for r in hit.retrievers)
-                    table.add_row(str(hit.rank), f"{hit.score:.4f}", escape(hit.id), escape(ranks),
-                                  f"[bold]{escape(hit.title)}[/bold]\n{escape(hit.content[:160])}...")  # fmt: skip
+                    table.add_row(
+                        str(hit.rank),
+                        f"{hit.score:.4f}",
+                        escape(hit.id),
+                        escape(ranks),
+                        f"[bold]{escape(hit.title)}[/bold]\n{escape(hit.content[:160])}...",
+                    )
                 console.print(table)
         steps["searchd: started, 3 hybrid queries"] = time.perf_counter() - started
         started = time.perf_counter()

@@ -37,19 +37,38 @@ def language_flags(language: str) -> list[str]:
 def index_collection_command(input_dir: Path, index_dir: Path, threads: int, language: str = "en") -> list[str]:
     """Anserini's IndexCollection over a folder of JSON-lines files (also what the benchmark runs)."""
     return [
-        java_binary(), *JVM_QUIET_OPTIONS, "-cp", str(anserini_jar()), "io.anserini.index.IndexCollection",
-        "-collection", "JsonCollection", "-generator", "DefaultLuceneDocumentGenerator",
-        "-input", str(input_dir), "-index", str(index_dir), "-threads", str(threads), *INDEX_FLAGS,
+        java_binary(),
+        *JVM_QUIET_OPTIONS,
+        "-cp",
+        str(anserini_jar()),
+        "io.anserini.index.IndexCollection",
+        "-collection",
+        "JsonCollection",
+        "-generator",
+        "DefaultLuceneDocumentGenerator",
+        "-input",
+        str(input_dir),
+        "-index",
+        str(index_dir),
+        "-threads",
+        str(threads),
+        *INDEX_FLAGS,
         *language_flags(language),
-    ]  # fmt: skip
+    ]
 
 
 def medsnip_java_command(main_class: str, *args: str) -> list[str]:
     """A JVM command running one of medsnip's own Anserini helpers (indexer/java)."""
     from indexer.jvm import medsnip_jar
 
-    return [java_binary(), *JVM_QUIET_OPTIONS, "-cp", f"{anserini_jar()}{os.pathsep}{medsnip_jar()}",
-            f"medsnip.anserini.{main_class}", *args]  # fmt: skip
+    return [
+        java_binary(),
+        *JVM_QUIET_OPTIONS,
+        "-cp",
+        f"{anserini_jar()}{os.pathsep}{medsnip_jar()}",
+        f"medsnip.anserini.{main_class}",
+        *args,
+    ]
 
 
 def run_java(command: list[str], what: str) -> str:
@@ -63,8 +82,9 @@ def run_java(command: list[str], what: str) -> str:
 
 def index_collection(input_dir: Path, index_dir: Path, threads: int, language: str = "en") -> int:
     """Index every JSON-lines file of `input_dir` into `index_dir`; returns the documents indexed."""
-    return indexed_count(run_java(index_collection_command(input_dir, index_dir, threads, language),
-                                  "Anserini IndexCollection"))  # fmt: skip
+    return indexed_count(
+        run_java(index_collection_command(input_dir, index_dir, threads, language), "Anserini IndexCollection")
+    )
 
 
 def indexed_count(log: str) -> int:

@@ -40,9 +40,19 @@ DEFAULT_K1 = 0.9  # Anserini's defaults
 DEFAULT_B = 0.4
 
 
-def build_bm25(corpus: Corpus, out: Path, threads: int = 1, log=None, *, executor=None, groups: int = 1,
-               layout: str = "merged", language: str | None = None, incremental: bool = True,
-               compact_above: float | None = None) -> dict:  # fmt: skip
+def build_bm25(
+    corpus: Corpus,
+    out: Path,
+    threads: int = 1,
+    log=None,
+    *,
+    executor=None,
+    groups: int = 1,
+    layout: str = "merged",
+    language: str | None = None,
+    incremental: bool = True,
+    compact_above: float | None = None,
+) -> dict:
     """Index `corpus` into `out` (atomically: built in a temp folder, then swapped in), analyzed as
     `language` (Anserini's analyzer for it; default: the corpus's recorded language, else English).
 
@@ -84,8 +94,9 @@ def build_bm25(corpus: Corpus, out: Path, threads: int = 1, log=None, *, executo
         else:
             work = out.with_name(f".{out.name}.parts")
             part_started = time.perf_counter()
-            _, built_now = build_parts(corpus, work, shard_groups_used, executor or LocalExecutor(groups), log,
-                                       language)  # fmt: skip
+            _, built_now = build_parts(
+                corpus, work, shard_groups_used, executor or LocalExecutor(groups), log, language
+            )
             part_seconds = time.perf_counter() - part_started
             parts = [work / f"part-{part:03d}" for part in range(len(shard_groups_used))]
             if layout == "merged":
@@ -107,14 +118,22 @@ def build_bm25(corpus: Corpus, out: Path, threads: int = 1, log=None, *, executo
     if part_seconds is not None:
         seconds["parts"] = round(part_seconds, 3)
     record = index_record(
-        STAGE, corpus,
+        STAGE,
+        corpus,
         engine={"anserini": anserini_version(), "lucene": lucene_version_of(index_dirs[0]), "java": java_version()},
-        params={"field": "contents", "flags": list(INDEX_FLAGS), "threads": threads, "k1": DEFAULT_K1, "b": DEFAULT_B,
-                "groups": [[shard.index for shard in group] for group in shard_groups_used], "layout": layout,
-                **({"language": language} if language != "en" else {})},
+        params={
+            "field": "contents",
+            "flags": list(INDEX_FLAGS),
+            "threads": threads,
+            "k1": DEFAULT_K1,
+            "b": DEFAULT_B,
+            "groups": [[shard.index for shard in group] for group in shard_groups_used],
+            "layout": layout,
+            **({"language": language} if language != "en" else {}),
+        },
         counts={"documents": documents, "parts_built_this_run": built_now},
         run={"seconds": seconds, "executor": getattr(executor, "name", "local")},
-    )  # fmt: skip
+    )
     write_build_record(temp, record)
     replace_dir(temp, out)
     if len(shard_groups_used) > 1:

@@ -75,8 +75,9 @@ def build_part(task: dict) -> dict:
     return result
 
 
-def build_parts(corpus: Corpus, work: Path, groups: list[list[Shard]], executor, log=None,
-                language: str = "en") -> tuple[list[dict], int]:  # fmt: skip
+def build_parts(
+    corpus: Corpus, work: Path, groups: list[list[Shard]], executor, log=None, language: str = "en"
+) -> tuple[list[dict], int]:
     """Build every group's part index that has no marker yet; returns (per-part results, parts built now)."""
     plan = _plan(corpus, groups, language)
     plan_file = work / "plan.json"
@@ -91,8 +92,9 @@ def build_parts(corpus: Corpus, work: Path, groups: list[list[Shard]], executor,
         if marker.is_file() and (work / f"part-{part:03d}").is_dir():
             results[part] = orjson.loads(marker.read_bytes())
             continue
-        tasks.append({"work": str(work), "part": part, "shards": [str(shard.path) for shard in group],
-                      "language": language})  # fmt: skip
+        tasks.append(
+            {"work": str(work), "part": part, "shards": [str(shard.path) for shard in group], "language": language}
+        )
 
     def on_result(task: dict, result: dict) -> bool:
         results[task["part"]] = result
@@ -105,8 +107,10 @@ def build_parts(corpus: Corpus, work: Path, groups: list[list[Shard]], executor,
     for result, group in zip(ordered, groups, strict=True):
         expected = sum(shard.records for shard in group)
         if result["documents"] != expected:
-            raise LineageError(f"BM25 part {result['part']}: Anserini indexed {result['documents']} documents, "
-                               f"its shards hold {expected} snippets")  # fmt: skip
+            raise LineageError(
+                f"BM25 part {result['part']}: Anserini indexed {result['documents']} documents, "
+                f"its shards hold {expected} snippets"
+            )
     return ordered, len(tasks)
 
 

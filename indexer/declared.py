@@ -98,14 +98,30 @@ def _build_bm25(corpus: Corpus, folder: Path, options: dict, executor, log) -> d
     from medsnip.joblock import folder_job
 
     with folder_job(corpus.path, "indexer bm25"):
-        return build_bm25(corpus, folder, options["threads"], log, executor=executor, groups=options["groups"],
-                          layout=options["layout"], language=options["language"] or None)  # fmt: skip
+        return build_bm25(
+            corpus,
+            folder,
+            options["threads"],
+            log,
+            executor=executor,
+            groups=options["groups"],
+            layout=options["layout"],
+            language=options["language"] or None,
+        )
 
 
 # -- dense --
 
-_SPEC_KEYS = ("model", "query_model", "pooling", "max_length", "query_max_length", "query_prefix", "document_prefix",
-              "normalize")  # fmt: skip
+_SPEC_KEYS = (
+    "model",
+    "query_model",
+    "pooling",
+    "max_length",
+    "query_max_length",
+    "query_prefix",
+    "document_prefix",
+    "normalize",
+)
 
 
 def dense_job(options: dict, name: str):
@@ -143,8 +159,11 @@ def _dense_current(corpus: Corpus, folder: Path, options: dict, record: dict) ->
     if record.get("stage") != "indexer.dense":
         return False
     if (params.get("index_factory"), params.get("refine", 0), params.get("nprobe", 0), params.get("metric")) != (
-        job.index_factory, job.refine, job.nprobe, job.metric,
-    ):  # fmt: skip
+        job.index_factory,
+        job.refine,
+        job.nprobe,
+        job.metric,
+    ):
         return False
     if EncoderSpec.from_dict(built).to_dict() != job.spec.to_dict():  # a field recorded before it existed: its default
         return False
@@ -215,13 +234,17 @@ def declared_index(name: str, table: dict, where: str, resolve_path: Callable[[s
         raise DeclaredIndexError(f"{where}: kind must be one of {', '.join(KINDS)}, got {table.get('kind')!r}")
     kind = KINDS[kind_name]
     if not kind.folder(name):
-        raise DeclaredIndexError(f"{where}: a {kind_name} index must be named "
-                                 f"{'dense-<name>' if kind_name == 'dense' else kind_name!r} (searchd loads by folder "
-                                 f"name), got {name!r}")  # fmt: skip
+        raise DeclaredIndexError(
+            f"{where}: a {kind_name} index must be named "
+            f"{'dense-<name>' if kind_name == 'dense' else kind_name!r} (searchd loads by folder "
+            f"name), got {name!r}"
+        )
     unknown = set(table) - set(kind.options) - {"kind"}
     if unknown:
-        raise DeclaredIndexError(f"{where}: unknown key(s) {sorted(unknown)} for a {kind_name} index; known: "
-                                 f"{', '.join(sorted(kind.options))}")  # fmt: skip
+        raise DeclaredIndexError(
+            f"{where}: unknown key(s) {sorted(unknown)} for a {kind_name} index; known: "
+            f"{', '.join(sorted(kind.options))}"
+        )
     options = {}
     for key, (wanted, default) in kind.options.items():
         value = table.get(key, default)

@@ -77,8 +77,9 @@ def _metric(name: str) -> int:
     return metrics[name]
 
 
-def load_encoder(spec: dict, dtype: str, torch_threads: int | None, compile_model_too: bool,
-                 device: str) -> DenseEncoder:  # fmt: skip
+def load_encoder(
+    spec: dict, dtype: str, torch_threads: int | None, compile_model_too: bool, device: str
+) -> DenseEncoder:
     """A device worker's setup (executor.run_on_devices): the snippet encoder loaded once on `device`.
     CPU workers sharing a machine split its cores (`torch_threads` each) instead of oversubscribing."""
     if torch_threads and device == "cpu":
@@ -115,8 +116,14 @@ class ShardWork:
             vectors = np.lib.format.open_memmap(temp, mode="w+", dtype=np.float16, shape=(rows, dimension))
         else:
             vectors = np.zeros((0, dimension), dtype=np.float16)
-        return cls(task, started, np.zeros((rows, 16), dtype=np.uint8), _previous_rows(out), vectors,
-                   np.zeros(rows, dtype=bool))  # fmt: skip
+        return cls(
+            task,
+            started,
+            np.zeros((rows, 16), dtype=np.uint8),
+            _previous_rows(out),
+            vectors,
+            np.zeros(rows, dtype=bool),
+        )
 
     @property
     def rows(self) -> int:
@@ -145,8 +152,9 @@ class ShardWork:
         reused = np.flatnonzero(mask)
         if len(reused):
             rows_before, vectors, cut = self.previous
-            old = np.fromiter((rows_before[self.keys[row].tobytes()] for row in reused), dtype=np.int64,
-                              count=len(reused))  # fmt: skip
+            old = np.fromiter(
+                (rows_before[self.keys[row].tobytes()] for row in reused), dtype=np.int64, count=len(reused)
+            )
             self.vectors[reused], self.cut[reused] = vectors[old], cut[old]
         out = Path(self.task["out"])
         keys_path, cut_path = _keys_path(out), _cut_path(out)
@@ -154,14 +162,28 @@ class ShardWork:
         _save_atomic_npy(cut_path, self.cut)
         out.unlink(missing_ok=True)  # the earlier vectors (in memory now) must not outlive the record below
         truncated = int(self.cut.sum())
-        _write_atomic(_truncated_path(out), orjson.dumps({
-            "rows": self.rows, "truncated": truncated, "shard_sha256": self.task.get("sha256"),
-            "keys_sha256": sha256_file(keys_path)[0], "embedded": len(embedded), "reused": len(reused),
-            "dtype": getattr(documents, "dtype", "float32"),
-        }))  # fmt: skip
+        _write_atomic(
+            _truncated_path(out),
+            orjson.dumps(
+                {
+                    "rows": self.rows,
+                    "truncated": truncated,
+                    "shard_sha256": self.task.get("sha256"),
+                    "keys_sha256": sha256_file(keys_path)[0],
+                    "embedded": len(embedded),
+                    "reused": len(reused),
+                    "dtype": getattr(documents, "dtype", "float32"),
+                }
+            ),
+        )
         self._publish_vectors(out)  # last: the task's completion marker
-        return {"rows": self.rows, "truncated": truncated, "embedded": len(embedded),
-                "seconds": time.perf_counter() - self.started, "device": documents.device}  # fmt: skip
+        return {
+            "rows": self.rows,
+            "truncated": truncated,
+            "embedded": len(embedded),
+            "seconds": time.perf_counter() - self.started,
+            "device": documents.device,
+        }
 
 
 def embed_shard(encoder: DenseEncoder, task: dict) -> dict:
@@ -229,14 +251,17 @@ def _fed_shards(encoder: DenseEncoder, documents: TextEncoder, tasks: list[dict]
     first = tasks[0] if tasks else {}
     feeders = _feeders(documents, first.get("feeders", 0), first.get("feeder_timeout", FEEDER_TIMEOUT))
     try:
-        yield from _finished_shards(embed_windows(documents, feeders.tokenized(windows()), plan), works, documents,
-                                    encoder)  # fmt: skip
+        yield from _finished_shards(
+            embed_windows(documents, feeders.tokenized(windows()), plan), works, documents, encoder
+        )
     except FeederError as error:
         number, _, first = error.key
         shard = Path(tasks[number]["shard"]).name
-        raise EmbeddingError(f"{shard}: texts from row {first} (a window of up to {plan.window} texts): "
-                             f"{error.why}; that shard's embeddings were not written, and the index is not "
-                             "built") from None  # fmt: skip
+        raise EmbeddingError(
+            f"{shard}: texts from row {first} (a window of up to {plan.window} texts): "
+            f"{error.why}; that shard's embeddings were not written, and the index is not "
+            "built"
+        ) from None
 
 
 class EmbeddingError(RuntimeError):
@@ -377,9 +402,17 @@ def rows_budget(encoder: DenseEncoder, rows: int) -> int:
     return rows * (getattr(encoder.documents, "max_length", 0) or 512)
 
 
-def embed_corpus(corpus: Corpus, out: Path, encoder: DenseEncoder, batch_size: int, log=None, *,
-                 executor=None, devices: list[str] | None = None,
-                 feeding: Feeding = Feeding()) -> tuple[list[int], int]:  # fmt: skip
+def embed_corpus(
+    corpus: Corpus,
+    out: Path,
+    encoder: DenseEncoder,
+    batch_size: int,
+    log=None,
+    *,
+    executor=None,
+    devices: list[str] | None = None,
+    feeding: Feeding = Feeding(),
+) -> tuple[list[int], int]:
     """Embed every shard that has no embeddings of its current bytes yet; returns (the shards embedded
     now, the snippets they had to embed: text unchanged since the shard's earlier embeddings is reused).
 
@@ -392,9 +425,19 @@ def embed_corpus(corpus: Corpus, out: Path, encoder: DenseEncoder, batch_size: i
         path = out / _emb_name(shard.index)
         if _embedded(path, shard):
             continue
-        tasks.append({"index": shard.index, "name": shard.path.name, "shard": str(shard.path), "out": str(path),
-                      "batch_size": batch_size, "sha256": shard.sha256, "plan": plan,
-                      "feeders": feeding.feeders, "feeder_timeout": feeding.timeout})  # fmt: skip
+        tasks.append(
+            {
+                "index": shard.index,
+                "name": shard.path.name,
+                "shard": str(shard.path),
+                "out": str(path),
+                "batch_size": batch_size,
+                "sha256": shard.sha256,
+                "plan": plan,
+                "feeders": feeding.feeders,
+                "feeder_timeout": feeding.timeout,
+            }
+        )
     done = []
     embedded = [0]
 
@@ -467,8 +510,13 @@ def _reusable_training(out: Path, index_factory: str, metric: str, identity: dic
     training = record.get("training")
     params = record.get("params", {})
     built = params.get("index_factory_built", params.get("index_factory"))
-    if (not training or built != index_factory or params.get("metric") != metric
-            or record.get("encoder") != identity or not (out / TRAINED).is_file()):  # fmt: skip
+    if (
+        not training
+        or built != index_factory
+        or params.get("metric") != metric
+        or record.get("encoder") != identity
+        or not (out / TRAINED).is_file()
+    ):
         return None
     if sha256_file(out / TRAINED)[0] != training["sha256"]:
         return None
@@ -494,8 +542,12 @@ def _trained_template(out: Path, corpus: Corpus, template, previous: dict | None
         temp = out / f".{TRAINED}.tmp-{os.getpid()}"
         faiss.write_index(template, str(temp))
         os.replace(temp, out / TRAINED)
-        training = {"trained_on_vectors": corpus.snippets, "sample": len(sample), "embedded_since_training": 0,
-                    "reused": False}  # fmt: skip
+        training = {
+            "trained_on_vectors": corpus.snippets,
+            "sample": len(sample),
+            "embedded_since_training": 0,
+            "reused": False,
+        }
     training["sha256"] = sha256_file(out / TRAINED)[0]
     training["retrain_share"] = RETRAIN_SHARE
     return template, training
@@ -526,9 +578,21 @@ def concrete_factory(index_factory: str, vectors: int) -> str:
 UNFINISHED_PARAMS = "build-params.json"  # written first, so an unfinished build can be finished by a later run
 
 
-def build_dense(corpus: Corpus, out: Path, encoder: DenseEncoder, *, index_factory: str = "Flat",
-                metric: str = "ip", batch_size: int = 32, log=None, executor=None, devices: list[str] | None = None,
-                feeding: Feeding = Feeding(), refine: int = 0, nprobe: int = 0) -> dict:  # fmt: skip
+def build_dense(
+    corpus: Corpus,
+    out: Path,
+    encoder: DenseEncoder,
+    *,
+    index_factory: str = "Flat",
+    metric: str = "ip",
+    batch_size: int = 32,
+    log=None,
+    executor=None,
+    devices: list[str] | None = None,
+    feeding: Feeding = Feeding(),
+    refine: int = 0,
+    nprobe: int = 0,
+) -> dict:
     """Embed (resumably, across `devices` through `executor`: see embed_corpus) and index `corpus` into
     `out`; build.json is written last. An index in `out` of another corpus version is kept as a
     generation first (medsnip.generations: hard links, so every file below is replaced by renaming,
@@ -555,16 +619,24 @@ def build_dense(corpus: Corpus, out: Path, encoder: DenseEncoder, *, index_facto
     _write_atomic(
         out / UNFINISHED_PARAMS,
         orjson.dumps(
-            {"index_factory": index_factory, "metric": metric, "batch_size": batch_size,
-             "batch_plan": plan.to_dict(), "dtype_asked": feeding.dtype, "refine": refine, "nprobe": nprobe},
+            {
+                "index_factory": index_factory,
+                "metric": metric,
+                "batch_size": batch_size,
+                "batch_plan": plan.to_dict(),
+                "dtype_asked": feeding.dtype,
+                "refine": refine,
+                "nprobe": nprobe,
+            },
             option=orjson.OPT_SORT_KEYS,
         ),
-    )  # fmt: skip
+    )
     embed_started = time.perf_counter()
     devices = devices or [encoder.device]
     feeding = replace(feeding, plan=plan)
-    embedded_now, snippets_embedded = embed_corpus(corpus, out, encoder, batch_size, log, executor=executor,
-                                                   devices=devices, feeding=feeding)  # fmt: skip
+    embedded_now, snippets_embedded = embed_corpus(
+        corpus, out, encoder, batch_size, log, executor=executor, devices=devices, feeding=feeding
+    )
     embed_seconds = time.perf_counter() - embed_started
 
     dimension = identity["dimension"]
@@ -579,8 +651,7 @@ def build_dense(corpus: Corpus, out: Path, encoder: DenseEncoder, *, index_facto
         faiss.downcast_index(ivf).do_polysemous_training = False
     training = None
     if not template.is_trained:
-        template, training = _trained_template(out, corpus, template, previous_training, snippets_embedded,
-                                               dimension)  # fmt: skip
+        template, training = _trained_template(out, corpus, template, previous_training, snippets_embedded, dimension)
     shard_entries = []
     for shard in corpus.shards:
         vectors = np.load(out / _emb_name(shard.index)).astype(np.float32)
@@ -590,29 +661,49 @@ def build_dense(corpus: Corpus, out: Path, encoder: DenseEncoder, *, index_facto
         temp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
         faiss.write_index(index, str(temp))
         os.replace(temp, path)
-        shard_entries.append({"shard": shard.index, "rows": int(index.ntotal), "faiss": path.name,
-                              "embeddings": _emb_name(shard.index)})  # fmt: skip
+        shard_entries.append(
+            {"shard": shard.index, "rows": int(index.ntotal), "faiss": path.name, "embeddings": _emb_name(shard.index)}
+        )
     index_seconds = time.perf_counter() - index_started
     record = index_record(
-        STAGE, corpus,
+        STAGE,
+        corpus,
         encoder=identity,
-        params={"index_factory": index_factory, "index_factory_built": built_factory, "refine": refine,
-                "nprobe": nprobe, "metric": metric, "batch_size": batch_size,
-                   "batch_plan": plan.to_dict(), "feeders": feeding.feeders, "compile": feeding.compile,
-                   "dtype_asked": feeding.dtype, "dtype": ",".join(embedding_dtypes(out, corpus)),
-                   "train_sample_seed": TRAIN_SAMPLE_SEED, "train_sample_max": TRAIN_SAMPLE_MAX,
-                   "embeddings_dtype": "float16", "device": ",".join(devices)},
+        params={
+            "index_factory": index_factory,
+            "index_factory_built": built_factory,
+            "refine": refine,
+            "nprobe": nprobe,
+            "metric": metric,
+            "batch_size": batch_size,
+            "batch_plan": plan.to_dict(),
+            "feeders": feeding.feeders,
+            "compile": feeding.compile,
+            "dtype_asked": feeding.dtype,
+            "dtype": ",".join(embedding_dtypes(out, corpus)),
+            "train_sample_seed": TRAIN_SAMPLE_SEED,
+            "train_sample_max": TRAIN_SAMPLE_MAX,
+            "embeddings_dtype": "float16",
+            "device": ",".join(devices),
+        },
         engine={"faiss": faiss.__version__},
         shards=shard_entries,
         **({"training": training} if training else {}),
-        counts={"vectors": sum(entry["rows"] for entry in shard_entries),
-                "embedded_this_run": len(embedded_now),
-                "snippets_embedded_this_run": snippets_embedded,
-                "truncated_snippets": truncated_snippets(out, corpus)},
-        run={"executor": getattr(executor, "name", "local"),
-             "seconds": {"embed": round(embed_seconds, 3), "index": round(index_seconds, 3),
-                         "total": round(time.perf_counter() - started, 3)}},
-    )  # fmt: skip
+        counts={
+            "vectors": sum(entry["rows"] for entry in shard_entries),
+            "embedded_this_run": len(embedded_now),
+            "snippets_embedded_this_run": snippets_embedded,
+            "truncated_snippets": truncated_snippets(out, corpus),
+        },
+        run={
+            "executor": getattr(executor, "name", "local"),
+            "seconds": {
+                "embed": round(embed_seconds, 3),
+                "index": round(index_seconds, 3),
+                "total": round(time.perf_counter() - started, 3),
+            },
+        },
+    )
     write_build_record(out, record)
     if log:
         truncated = record["counts"]["truncated_snippets"]
@@ -702,9 +793,21 @@ class DenseIndex:
         recorded = self.record["encoder"]
         built = {**recorded, **self.spec.to_dict()}
         actual = encoder.identity()
-        keys = [k for k in ("model", "query_model", "pooling", "normalize", "query_prefix", "document_prefix",
-                            "dimension", "weights_sha256", "query_weights_sha256")
-                if built.get(k) != actual.get(k)]  # fmt: skip
+        keys = [
+            k
+            for k in (
+                "model",
+                "query_model",
+                "pooling",
+                "normalize",
+                "query_prefix",
+                "document_prefix",
+                "dimension",
+                "weights_sha256",
+                "query_weights_sha256",
+            )
+            if built.get(k) != actual.get(k)
+        ]
         if keys:
             details = ", ".join(f"{k}: index {built.get(k)!r} vs encoder {actual.get(k)!r}" for k in keys)
             raise LineageError(f"{self.path} was built with another encoder ({details})")
@@ -717,9 +820,13 @@ class DenseIndex:
         return bool(self._indexes) and faiss.try_extract_index_ivf(self._indexes[0]) is not None
 
     def search_vectors(
-        self, vectors: np.ndarray, k: int, nprobe: int | None = None, refine: int | None = None,
+        self,
+        vectors: np.ndarray,
+        k: int,
+        nprobe: int | None = None,
+        refine: int | None = None,
         candidates: int | None = None,
-    ) -> list[list[tuple[int, int, float]]]:  # fmt: skip
+    ) -> list[list[tuple[int, int, float]]]:
         """Top-k (shard, row, score) per query vector, best first, over all shards. `nprobe`: inverted
         lists an IVF index visits for this call (thread-safe search parameters; the index's own setting
         is untouched); ignored by other index types. `refine` (else the index's): the best refine x k
@@ -752,8 +859,9 @@ class DenseIndex:
                 continue
             if assigned is not None:
                 centroid_scores, lists = assigned
-                scores, rows = _search_preassigned(self._quantizer.ivfs[shard], vectors, take, lists, centroid_scores,
-                                                   params)  # fmt: skip
+                scores, rows = _search_preassigned(
+                    self._quantizer.ivfs[shard], vectors, take, lists, centroid_scores, params
+                )
             elif params:
                 scores, rows = index.search(vectors, take, params=params)
             else:
@@ -781,8 +889,9 @@ class DenseIndex:
         if not found:
             return []
         if self._embeddings is None:
-            self._embeddings = [np.load(self.path / entry["embeddings"], mmap_mode="r")
-                                for entry in self.record["shards"]]  # fmt: skip
+            self._embeddings = [
+                np.load(self.path / entry["embeddings"], mmap_mode="r") for entry in self.record["shards"]
+            ]
         shards = np.fromiter((shard for shard, _, _ in found), dtype=np.int64, count=len(found))
         rows = np.fromiter((row for _, row, _ in found), dtype=np.int64, count=len(found))
         exact = np.empty(len(found), dtype=np.float32)
@@ -806,8 +915,9 @@ class DenseIndex:
                 raise ValueError("this DenseIndex was opened without an encoder: pass vectors or an encoder")
             vectors = self.encoder.encode_queries(list(queries))
         store = self.store()
-        return [[(store.id_at(shard, row), score) for shard, row, score in hits]
-                for hits in self.search_vectors(vectors, k)]  # fmt: skip
+        return [
+            [(store.id_at(shard, row), score) for shard, row, score in hits] for hits in self.search_vectors(vectors, k)
+        ]
 
     def close(self) -> None:
         """Let go of the shards' FAISS indexes and the mapped embeddings (each shard's quantizer given back
@@ -862,8 +972,17 @@ def _search_preassigned(ivf, vectors: np.ndarray, k: int, lists: np.ndarray, cen
     rows = np.empty((count, k), dtype=np.int64)
     lists = np.ascontiguousarray(lists, dtype=np.int64)
     centroid_scores = np.ascontiguousarray(centroid_scores, dtype=np.float32)
-    ivf.search_preassigned_c(count, faiss.swig_ptr(vectors), k, faiss.swig_ptr(lists), faiss.swig_ptr(centroid_scores),
-                             faiss.swig_ptr(scores), faiss.swig_ptr(rows), False, params)  # fmt: skip
+    ivf.search_preassigned_c(
+        count,
+        faiss.swig_ptr(vectors),
+        k,
+        faiss.swig_ptr(lists),
+        faiss.swig_ptr(centroid_scores),
+        faiss.swig_ptr(scores),
+        faiss.swig_ptr(rows),
+        False,
+        params,
+    )
     return scores, rows
 
 
@@ -897,8 +1016,10 @@ def resolve_faiss_device(device: str) -> str:
     if device == "auto":
         return "cuda" if faiss_gpus() else "cpu"
     if device == "cuda" and not faiss_gpus():
-        raise ValueError("FAISS sees no GPU: install the gpu extra (faiss-gpu) on a CUDA machine, or search on the CPU "
-                         "(--device cpu)")  # fmt: skip
+        raise ValueError(
+            "FAISS sees no GPU: install the gpu extra (faiss-gpu) on a CUDA machine, or search on the CPU "
+            "(--device cpu)"
+        )
     return device
 
 

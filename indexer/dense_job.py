@@ -103,6 +103,17 @@ def run_dense(corpus: Corpus, out: Path, job: DenseJob, runner, log=None) -> dic
         store_record = read_complete_record(corpus.path / "store") or {}
         if store_record.get("upstream", {}).get("lineage_sha256") != corpus.record_hash:
             build_store(corpus, corpus.path / "store")
-        return build_dense(corpus, out, encoder, index_factory=job.index_factory, metric=job.metric,
-                           batch_size=batch_size, log=log, executor=runner, devices=devices,
-                           feeding=dataclasses.replace(feeding), refine=job.refine, nprobe=job.nprobe)  # fmt: skip
+        return build_dense(
+            corpus,
+            out,
+            encoder,
+            index_factory=job.index_factory,
+            metric=job.metric,
+            batch_size=batch_size,
+            log=log,
+            executor=runner,
+            devices=devices,
+            feeding=dataclasses.replace(feeding),
+            refine=job.refine,
+            nprobe=job.nprobe,
+        )

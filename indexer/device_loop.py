@@ -23,8 +23,9 @@ def compile_model(encoder) -> None:
     encoder.model = encoder._torch.compile(encoder.model, dynamic=True)
 
 
-def embed_windows(encoder, windows: Iterable[tuple[object, object]],
-                  plan: BatchPlan) -> Iterator[tuple[object, object, np.ndarray]]:  # fmt: skip
+def embed_windows(
+    encoder, windows: Iterable[tuple[object, object]], plan: BatchPlan
+) -> Iterator[tuple[object, object, np.ndarray]]:
     """(key, window, float32 vectors in the window's text order) for each (key, window), a window being a
     TokenizedWindow or a FedWindow (whose `tokens` are embedded)."""
     torch = encoder._torch

@@ -197,8 +197,7 @@ def feed(payload, backend=None, settings: TokenizerSettings | None = None):
     return FedWindow(keys, todo, tokens)
 
 
-def pad_batch(window: TokenizedWindow, rows: np.ndarray, padded: int, pad_id: int, left: bool,
-              allocate) -> dict:  # fmt: skip
+def pad_batch(window: TokenizedWindow, rows: np.ndarray, padded: int, pad_id: int, left: bool, allocate) -> dict:
     """The batch's rows of `window` as model inputs of `padded` tokens each: input_ids, attention_mask
     (and token_type_ids when the window has them), written into the arrays `allocate(name, shape)`
     returns (int64; views of pinned host tensors when the device is a GPU)."""
@@ -251,8 +250,9 @@ def feed_checked(payload, backend=None, settings: TokenizerSettings | None = Non
         texts = payload
         if isinstance(payload, SnippetWindow):
             try:
-                texts = snippet_texts([orjson.loads(line) for line in payload.lines.splitlines()], payload.pair,
-                                      payload.prefix)  # fmt: skip
+                texts = snippet_texts(
+                    [orjson.loads(line) for line in payload.lines.splitlines()], payload.pair, payload.prefix
+                )
             except Exception:  # noqa: BLE001 - a line that is not a snippet: the lines are the texts
                 lines = payload.lines.splitlines()
                 bad = next((n for n, line in enumerate(lines) if not _parses(line)), None)
@@ -279,8 +279,9 @@ class Feeders:
     (never waited for), so the job fails in bounded time instead of hanging. Ctrl-C, or any exception in
     the caller, kills them too."""
 
-    def __init__(self, settings: TokenizerSettings, count: int, depth: int | None = None,
-                 timeout: float = FEEDER_TIMEOUT):  # fmt: skip
+    def __init__(
+        self, settings: TokenizerSettings, count: int, depth: int | None = None, timeout: float = FEEDER_TIMEOUT
+    ):
         self.settings, self.count, self.timeout = settings, count, timeout
         self.depth = depth or max(2, count + 1)
         self._pool: ProcessPoolExecutor | None = None
@@ -298,8 +299,9 @@ class Feeders:
                     handle.write(orjson.dumps(asdict(self.settings)))
             # spawn, not fork: the parent may hold CUDA, Ray or gRPC threads that a fork must not copy
             context = multiprocessing.get_context("spawn")
-            self._pool = ProcessPoolExecutor(self.count, mp_context=context, initializer=_start_feeder,
-                                             initargs=(self._settings_file, os.getpid()))  # fmt: skip
+            self._pool = ProcessPoolExecutor(
+                self.count, mp_context=context, initializer=_start_feeder, initargs=(self._settings_file, os.getpid())
+            )
         return self._pool
 
     def _remove_settings_file(self) -> None:
@@ -350,11 +352,15 @@ class Feeders:
         try:
             return future.result(timeout=self.timeout)
         except FutureTimeout:
-            raise FeederError(key, f"no feeder answered in {self.timeout:.0f} s (a feeder process stopped or "
-                              "hung); the feeders were killed") from None  # fmt: skip
+            raise FeederError(
+                key,
+                f"no feeder answered in {self.timeout:.0f} s (a feeder process stopped or "
+                "hung); the feeders were killed",
+            ) from None
         except BrokenProcessPool:
-            raise FeederError(key, "a feeder process died (killed, or out of memory); the feeders were "
-                              "killed") from None  # fmt: skip
+            raise FeederError(
+                key, "a feeder process died (killed, or out of memory); the feeders were killed"
+            ) from None
         except ValueError as error:
             raise FeederError(key, str(error)) from None
 

@@ -85,8 +85,10 @@ def _scan_shard(shard) -> tuple[np.ndarray, np.ndarray]:
         if isinstance(mapped, mmap.mmap):
             mapped.close()
     if len(hashes) != shard.records or size != shard.bytes:
-        raise LineageError(f"{shard.path}: {len(hashes)} lines of {size} bytes, the corpus build.json says "
-                           f"{shard.records} of {shard.bytes}")  # fmt: skip
+        raise LineageError(
+            f"{shard.path}: {len(hashes)} lines of {size} bytes, the corpus build.json says "
+            f"{shard.records} of {shard.bytes}"
+        )
     return np.array(offsets, dtype=np.uint64), np.array(hashes, dtype=np.uint64)
 
 

@@ -190,8 +190,14 @@ def default_out(corpus_path: Path, name: str) -> Path:
 def index_record(stage: str, corpus: Corpus, **fields) -> dict:
     """The build record of an index of `corpus`: the common header (schema, tool, stage, lineage)
     followed by the stage's own fields."""
-    return {"schema": RECORD_SCHEMA, "tool": tool_identity(), "stage": stage, "complete": True,
-            "upstream": corpus.upstream(), **fields}  # fmt: skip
+    return {
+        "schema": RECORD_SCHEMA,
+        "tool": tool_identity(),
+        "stage": stage,
+        "complete": True,
+        "upstream": corpus.upstream(),
+        **fields,
+    }
 
 
 def open_index_record(path: Path, stage: str, what: str, corpus: Corpus) -> dict:

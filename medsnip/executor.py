@@ -43,9 +43,15 @@ class Executor(Protocol):
         """Run `function(task, *extra_args)` for every task; `on_result` (in this process) gets each result
         as it comes and returns False to stop early (tasks not started are cancelled)."""
 
-    def run_on_devices(self, tasks: Sequence, setup: Callable[[str], Any], function: Callable,
-                       devices: Sequence[str], on_result: OnResult,
-                       teardown: Callable[[Any], None] | None = None) -> None:  # fmt: skip
+    def run_on_devices(
+        self,
+        tasks: Sequence,
+        setup: Callable[[str], Any],
+        function: Callable,
+        devices: Sequence[str],
+        on_result: OnResult,
+        teardown: Callable[[Any], None] | None = None,
+    ) -> None:
         """One long-lived worker per device: `setup(device)` once (load a model there), then
         `function(state, task)` for each task it is handed, the next task going to whichever worker is
         free, so a faster device takes more tasks; `teardown(state)` in each worker at the end (stop
@@ -70,8 +76,12 @@ class LocalExecutor:
                     return
             return
         context = multiprocessing.get_context("fork")
-        with ProcessPoolExecutor(max_workers=self.workers, mp_context=context, initializer=_local_worker_start,
-                                 initargs=(os.getpid(), self.initializer)) as pool:  # fmt: skip
+        with ProcessPoolExecutor(
+            max_workers=self.workers,
+            mp_context=context,
+            initializer=_local_worker_start,
+            initargs=(os.getpid(), self.initializer),
+        ) as pool:
             pending: dict[Future, Any] = {pool.submit(function, task, *extra_args): task for task in tasks}
             try:
                 while pending:
@@ -84,9 +94,15 @@ class LocalExecutor:
                 for other in pending:
                     other.cancel()
 
-    def run_on_devices(self, tasks: Sequence, setup: Callable[[str], Any], function: Callable,
-                       devices: Sequence[str], on_result: OnResult,
-                       teardown: Callable[[Any], None] | None = None) -> None:  # fmt: skip
+    def run_on_devices(
+        self,
+        tasks: Sequence,
+        setup: Callable[[str], Any],
+        function: Callable,
+        devices: Sequence[str],
+        on_result: OnResult,
+        teardown: Callable[[Any], None] | None = None,
+    ) -> None:
         if len(devices) == 1:
             state = setup(devices[0])
             try:
@@ -100,8 +116,15 @@ class LocalExecutor:
         # spawned, not forked: a worker initialises CUDA (or torch's thread pools) itself, which a fork
         # of a process that already did cannot
         context = multiprocessing.get_context("spawn")
-        pools = [ProcessPoolExecutor(max_workers=1, mp_context=context, initializer=_device_worker_start,
-                                     initargs=(os.getpid(), setup, device)) for device in devices]  # fmt: skip
+        pools = [
+            ProcessPoolExecutor(
+                max_workers=1,
+                mp_context=context,
+                initializer=_device_worker_start,
+                initargs=(os.getpid(), setup, device),
+            )
+            for device in devices
+        ]
         waiting = list(tasks)
         pending: dict[Future, tuple[Any, ProcessPoolExecutor]] = {}
 
@@ -249,9 +272,15 @@ class RayExecutor:
             for reference in pending:
                 ray.cancel(reference, force=True)
 
-    def run_on_devices(self, tasks: Sequence, setup: Callable[[str], Any], function: Callable,
-                       devices: Sequence[str], on_result: OnResult,
-                       teardown: Callable[[Any], None] | None = None) -> None:  # fmt: skip
+    def run_on_devices(
+        self,
+        tasks: Sequence,
+        setup: Callable[[str], Any],
+        function: Callable,
+        devices: Sequence[str],
+        on_result: OnResult,
+        teardown: Callable[[Any], None] | None = None,
+    ) -> None:
         """One Ray actor per device: `num_gpus=1` for a CUDA device (Ray picks the GPU and sets
         CUDA_VISIBLE_DEVICES, so the actor sees it as "cuda"), one CPU otherwise; an actor whose process
         dies is restarted (setup again) and its task retried."""
@@ -262,8 +291,12 @@ class RayExecutor:
         actors = []
         for device in devices:
             on_gpu = device.startswith("cuda")
-            options = {"num_cpus": 1, "num_gpus": 1 if on_gpu else 0, "max_restarts": 1,
-                       "max_task_retries": self.task_retries}  # fmt: skip
+            options = {
+                "num_cpus": 1,
+                "num_gpus": 1 if on_gpu else 0,
+                "max_restarts": 1,
+                "max_task_retries": self.task_retries,
+            }
             actors.append(worker_class.options(**options).remote(setup, "cuda" if on_gpu else device))
         waiting = list(tasks)
         pending: dict = {}
@@ -332,8 +365,9 @@ def _die_with_raylet() -> None:
     die_with_parent(parent)
 
 
-def make_executor(kind: str, workers: int, address: str | None = None,
-                  initializer: Callable[[], None] | None = None) -> LocalExecutor | RayExecutor:  # fmt: skip
+def make_executor(
+    kind: str, workers: int, address: str | None = None, initializer: Callable[[], None] | None = None
+) -> LocalExecutor | RayExecutor:
     """The executor a stage's `--executor`, `--workers` and `--ray-address` options ask for."""
     if kind == "ray":
         return RayExecutor(address, num_cpus=None if address else workers)

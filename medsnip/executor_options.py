@@ -42,11 +42,19 @@ def executor_options(what: str, workers: int | None = None, workers_help: str | 
     )
     return [
         *worker_option,
-        click.option("--executor", default="local", show_default=True, type=click.Choice(EXECUTORS),
-                     help=f"Run {what} in a local process pool or on a Ray cluster."),
-        click.option("--ray-address", help="With --executor ray: join this cluster (auto or HOST:PORT) "
-                     "instead of starting a private one. Every node must see the output at the same path."),
-    ]  # fmt: skip
+        click.option(
+            "--executor",
+            default="local",
+            show_default=True,
+            type=click.Choice(EXECUTORS),
+            help=f"Run {what} in a local process pool or on a Ray cluster.",
+        ),
+        click.option(
+            "--ray-address",
+            help="With --executor ray: join this cluster (auto or HOST:PORT) "
+            "instead of starting a private one. Every node must see the output at the same path.",
+        ),
+    ]
 
 
 @contextmanager
@@ -55,8 +63,9 @@ def executor_from_options(options: dict, initializer: Callable[[], None] | None 
     combination is a usage error (exit status 2)."""
     try:
         workers = options.get("workers") or os.cpu_count() or 1
-        executor = make_executor(options.get("executor", "local"), workers, options.get("ray_address"),
-                                 initializer=initializer)  # fmt: skip
+        executor = make_executor(
+            options.get("executor", "local"), workers, options.get("ray_address"), initializer=initializer
+        )
     except (RayUnavailable, ValueError) as error:
         raise click.UsageError(str(error)) from error
     try:

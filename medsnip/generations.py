@@ -124,8 +124,10 @@ def write_lease(folders: set[Path], lineages: set[str]) -> list[Path]:
     lease files written (a folder that cannot be written is skipped: nothing can be pruned there that
     a lease would have protected, except by a prune that ignores this server)."""
     written = []
-    body = json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "lineages": sorted(lineages),
-                       "written": time.time()}, sort_keys=True)  # fmt: skip
+    body = json.dumps(
+        {"pid": os.getpid(), "host": socket.gethostname(), "lineages": sorted(lineages), "written": time.time()},
+        sort_keys=True,
+    )
     for folder in sorted(set(folders)):
         leases = Path(folder) / GENERATIONS / LEASES
         try:
@@ -187,10 +189,16 @@ def kept_generations(folder: Path, lease_timeout: float = DEFAULT_LEASE_TIMEOUT)
     for entry in sorted(root.iterdir()):
         if entry.name == LEASES or entry.name.startswith(".") or not entry.is_dir():
             continue
-        users = tuple(f"{lease['host']}-{lease['pid']}" for lease in leases
-                      if any(lineage.startswith(entry.name) for lineage in lease.get("lineages", [])))  # fmt: skip
-        freed = sum(path.stat().st_size for path in entry.rglob("*")
-                    if path.is_file() and not path.is_symlink() and path.stat().st_nlink == 1)  # fmt: skip
+        users = tuple(
+            f"{lease['host']}-{lease['pid']}"
+            for lease in leases
+            if any(lineage.startswith(entry.name) for lineage in lease.get("lineages", []))
+        )
+        freed = sum(
+            path.stat().st_size
+            for path in entry.rglob("*")
+            if path.is_file() and not path.is_symlink() and path.stat().st_nlink == 1
+        )
         kept.append(Kept(entry, freed, users))
     return kept
 

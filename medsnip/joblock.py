@@ -33,8 +33,9 @@ def folder_job(folder: Path, what: str) -> Iterator[None]:
         except BlockingIOError:
             handle.seek(0)
             holder = handle.read().strip() or "another job"
-            raise FolderBusy(f"{folder}: {holder} is running on this folder; run {what} again once it has "
-                             "finished") from None  # fmt: skip
+            raise FolderBusy(
+                f"{folder}: {holder} is running on this folder; run {what} again once it has finished"
+            ) from None
         handle.seek(0)
         handle.truncate()
         handle.write(f"medsnip {what} (pid {os.getpid()})\n")

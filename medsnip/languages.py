@@ -13,8 +13,34 @@ import re
 CJK_LANGUAGES = frozenset({"zh", "ja", "ko"})
 # Languages Anserini analyzes with a language-specific Lucene analyzer (its AnalyzerMap, plus English,
 # its default): `indexer bm25 --language` takes these.
-ANSERINI_LANGUAGES = ("en", "ar", "bn", "da", "de", "es", "fa", "fi", "fr", "hi", "hu", "id", "it", "ja", "ko",
-                      "nl", "no", "pl", "pt", "ru", "sv", "te", "th", "tr", "uk", "zh")  # fmt: skip
+ANSERINI_LANGUAGES = (
+    "en",
+    "ar",
+    "bn",
+    "da",
+    "de",
+    "es",
+    "fa",
+    "fi",
+    "fr",
+    "hi",
+    "hu",
+    "id",
+    "it",
+    "ja",
+    "ko",
+    "nl",
+    "no",
+    "pl",
+    "pt",
+    "ru",
+    "sv",
+    "te",
+    "th",
+    "tr",
+    "uk",
+    "zh",
+)
 # Scripts written without spaces between words: kana, CJK ideographs (extension A, unified, compatibility,
 # extensions B-G), Hangul syllables. A regex character-class body.
 CJK_CHARACTERS = "\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0003134f"

@@ -49,8 +49,15 @@ def read_query_file(path: Path, file_format: str = "auto", limit: int | None = N
         raise QueryFileError(f"{path}: no such query file")
     if file_format == "auto":
         file_format = _detect(path)
-    readers = {"jsonl": _jsonl, "tsv": _tsv, "pubmedqa": _pubmedqa, "bioasq": _bioasq, "medqa": _medqa,
-               "cmb-clin": _cmb_clin, "frenchmedmcqa": _frenchmedmcqa}  # fmt: skip
+    readers = {
+        "jsonl": _jsonl,
+        "tsv": _tsv,
+        "pubmedqa": _pubmedqa,
+        "bioasq": _bioasq,
+        "medqa": _medqa,
+        "cmb-clin": _cmb_clin,
+        "frenchmedmcqa": _frenchmedmcqa,
+    }
     if file_format not in readers:
         raise QueryFileError(f"{path}: unknown query format {file_format!r} (one of {', '.join(FORMATS)})")
     items: list[QueryItem] = []
@@ -106,8 +113,9 @@ def _detect(path: Path) -> str:
             return "cmb-clin"
         if isinstance(first, dict) and "question" in first and "answers" in first:
             return "frenchmedmcqa"
-        raise QueryFileError(f"{path}: a JSON file of no known query format (BioASQ, PubMedQA, CMB-Clin, "
-                             "FrenchMedMCQA); pass --format")  # fmt: skip
+        raise QueryFileError(
+            f"{path}: a JSON file of no known query format (BioASQ, PubMedQA, CMB-Clin, FrenchMedMCQA); pass --format"
+        )
     raise QueryFileError(f"{path}: cannot tell the query format from the name; pass --format")
 
 
@@ -145,8 +153,9 @@ def _tsv(path: Path):
             try:
                 line = raw.decode("utf-8-sig" if number == 1 else "utf-8")  # -sig: a byte-order mark is not the id
             except UnicodeDecodeError as error:
-                raise QueryFileError(f"{path}:{number}: not UTF-8 text ({error.reason} at byte {error.start} of the "
-                                     "line)") from error  # fmt: skip
+                raise QueryFileError(
+                    f"{path}:{number}: not UTF-8 text ({error.reason} at byte {error.start} of the line)"
+                ) from error
             line = line.rstrip("\r\n")
             row = line.split("\t") if line else []
             if not row or (number == 1 and row[0].strip().lower() in ("id", "qid", "query-id", "query_id")):
@@ -154,8 +163,10 @@ def _tsv(path: Path):
             if len(row) < 2:
                 raise QueryFileError(f"{path}:{number}: expected 'id<TAB>query', found one column")
             if len(row) > 2:
-                raise QueryFileError(f"{path}:{number}: expected 'id<TAB>query', found {len(row)} columns (a tab "
-                                     "inside the query? write it as a space)")  # fmt: skip
+                raise QueryFileError(
+                    f"{path}:{number}: expected 'id<TAB>query', found {len(row)} columns (a tab "
+                    "inside the query? write it as a space)"
+                )
             yield f"{path}:{number}", row[0], row[1]
 
 

@@ -27,8 +27,16 @@ def main() -> None:
 @with_options(executor_options("corpusbuild's parse and merge tasks, BM25 groups and embedding workers"))
 @click.option("--require-checksums", is_flag=True, help="Refuse inputs without a pinned sha256 in the recipe.")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
-def build(recipe_path: Path, root: Path, variables: tuple[str, ...], workers: int, executor: str,
-          ray_address: str | None, require_checksums: bool, quiet: bool) -> None:  # fmt: skip
+def build(
+    recipe_path: Path,
+    root: Path,
+    variables: tuple[str, ...],
+    workers: int,
+    executor: str,
+    ray_address: str | None,
+    require_checksums: bool,
+    quiet: bool,
+) -> None:
     """Build everything a recipe names into one served root: its corpora, each corpus's indexes
     ([indexes.NAME] tables: store, BM25, dense) and what searchd serves ([serve] -> ROOT/serve.json).
 
@@ -43,21 +51,29 @@ def build(recipe_path: Path, root: Path, variables: tuple[str, ...], workers: in
     from pipeline.recipe_build import RecipeBuildError, build_root
 
     recipe = load_recipe_or_exit(recipe_path, parse_variables(variables))
-    options = {"workers": workers, "executor": executor, "ray_address": ray_address, "strict": False,
-               "keep_work": True, "quiet": quiet}  # fmt: skip
+    options = {
+        "workers": workers,
+        "executor": executor,
+        "ray_address": ray_address,
+        "strict": False,
+        "keep_work": True,
+        "quiet": quiet,
+    }
 
     def build_sources(recipe, root: Path) -> dict[str, float]:
         record, seconds = build_recipe_sources(recipe, root, options, require_checksums)
         if not record["complete"]:
-            raise RecipeBuildError(f"{root}/build.json: a source is incomplete (its build.json lists the problems); "
-                                   "no index was built")  # fmt: skip
+            raise RecipeBuildError(
+                f"{root}/build.json: a source is incomplete (its build.json lists the problems); no index was built"
+            )
         return seconds
 
     started = time.perf_counter()
     try:
         with executor_from_options(options) as runner:
-            runs = build_root(recipe, root, build_sources=build_sources, executor=runner,
-                              log=lambda line: click.echo(line, err=True))  # fmt: skip
+            runs = build_root(
+                recipe, root, build_sources=build_sources, executor=runner, log=lambda line: click.echo(line, err=True)
+            )
     except (RecipeBuildError, EncoderUnavailable, FolderBusy, EmbeddingError, DeviceError) as error:
         click.echo(f"error: {error}", err=True)
         sys.exit(1)
@@ -107,8 +123,13 @@ def update(corpus_dir: Path, folders: tuple[Path, ...], workers: int, reload_pid
 
     try:
         with folder_job(corpus_dir, "update"):
-            summary = run_update(corpus_dir, list(folders), workers=workers, reload_pid=reload_pid,
-                                 log=lambda line: click.echo(line, err=True))  # fmt: skip
+            summary = run_update(
+                corpus_dir,
+                list(folders),
+                workers=workers,
+                reload_pid=reload_pid,
+                log=lambda line: click.echo(line, err=True),
+            )
     except (UpdateError, ProcessLookupError, FolderBusy) as error:
         click.echo(f"error: {error}", err=True)
         sys.exit(1)
@@ -118,8 +139,13 @@ def update(corpus_dir: Path, folders: tuple[Path, ...], workers: int, reload_pid
 @main.command()
 @click.argument("folders", nargs=-1, required=True, type=click.Path(path_type=Path, exists=True, file_okay=False))
 @click.option("--dry-run", is_flag=True, help="List what would be deleted.")
-@click.option("--lease-timeout", default=900.0, show_default=True, type=click.FloatRange(0),
-              help="Seconds after which a lease written by a server on another host counts as gone.")  # fmt: skip
+@click.option(
+    "--lease-timeout",
+    default=900.0,
+    show_default=True,
+    type=click.FloatRange(0),
+    help="Seconds after which a lease written by a server on another host counts as gone.",
+)
 def prune(folders: tuple[Path, ...], dry_run: bool, lease_timeout: float) -> None:
     """Delete the kept generations of corpus (or index) folders that no running searchd uses.
 

@@ -46,8 +46,9 @@ def index_plan(recipe: Recipe) -> dict[str, list[DeclaredIndex]]:
     declared = {}
     for name, table in recipe.indexes.items():
         where = f"{recipe.path}: [indexes.{name}]"
-        resolved = {key: recipe.substitute(value, where) if isinstance(value, str) else value
-                    for key, value in table.items()}  # fmt: skip
+        resolved = {
+            key: recipe.substitute(value, where) if isinstance(value, str) else value for key, value in table.items()
+        }
         try:
             declared[name] = declared_index(name, resolved, where, recipe.resolve_path)
         except DeclaredIndexError as error:
@@ -70,8 +71,10 @@ def serve_plan(recipe: Recipe, plan: dict[str, list[DeclaredIndex]]) -> ServePla
     built = {index.name for indexes in plan.values() for index in indexes if index.kind != "store"}
     missing = [name for name in serving.retrievers if name not in built]
     if missing:
-        raise RecipeBuildError(f"{recipe.path}: [serve] retrievers {missing} are not indexes any source builds "
-                               f"(built: {', '.join(sorted(built)) or 'none'})")  # fmt: skip
+        raise RecipeBuildError(
+            f"{recipe.path}: [serve] retrievers {missing} are not indexes any source builds "
+            f"(built: {', '.join(sorted(built)) or 'none'})"
+        )
     return serving
 
 
@@ -86,8 +89,14 @@ def folder_bytes(path: Path) -> int:
     return total
 
 
-def build_root(recipe: Recipe, root: Path, *, build_sources: Callable[[Recipe, Path], dict[str, float]],
-               executor, log: Callable[[str], None] = lambda _: None) -> list[StageRun]:  # fmt: skip
+def build_root(
+    recipe: Recipe,
+    root: Path,
+    *,
+    build_sources: Callable[[Recipe, Path], dict[str, float]],
+    executor,
+    log: Callable[[str], None] = lambda _: None,
+) -> list[StageRun]:
     """Build everything `recipe` names into `root`; returns one StageRun per stage. `build_sources`
     builds the recipe's corpora (corpusbuild's, with its progress display) and returns each one's
     seconds; `executor` runs the indexers' tasks (local pool or Ray)."""
@@ -97,10 +106,16 @@ def build_root(recipe: Recipe, root: Path, *, build_sources: Callable[[Recipe, P
     serving = serve_plan(recipe, plan)
     before = {source.name: _lineage(root / source.name) for source in recipe.sources}
     seconds = build_sources(recipe, root)
-    runs = [StageRun("corpusbuild", source.name,
-                     "built" if _lineage(root / source.name) != before[source.name] else "current",
-                     seconds[source.name], sum(path.stat().st_size for path in (root / source.name).glob("shard-*")))
-            for source in recipe.sources]  # fmt: skip
+    runs = [
+        StageRun(
+            "corpusbuild",
+            source.name,
+            "built" if _lineage(root / source.name) != before[source.name] else "current",
+            seconds[source.name],
+            sum(path.stat().st_size for path in (root / source.name).glob("shard-*")),
+        )
+        for source in recipe.sources
+    ]
     for source in recipe.sources:
         try:
             corpus = Corpus.open(root / source.name, verify="full")
@@ -116,13 +131,27 @@ def build_root(recipe: Recipe, root: Path, *, build_sources: Callable[[Recipe, P
                 except (LineageError, DeclaredIndexError) as error:
                     raise RecipeBuildError(f"{source.name}/{index.name}: {error}") from error
                 status = "built"
-            runs.append(StageRun(index.name, source.name, status, time.perf_counter() - started,
-                                 folder_bytes(index.folder(corpus.path))))  # fmt: skip
+            runs.append(
+                StageRun(
+                    index.name,
+                    source.name,
+                    status,
+                    time.perf_counter() - started,
+                    folder_bytes(index.folder(corpus.path)),
+                )
+            )
     if serving is not None:
         serving.write(root)
-        runs.append(StageRun("serve.json", "", "written", 0.0, (root / "serve.json").stat().st_size,
-                             f"{', '.join(serving.retrievers) or 'every retriever'}; {serving.fusion} "
-                             f"(k={serving.rrf_k})"))  # fmt: skip
+        runs.append(
+            StageRun(
+                "serve.json",
+                "",
+                "written",
+                0.0,
+                (root / "serve.json").stat().st_size,
+                f"{', '.join(serving.retrievers) or 'every retriever'}; {serving.fusion} (k={serving.rrf_k})",
+            )
+        )
     return runs
 
 

@@ -55,11 +55,14 @@ def check_recorded_inputs(corpus_dir: Path, record: dict) -> None:
         if not path.is_file():
             problems.append(f"{path}: recorded input is missing{where}")
         elif "bytes" in entry and path.stat().st_size != entry["bytes"]:
-            problems.append(f"{path}: recorded input has {path.stat().st_size:,} bytes, the build read "
-                            f"{entry['bytes']:,}{where}")  # fmt: skip
+            problems.append(
+                f"{path}: recorded input has {path.stat().st_size:,} bytes, the build read {entry['bytes']:,}{where}"
+            )
     if problems:
-        raise UpdateError(f"{corpus_dir}/build.json: " + "; ".join(problems) + ". Nothing was published: restore "
-                          "the inputs (or rebuild the corpus from its inputs) and run the update again")  # fmt: skip
+        raise UpdateError(
+            f"{corpus_dir}/build.json: " + "; ".join(problems) + ". Nothing was published: restore "
+            "the inputs (or rebuild the corpus from its inputs) and run the update again"
+        )
 
 
 def check_update_files(files: list[Path]) -> None:
@@ -82,8 +85,10 @@ def check_update_files(files: list[Path]) -> None:
         if b"<PubmedArticleSet" not in head and b"<MedlineCitationSet" not in head:
             problems.append(f"{path}: not a PubMed update file (no PubmedArticleSet or MedlineCitationSet root)")
     if problems:
-        raise UpdateError("; ".join(problems) + ". Nothing was published: the corpus keeps its last complete "
-                          "version; move the file away or download it again")  # fmt: skip
+        raise UpdateError(
+            "; ".join(problems) + ". Nothing was published: the corpus keeps its last complete "
+            "version; move the file away or download it again"
+        )
 
 
 def rebuild_corpus(corpus_dir: Path, record: dict, new_files: list[Path], workers: int) -> dict:
@@ -97,9 +102,21 @@ def rebuild_corpus(corpus_dir: Path, record: dict, new_files: list[Path], worker
     options = {name: params[name] for name, _ in kind.options if name in params}
     build_params = kind.params(ChunkingParams.from_dict(params), record["source"], **options)
     inputs = [entry["path"] for entry in record["inputs"]] + [str(path) for path in new_files]
-    outcome = run_build(kind="pubmed", source=record["source"], inputs=inputs, params=build_params,
-                        options={"out_dir": corpus_dir, "shards": params["shards"], "workers": workers,
-                                 "executor": "local", "strict": False, "keep_work": True, "quiet": True})  # fmt: skip
+    outcome = run_build(
+        kind="pubmed",
+        source=record["source"],
+        inputs=inputs,
+        params=build_params,
+        options={
+            "out_dir": corpus_dir,
+            "shards": params["shards"],
+            "workers": workers,
+            "executor": "local",
+            "strict": False,
+            "keep_work": True,
+            "quiet": True,
+        },
+    )
     exit_on_problems(outcome)
     return outcome.record
 
@@ -135,15 +152,28 @@ def rebuild_indexes(corpus_dir: Path, log) -> dict[str, dict]:
             records[folder.name] = build_store(corpus, folder)
         elif stage == "indexer.bm25":
             groups, layout = len(params.get("groups", [[]])), params.get("layout", "merged")
-            records[folder.name] = build_bm25(corpus, folder, params.get("threads", 1), groups=groups, layout=layout,
-                                              language=params.get("language", "en"))  # fmt: skip
+            records[folder.name] = build_bm25(
+                corpus,
+                folder,
+                params.get("threads", 1),
+                groups=groups,
+                layout=layout,
+                language=params.get("language", "en"),
+            )
         elif stage == "indexer.dense":
             feeding = dense_feeding(params)
             encoder = DenseEncoder(EncoderSpec.from_dict(old["encoder"]), dtype=feeding.dtype)
-            records[folder.name] = build_dense(corpus, folder, encoder, index_factory=params["index_factory"],
-                                               metric=params["metric"], batch_size=params["batch_size"],
-                                               feeding=feeding, refine=params.get("refine", 0),
-                                               nprobe=params.get("nprobe", 0))  # fmt: skip
+            records[folder.name] = build_dense(
+                corpus,
+                folder,
+                encoder,
+                index_factory=params["index_factory"],
+                metric=params["metric"],
+                batch_size=params["batch_size"],
+                feeding=feeding,
+                refine=params.get("refine", 0),
+                nprobe=params.get("nprobe", 0),
+            )
         else:
             continue
         log(f"{folder.name}: rebuilt in {time.perf_counter() - started:.1f} s")
@@ -172,13 +202,23 @@ def unfinished_indexes(corpus_dir: Path) -> list[tuple[Path, dict]]:
             continue
         encoder, params = folder / "encoder.json", folder / UNFINISHED_PARAMS
         if folder.name.startswith("dense-") and encoder.is_file() and params.is_file():
-            found.append((folder, {"stage": "indexer.dense", "encoder": json.loads(encoder.read_text()),
-                                   "params": json.loads(params.read_text())}))  # fmt: skip
+            found.append(
+                (
+                    folder,
+                    {
+                        "stage": "indexer.dense",
+                        "encoder": json.loads(encoder.read_text()),
+                        "params": json.loads(params.read_text()),
+                    },
+                )
+            )
         elif folder.name == "store":
             found.append((folder, {"stage": "indexer.store", "params": {}}))
         elif folder.name.startswith(("dense-", "bm25")) and any(folder.iterdir()):
-            raise UpdateError(f"{folder}: an index build that did not finish and cannot be resumed (no record of "
-                              "its parameters): build it again with `indexer`, then run the update")  # fmt: skip
+            raise UpdateError(
+                f"{folder}: an index build that did not finish and cannot be resumed (no record of "
+                "its parameters): build it again with `indexer`, then run the update"
+            )
     return found
 
 
@@ -191,8 +231,9 @@ def check_reload_pid(pid: int, consequence: str) -> None:
         raise UpdateError(f"--reload-pid: {problem}; {consequence}")
 
 
-def update(corpus_dir: Path, update_folders: list[Path], *, workers: int = 2, reload_pid: int | None = None,
-           log=print) -> dict:  # fmt: skip
+def update(
+    corpus_dir: Path, update_folders: list[Path], *, workers: int = 2, reload_pid: int | None = None, log=print
+) -> dict:
     """The daily job on one PubMed corpus folder; returns what it did."""
     corpus_dir = Path(corpus_dir)
     record = read_corpus_record(corpus_dir)

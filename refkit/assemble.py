@@ -55,8 +55,10 @@ def read_labeled(path: Path) -> list[dict]:
         for position, reference in enumerate(record["references"]):
             label = reference.get("label")
             if label is not None and label not in LABELS:
-                raise InputFileError(f"{path}:{number}: references[{position}].label is {label!r}, "
-                                     f"expected one of {', '.join(LABELS)} (or none)")  # fmt: skip
+                raise InputFileError(
+                    f"{path}:{number}: references[{position}].label is {label!r}, "
+                    f"expected one of {', '.join(LABELS)} (or none)"
+                )
             if "snippet_id" not in reference:
                 raise InputFileError(f"{path}:{number}: references[{position}] has no 'snippet_id'")
         records.append(record)
@@ -112,7 +114,7 @@ def assemble(
                 "irrelevant": len(chosen) - relevant_count,
                 "available_relevant": len(relevant_pool),
                 "available_irrelevant": len(irrelevant_pool),
-            },  # fmt: skip
+            },
             "shortfall": shortfall,
             "params": {"seed": seed, "n_relevant": str(relevant), "n_irrelevant": str(irrelevant)},
         }

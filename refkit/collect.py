@@ -36,13 +36,21 @@ class RetrievalOptions:
         """These options with what the server serves by default filled in (its root's serve.json, from
         Info), so records name the fusion and constant that ranked them."""
         serve = lineage.get("serve") or {}
-        return replace(self, fusion=self.fusion or serve.get("fusion", "rrf"),
-                       rrf_k=self.rrf_k or serve.get("rrf_k", DEFAULT_RRF_K))  # fmt: skip
+        return replace(
+            self,
+            fusion=self.fusion or serve.get("fusion", "rrf"),
+            rrf_k=self.rrf_k or serve.get("rrf_k", DEFAULT_RRF_K),
+        )
 
     def as_dict(self) -> dict:
-        return {"k": self.k, "corpora": list(self.corpora), "retrievers": list(self.retrievers),
-                "rrf_k": self.rrf_k or DEFAULT_RRF_K, "depth": self.depth or max(2 * self.k, 100),
-                "fusion": self.fusion or "rrf"}  # fmt: skip
+        return {
+            "k": self.k,
+            "corpora": list(self.corpora),
+            "retrievers": list(self.retrievers),
+            "rrf_k": self.rrf_k or DEFAULT_RRF_K,
+            "depth": self.depth or max(2 * self.k, 100),
+            "fusion": self.fusion or "rrf",
+        }
 
 
 @dataclass
@@ -95,9 +103,15 @@ def search_many(
         chunk = texts[start : start + batch]
         try:
             responses = client.batch_search(
-                chunk, k=options.k, corpora=options.corpora, retrievers=options.retrievers,
-                rrf_k=options.rrf_k, depth=options.depth, fusion=options.fusion, return_text=True,
-            )  # fmt: skip
+                chunk,
+                k=options.k,
+                corpora=options.corpora,
+                retrievers=options.retrievers,
+                rrf_k=options.rrf_k,
+                depth=options.depth,
+                fusion=options.fusion,
+                return_text=True,
+            )
         except grpc.RpcError as error:
             raise ServerError(describe_rpc_error(address, error)) from error
         results.extend(list(response.hits) for response in responses)
@@ -126,8 +140,9 @@ def collect(
         yield from _records(chunk, hits, options, dedup, lineage)
 
 
-def _records(queries: list[QueryItem], all_hits: list[list], options: RetrievalOptions, dedup: DedupOptions,
-             lineage: dict) -> Iterator[dict]:  # fmt: skip
+def _records(
+    queries: list[QueryItem], all_hits: list[list], options: RetrievalOptions, dedup: DedupOptions, lineage: dict
+) -> Iterator[dict]:
     for item, hits in zip(queries, all_hits, strict=True):
         deduplicator = dedup.new()
         references, duplicates = [], []

@@ -90,8 +90,11 @@ def check_same_generation(client, address: str, lineage: dict) -> None:
     except grpc.RpcError as error:
         raise ServerError(describe_rpc_error(address, error)) from error
     if current["corpora"] != lineage["corpora"]:
-        changed = sorted(name for name in set(current["corpora"]) | set(lineage["corpora"])
-                         if current["corpora"].get(name) != lineage["corpora"].get(name))  # fmt: skip
+        changed = sorted(
+            name
+            for name in set(current["corpora"]) | set(lineage["corpora"])
+            if current["corpora"].get(name) != lineage["corpora"].get(name)
+        )
         raise ServerError(
             f"searchd at {address} switched generations during the run ({', '.join(changed)} changed): its "
             "answers would mix two versions of the corpus under one lineage; nothing was written, run again"

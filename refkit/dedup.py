@@ -93,8 +93,12 @@ class Deduplicator:
         self._order: dict[str, int] = {}
 
     def params(self) -> dict:
-        return {"threshold": self.threshold, "shingle_words": self.shingle_words, "num_perm": self.num_perm,
-                "seed": self.seed}  # fmt: skip
+        return {
+            "threshold": self.threshold,
+            "shingle_words": self.shingle_words,
+            "num_perm": self.num_perm,
+            "seed": self.seed,
+        }
 
     def _minhash(self, words: set[str]) -> MinHash:
         permutations, scheme = _permutations(self.num_perm, self.seed)

@@ -80,8 +80,9 @@ class Judge:
         import torch
 
         with torch.inference_mode():  # the first logit of each (question, text) pair, as rerankers score
-            inputs = self._tokenizer([question] * len(texts), texts, padding=True, truncation=True, max_length=512,
-                                     return_tensors="pt")  # fmt: skip
+            inputs = self._tokenizer(
+                [question] * len(texts), texts, padding=True, truncation=True, max_length=512, return_tensors="pt"
+            )
             logits = self._cross(**inputs).logits[:, 0]
         return [round(float(score), 4) for score in logits]
 

@@ -67,13 +67,33 @@ REWRITTEN_TYPES = ("drug", "disease", "gene", "organism", "procedure", "anatomy"
 # adverse effects, standards, ...) would type "Heart", "United States" or "Coronary Artery Bypass" as
 # diseases or drugs, so they do not count.
 DRUG_QUALIFIERS = frozenset(
-    {"pharmacology", "therapeutic use", "administration & dosage", "pharmacokinetics", "toxicity", "poisoning",
-     "analogs & derivatives", "agonists", "antagonists & inhibitors", "chemical synthesis"}
-)  # fmt: skip
+    {
+        "pharmacology",
+        "therapeutic use",
+        "administration & dosage",
+        "pharmacokinetics",
+        "toxicity",
+        "poisoning",
+        "analogs & derivatives",
+        "agonists",
+        "antagonists & inhibitors",
+        "chemical synthesis",
+    }
+)
 DISEASE_QUALIFIERS = frozenset(
-    {"complications", "congenital", "diagnosis", "drug therapy", "etiology", "mortality", "prevention & control",
-     "therapy", "radiotherapy", "chemically induced"}
-)  # fmt: skip
+    {
+        "complications",
+        "congenital",
+        "diagnosis",
+        "drug therapy",
+        "etiology",
+        "mortality",
+        "prevention & control",
+        "therapy",
+        "radiotherapy",
+        "chemically induced",
+    }
+)
 COOCCURRENCE_KEPT = 25
 
 
@@ -133,12 +153,22 @@ class Lexicon:
         writer = csv.writer(out, delimiter="\t", lineterminator="\n", quoting=csv.QUOTE_NONE, escapechar="\\")
         writer.writerow(COLUMNS)
         for entity in sorted(self.entities.values(), key=lambda e: (-e.frequency, e.key)):
-            writer.writerow([
-                entity.name, entity.ui, entity.type, entity.frequency, "|".join(entity.entry_terms),
-                _pairs(entity.qualifiers), _pairs(entity.cooccurrence, COOCCURRENCE_KEPT), "|".join(entity.trees),
-                _translations(entity.translations), "|".join(entity.actions),
-                "" if entity.corpus_frequency is None else entity.corpus_frequency, entity.origin,
-            ])  # fmt: skip
+            writer.writerow(
+                [
+                    entity.name,
+                    entity.ui,
+                    entity.type,
+                    entity.frequency,
+                    "|".join(entity.entry_terms),
+                    _pairs(entity.qualifiers),
+                    _pairs(entity.cooccurrence, COOCCURRENCE_KEPT),
+                    "|".join(entity.trees),
+                    _translations(entity.translations),
+                    "|".join(entity.actions),
+                    "" if entity.corpus_frequency is None else entity.corpus_frequency,
+                    entity.origin,
+                ]
+            )
         return out.getvalue().encode("utf-8")
 
     def write(self, path: Path) -> None:

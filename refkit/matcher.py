@@ -165,9 +165,31 @@ def _plural_adds_es(plural: str) -> bool:
 
 
 # Words ending in -s that are singular (diseases, fields of study); -ics words (genetics) are too.
-_SINGULAR_WITH_S = frozenset({"diabetes", "herpes", "rabies", "measles", "mumps", "scabies", "rickets", "species",
-                              "series", "lens", "news", "mellitus", "syphilis", "ascites", "caries", "feces",
-                              "facies", "pubes", "tabes", "mores", "psoriasis"})  # fmt: skip
+_SINGULAR_WITH_S = frozenset(
+    {
+        "diabetes",
+        "herpes",
+        "rabies",
+        "measles",
+        "mumps",
+        "scabies",
+        "rickets",
+        "species",
+        "series",
+        "lens",
+        "news",
+        "mellitus",
+        "syphilis",
+        "ascites",
+        "caries",
+        "feces",
+        "facies",
+        "pubes",
+        "tabes",
+        "mores",
+        "psoriasis",
+    }
+)
 
 
 def is_plural(phrase: str) -> bool:
@@ -223,8 +245,10 @@ def read_aspects(path: Path | None = None, language: str = "en") -> list[Aspect]
     Chinese, unless a path is given): type, aspect, synonyms, qualifiers."""
     if path is None:
         if language not in ASPECT_LANGUAGES:
-            raise ValueError(f"refkit has aspect tables for {', '.join(ASPECT_LANGUAGES)}, not {language!r}: "
-                             "give your own with --aspects")  # fmt: skip
+            raise ValueError(
+                f"refkit has aspect tables for {', '.join(ASPECT_LANGUAGES)}, not {language!r}: "
+                "give your own with --aspects"
+            )
         name = aspects_table(language)
         text = resources.files("refkit").joinpath(name).read_text(encoding="utf-8")
         where = f"refkit/{name}"

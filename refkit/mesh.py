@@ -52,8 +52,9 @@ def type_from_trees(trees: list[str], pharmacological: bool = False) -> str:
 
 def mesh_records(path: Path, tag: str) -> Iterator[etree._Element]:
     """Each `tag` record of a MeSH XML file, cleared once used (no network, no DTD loaded)."""
-    for _, element in etree.iterparse(str(path), events=("end",), tag=tag, no_network=True, load_dtd=False,
-                                      resolve_entities=False, huge_tree=True):  # fmt: skip
+    for _, element in etree.iterparse(
+        str(path), events=("end",), tag=tag, no_network=True, load_dtd=False, resolve_entities=False, huge_tree=True
+    ):
         yield element
         element.clear(keep_tail=True)
         while element.getprevious() is not None:
@@ -117,8 +118,9 @@ def read_supplementary(path: Path, descriptor_types: dict[str, str]) -> Iterator
         )
 
 
-def read_mesh(descriptors: Path | None = None, supplementary: Path | None = None,
-              known_types: dict[str, str] | None = None) -> Lexicon:  # fmt: skip
+def read_mesh(
+    descriptors: Path | None = None, supplementary: Path | None = None, known_types: dict[str, str] | None = None
+) -> Lexicon:
     """A lexicon of the descriptors and supplementary concepts of NLM's MeSH XML files; `known_types`
     (descriptor UI -> type, e.g. from refkit.mesh_names) types supplementary records whose headings
     the descriptor file does not hold."""
@@ -141,8 +143,10 @@ def merge(vocabulary: Lexicon, mined: Lexicon) -> Lexicon:
         if found is not None:
             used.add(found.key)
             entity.frequency, entity.qualifiers, entity.cooccurrence = (
-                found.frequency, found.qualifiers, found.cooccurrence,
-            )  # fmt: skip
+                found.frequency,
+                found.qualifiers,
+                found.cooccurrence,
+            )
         merged.append(entity)
     merged += [entity for entity in mined.entities.values() if entity.key not in used]
     return Lexicon(merged)

@@ -56,8 +56,14 @@ SHIPPED_QUALIFIER_NODES = Path(__file__).with_name("mesh_qualifier_nodes.tsv")
 SHIPPED_TREE_NUMBERS = Path(__file__).with_name("mesh_tree_numbers.tsv.gz")
 SHIPPED_ACTIONS = Path(__file__).with_name("mesh_pharmacological_actions.tsv.gz")
 SHIPPED_DRUG_TERMS = Path(__file__).with_name("mesh_drug_entry_terms.tsv.gz")
-DRUG_TERM_COLUMNS = ["pharmacological_action_name", "pharmacological_action_ui", "name", "ui", "entry_term_name",
-                     "entry_term_ui"]  # fmt: skip
+DRUG_TERM_COLUMNS = [
+    "pharmacological_action_name",
+    "pharmacological_action_ui",
+    "name",
+    "ui",
+    "entry_term_name",
+    "entry_term_ui",
+]
 TREE_COLUMNS = ["mesh_id", "mesh_name", "mesh_tree_number"]
 ACTION_COLUMNS = ["name", "ui", "pharmacological_action_name", "pharmacological_action_ui"]
 _TREE_NUMBER = re.compile(r"^[A-Z]\d{2}(\.\d{3})*$")
@@ -82,8 +88,9 @@ def read_qualifier_nodes_xml(path: Path) -> dict[str, tuple[str, frozenset[str]]
     for record in mesh_records(Path(path), "QualifierRecord"):
         ui = (record.findtext("QualifierUI") or "").strip()
         name = " ".join((record.findtext("QualifierName/String") or "").split())
-        nodes = frozenset(n.text.strip() for n in record.iterfind("TreeNodeAllowedList/TreeNodeAllowed")
-                          if n.text and n.text.strip())  # fmt: skip
+        nodes = frozenset(
+            n.text.strip() for n in record.iterfind("TreeNodeAllowedList/TreeNodeAllowed") if n.text and n.text.strip()
+        )
         if ui:
             table[ui] = (name, nodes)
     if not table:
@@ -224,9 +231,13 @@ def read_drug_entry_terms(path: Path | None = None) -> dict[str, list[str]]:
     return terms
 
 
-def read_mesh_names(path: Path | None = None, qualifiers_path: Path | None = None,
-                    trees_path: Path | None | bool = None, actions_path: Path | None | bool = None,
-                    drug_terms_path: Path | None | bool = None) -> Lexicon:  # fmt: skip
+def read_mesh_names(
+    path: Path | None = None,
+    qualifiers_path: Path | None = None,
+    trees_path: Path | None | bool = None,
+    actions_path: Path | None | bool = None,
+    drug_terms_path: Path | None | bool = None,
+) -> Lexicon:
     """A lexicon of every descriptor of invenio's CSV (the installed package's by default), typed by
     its trees or its allowed qualifiers, with tree numbers, pharmacological actions and drugs' entry terms
     joined by UI (`trees_path`, `actions_path`, `drug_terms_path`: the shipped tables by default, False for
@@ -241,8 +252,9 @@ def read_mesh_names(path: Path | None = None, qualifiers_path: Path | None = Non
         placed, acts = list(trees.get(ui, [])), list(actions.get(ui, []))
         kind = type_from_trees(placed, bool(acts)) if placed else type_from_qualifiers(allowed, nodes_by_qualifier)
         terms = uninverted(name) + [t for t in drug_terms.get(ui, []) if t not in uninverted(name)]
-        entities.append(Entity(name=name, type=kind, ui=ui, entry_terms=terms, trees=placed, actions=acts,
-                               origin="mesh-names"))  # fmt: skip
+        entities.append(
+            Entity(name=name, type=kind, ui=ui, entry_terms=terms, trees=placed, actions=acts, origin="mesh-names")
+        )
     return Lexicon(entities)
 
 

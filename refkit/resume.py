@@ -60,8 +60,11 @@ class ResumableJsonl:
             self._begin(lineage)
             return 0
         if state.get("lineage") != lineage["corpora"] and not mix_generations:
-            changed = sorted(name for name in set(state.get("lineage", {})) | set(lineage["corpora"])
-                             if state.get("lineage", {}).get(name) != lineage["corpora"].get(name))  # fmt: skip
+            changed = sorted(
+                name
+                for name in set(state.get("lineage", {})) | set(lineage["corpora"])
+                if state.get("lineage", {}).get(name) != lineage["corpora"].get(name)
+            )
             raise ResumeError(
                 f"{self.partial} holds a run made against another generation of {', '.join(changed)} than searchd "
                 "serves now (an update landed since it was killed): continuing would mix references of two "
@@ -69,8 +72,10 @@ class ResumableJsonl:
             )
         kept = self._complete_records()
         if kept != ids[: len(kept)]:
-            raise ResumeError(f"{self.partial}: its records are not the first questions of the queries file; "
-                              "start over with --restart")  # fmt: skip
+            raise ResumeError(
+                f"{self.partial}: its records are not the first questions of the queries file; "
+                "start over with --restart"
+            )
         if state.get("lineage") != lineage["corpora"]:  # mixing, as asked: say so in the sidecar
             state.setdefault("generations", [state["lineage"]]).append(lineage["corpora"])
             self._write_sidecar(state)

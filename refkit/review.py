@@ -45,11 +45,17 @@ def review_items(noise_path: Path) -> list[dict]:
     for _, record in read_jsonl(noise_path, ("id", "query", "noise")):
         rewrites = {r["number"]: r["query"] for r in record.get("rewrites", [])}
         for reference in record["noise"]:
-            items.append({
-                "id": str(record["id"]), "snippet_id": reference["snippet_id"], "question": record["query"],
-                "rewrite": rewrites.get(reference.get("rewrite"), ""), "title": reference.get("title", ""),
-                "content": reference.get("content", ""), "why": reference.get("reason", ""),
-            })  # fmt: skip
+            items.append(
+                {
+                    "id": str(record["id"]),
+                    "snippet_id": reference["snippet_id"],
+                    "question": record["query"],
+                    "rewrite": rewrites.get(reference.get("rewrite"), ""),
+                    "title": reference.get("title", ""),
+                    "content": reference.get("content", ""),
+                    "why": reference.get("reason", ""),
+                }
+            )
     return items
 
 
@@ -71,8 +77,9 @@ def read_judgements(path: Path) -> list[dict]:
     judgements = []
     for number, line in read_jsonl(path, ("id", "snippet_id", "annotator", "judgement")):
         if line["judgement"] not in JUDGEMENTS:
-            raise InputFileError(f"{path}:{number}: judgement is {line['judgement']!r}, expected one of "
-                                 f"{', '.join(JUDGEMENTS)}")  # fmt: skip
+            raise InputFileError(
+                f"{path}:{number}: judgement is {line['judgement']!r}, expected one of {', '.join(JUDGEMENTS)}"
+            )
         judgements.append(line)
     return judgements
 
@@ -100,8 +107,13 @@ class JudgementLog:
     def add(self, query_id: str, snippet_id: str, annotator: str, judgement: str) -> None:
         import fcntl
 
-        line = json.dumps({"id": query_id, "snippet_id": snippet_id, "annotator": annotator, "judgement": judgement},
-                          ensure_ascii=False) + "\n"  # fmt: skip
+        line = (
+            json.dumps(
+                {"id": query_id, "snippet_id": snippet_id, "annotator": annotator, "judgement": judgement},
+                ensure_ascii=False,
+            )
+            + "\n"
+        )
         with self._lock:
             descriptor = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             try:
@@ -121,8 +133,9 @@ def is_loopback(host: str) -> bool:
     return host in LOOPBACK or host.startswith("127.")
 
 
-def make_server(items: list[dict], log: JudgementLog, annotator: str, host: str = "127.0.0.1",
-                port: int = 0) -> ThreadingHTTPServer:  # fmt: skip
+def make_server(
+    items: list[dict], log: JudgementLog, annotator: str, host: str = "127.0.0.1", port: int = 0
+) -> ThreadingHTTPServer:
     """The review page and its two calls: GET /api/items (items with this annotator's judgements) and
     POST /api/judgement ({"index", "judgement"}). What a page of another site (or a name rebound to this
     machine) could do with a server on the reviewer's machine, it cannot here:
@@ -141,8 +154,10 @@ def make_server(items: list[dict], log: JudgementLog, annotator: str, host: str 
     template = resources.files("refkit").joinpath(PAGE).read_text(encoding="utf-8")
     page = template.replace("__TOKEN__", token).replace("__NONCE__", nonce).encode("utf-8")
     valid = {(item["id"], item["snippet_id"]) for item in items}
-    policy = (f"default-src 'none'; script-src 'nonce-{nonce}'; style-src 'unsafe-inline'; connect-src 'self'; "
-              "img-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")  # fmt: skip
+    policy = (
+        f"default-src 'none'; script-src 'nonce-{nonce}'; style-src 'unsafe-inline'; connect-src 'self'; "
+        "img-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
+    )
 
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *_):  # the terminal shows progress, not every request
@@ -187,8 +202,9 @@ def make_server(items: list[dict], log: JudgementLog, annotator: str, host: str 
             if self.path == "/api/items":
                 if not self._authorised():
                     return None
-                shown = [{**item, "judgement": log.known.get((item["id"], item["snippet_id"], annotator))}
-                         for item in items]  # fmt: skip
+                shown = [
+                    {**item, "judgement": log.known.get((item["id"], item["snippet_id"], annotator))} for item in items
+                ]
                 return self._send(200, json.dumps({"annotator": annotator, "items": shown}).encode("utf-8"))
             return self._send(404, b'{"error": "not found"}')
 

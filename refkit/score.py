@@ -84,8 +84,18 @@ def parse_citations(text: str, valid: Collection[int] | None = None) -> Citation
 # Chinese and Japanese answers cite with full-width brackets and digits: 【1】, ［1，２］, 〖3〗, 「1」, 〔2〕
 # (corner brackets are also quotation marks, but a quotation holds more than numbers: _CITATION_LIKE
 # keeps 「高血压」 prose).
-_WIDE_BRACKETS = str.maketrans({"\u3010": "[", "\u3011": "]", "\u3016": "[", "\u3017": "]", "\u300c": "[",
-                                "\u300d": "]", "\u3014": "[", "\u3015": "]"})  # fmt: skip
+_WIDE_BRACKETS = str.maketrans(
+    {
+        "\u3010": "[",
+        "\u3011": "]",
+        "\u3016": "[",
+        "\u3017": "]",
+        "\u300c": "[",
+        "\u300d": "]",
+        "\u3014": "[",
+        "\u3015": "]",
+    }
+)
 
 
 def _ascii_brackets(text: str) -> str:
@@ -201,13 +211,15 @@ def score(items: list[dict], responses: dict[str, str]) -> dict:
         overall.add(counts)
         if item.get("category") is not None:
             per_category.setdefault(str(item["category"]), Counts()).add(counts)
-        per_query.append({
-            "id": str(item["id"]),
-            "cited": citations.cited,
-            "invalid_citations": citations.invalid,
-            "counts": counts.as_dict(),
-            **counts.scores(),
-        })  # fmt: skip
+        per_query.append(
+            {
+                "id": str(item["id"]),
+                "cited": citations.cited,
+                "invalid_citations": citations.invalid,
+                "counts": counts.as_dict(),
+                **counts.scores(),
+            }
+        )
     names = ("relevance_precision", "irrelevance_suppression", "curation_efficiency")
     mean = {name: sum(q[name] for q in per_query) / len(per_query) for name in names} if per_query else {}
     item_ids = {str(item["id"]) for item in items}
@@ -215,6 +227,10 @@ def score(items: list[dict], responses: dict[str, str]) -> dict:
     categories = {
         name: {**counts.scores(), "counts": counts.as_dict()} for name, counts in sorted(per_category.items())
     }
-    return {"overall": {**overall.scores(), "counts": overall.as_dict(), "items": len(items)},
-            "mean_per_query": mean, "per_category": categories, "per_query": per_query,
-            "unknown_responses": unknown}  # fmt: skip
+    return {
+        "overall": {**overall.scores(), "counts": overall.as_dict(), "items": len(items)},
+        "mean_per_query": mean,
+        "per_category": categories,
+        "per_query": per_query,
+        "unknown_responses": unknown,
+    }

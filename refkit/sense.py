@@ -97,7 +97,7 @@ FUNCTION_WORDS = frozenset(
     "possible potential usual typical primary first best new current recommended serious severe long-term "
     "short-term early late clinical other key underlying associated related specific exact precise likely "
     "genetic molecular than between among there it they".split()
-)  # fmt: skip
+)
 # Words that govern an aspect, and the groups of aspects that fit after them: a swap stays inside the
 # group of the aspect it replaces. Every other pairing is left as the aspect table allows.
 THERAPEUTIC = frozenset({"treatment", "indications"})
@@ -113,7 +113,7 @@ GOVERNORS = (
         ),
         (THERAPEUTIC,),
         "a therapeutic use",
-    ),  # fmt: skip
+    ),
     (re.compile(r"\brisk\s+(for|of)\b[^.?!;]*$", re.I), (HARMS,), "a harm"),
     # "Fast foods - are they a risk factor for asthma?": the aspect is said of a subject, so only an
     # aspect that can be said of the same subject fits (a cause for a cause, a sign for a sign).
@@ -121,11 +121,12 @@ GOVERNORS = (
         re.compile(r"\b(is|are|was|were|be|being|been)\s+((?!the\b)\w+\s+){0,4}(a|an)\s+$", re.I),
         (CAUSES, MANIFESTATIONS, THERAPEUTIC),
         "what its subject can be",
-    ),  # fmt: skip
+    ),
 )
 _QUESTION_HEAD = re.compile(r"\b(which|what)(\s+of\s+the\s+following)?(\s+\w+){0,2}\s*$", re.I)
-_PREPOSITION_AFTER = re.compile(r"^\s*(of|for|in|on|with|to|from|after|during|among|associated\s+with|caused\s+by)\b",
-                                re.I)  # fmt: skip
+_PREPOSITION_AFTER = re.compile(
+    r"^\s*(of|for|in|on|with|to|from|after|during|among|associated\s+with|caused\s+by)\b", re.I
+)
 ENTITY_WINDOW = 60  # characters between an aspect's preposition and its entity
 
 
@@ -257,9 +258,11 @@ def inside_a_name(text: str, span: tuple[int, int]) -> bool:
 def next_to_generic(match_span: tuple[int, int], generic_spans: Iterable[tuple[int, int]], text: str) -> bool:
     """Is the entity at `match_span` written right next to a generic word (only spaces or a hyphen between)?"""
     start, end = match_span
-    return any((0 <= g_start - end <= 1 and text[end:g_start] in ("", " ", "-"))
-               or (0 <= start - g_end <= 1 and text[g_end:start] in ("", " ", "-"))
-               for g_start, g_end in generic_spans)  # fmt: skip
+    return any(
+        (0 <= g_start - end <= 1 and text[end:g_start] in ("", " ", "-"))
+        or (0 <= start - g_end <= 1 and text[g_end:start] in ("", " ", "-"))
+        for g_start, g_end in generic_spans
+    )
 
 
 _ADJECTIVE_ENDING = re.compile(r"\w{2,}(al|ic|ous|ary|ive|ior|ar|ile|oid)$", re.I)
@@ -291,8 +294,12 @@ def modifier_problem(text: str, span: tuple[int, int], entity_spans: Iterable[tu
             return f"compound: {text[start:end]!r} is modified by {token!r}, a phrase the vocabulary does not know"
     if re.match(r"\s*\([^)]{1,20}\)", text[end:]):  # "Circular RNA (circRNA)": the abbreviation would stay
         return f"compound: {text[start:end]!r} is defined by the abbreviation after it"
-    if right is not None and right.group(1).lower() not in FUNCTION_WORDS and " " not in text[start:end].strip() \
-            and _ADJECTIVE_ENDING.search(text[start:end]):  # fmt: skip
+    if (
+        right is not None
+        and right.group(1).lower() not in FUNCTION_WORDS
+        and " " not in text[start:end].strip()
+        and _ADJECTIVE_ENDING.search(text[start:end])
+    ):
         return f"compound: {text[start:end]!r} modifies {right.group(1)!r}, a phrase the vocabulary does not know"
     return None
 
@@ -332,13 +339,16 @@ def aspect_position_problem(
     start, end = aspect_span
     headline = _HEADLINE.match(query)
     if headline and end <= headline.end():
-        return (f"aspect-position: {query[start:end]!r} is in the headline; the question after it asks "
-                f"{query[headline.end():].strip()!r}")  # fmt: skip
+        return (
+            f"aspect-position: {query[start:end]!r} is in the headline; the question after it asks "
+            f"{query[headline.end() :].strip()!r}"
+        )
     before, after = query[:start], query[end:]
     previous = _WORD.findall(before)
     spans = list(entity_spans)
-    entity_right_before = any(0 <= start - e_end <= 4 and re.fullmatch(r"(['\u2019]s)?\s*", query[e_end:start])
-                              for _, e_end in spans)  # fmt: skip
+    entity_right_before = any(
+        0 <= start - e_end <= 4 and re.fullmatch(r"(['\u2019]s)?\s*", query[e_end:start]) for _, e_end in spans
+    )
     if previous and not entity_right_before and previous[-1].lower() not in FUNCTION_WORDS:
         return f"aspect-position: {query[start:end]!r} is part of a compound ({previous[-1]!r} before it)"
     following = re.match(r"[ -]([A-Za-z][\w-]*)", after)
@@ -370,8 +380,9 @@ def predicate_problem(query: str, aspect_start: int, original_aspect: str, new_a
     return None
 
 
-def rewrite_sense_problems(record: dict, rewrite: dict, lexicon: Lexicon | None = None,
-                           generic: frozenset[str] | None = None) -> list[str]:  # fmt: skip
+def rewrite_sense_problems(
+    record: dict, rewrite: dict, lexicon: Lexicon | None = None, generic: frozenset[str] | None = None
+) -> list[str]:
     """Every sense rule's complaint about one rewrite of a noise record (its `query`, `entities` and
     `aspects` as refkit noise writes them). With `lexicon` the entity rules are checked as well."""
     query = str(record.get("query", ""))

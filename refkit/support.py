@@ -77,8 +77,13 @@ def aspect_evidence(aspect: Aspect, entity: Entity, language: str) -> Evidence:
 class SupportTest:
     """Support of one question's rewrites from the hits retrieved for them."""
 
-    def __init__(self, similarity: TextSimilarity, floor: float = SUPPORT_FLOOR, scan: int = SUPPORT_SCAN,
-                 alone_floor: float = SUPPORT_ALONE_FLOOR):  # fmt: skip
+    def __init__(
+        self,
+        similarity: TextSimilarity,
+        floor: float = SUPPORT_FLOOR,
+        scan: int = SUPPORT_SCAN,
+        alone_floor: float = SUPPORT_ALONE_FLOOR,
+    ):
         self.similarity, self.floor, self.scan, self.alone_floor = similarity, floor, scan, alone_floor
 
     def check(self, rewrite: str, evidence: Evidence, hits: list) -> dict:
@@ -104,11 +109,22 @@ class SupportTest:
                 scores = self.similarity.cosine(rewrite, [text for _, text, _ in naming])
                 for (hit, _, names), score in zip(naming, scores, strict=True):
                     if score >= floor:
-                        return {"supported": True, "level": level, "snippet_id": hit.id, "rank": hit.rank,
-                                "names": names, "similarity": score}  # fmt: skip
+                        return {
+                            "supported": True,
+                            "level": level,
+                            "snippet_id": hit.id,
+                            "rank": hit.rank,
+                            "names": names,
+                            "similarity": score,
+                        }
         wanted = f"{' or '.join(evidence.put_in)}" + (f" with {' or '.join(evidence.kept)}" if evidence.kept else "")
         if not paired and not alone:
             return {"supported": False, "why": f"no text retrieved for it names {' or '.join(evidence.put_in)}"}
-        return {"supported": False, "why": (f"{len(paired)} retrieved texts name {wanted}, none reads {self.floor:.2f} "
-                                            f"close to the rewrite; {len(alone)} name {' or '.join(evidence.put_in)} "
-                                            f"alone, none reads {self.alone_floor:.2f} close")}  # fmt: skip
+        return {
+            "supported": False,
+            "why": (
+                f"{len(paired)} retrieved texts name {wanted}, none reads {self.floor:.2f} "
+                f"close to the rewrite; {len(alone)} name {' or '.join(evidence.put_in)} "
+                f"alone, none reads {self.alone_floor:.2f} close"
+            ),
+        }

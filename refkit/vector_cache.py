@@ -84,8 +84,9 @@ class TextVectors:
         try:
             for start in range(0, len(listed), 500):
                 chunk = listed[start : start + 500]
-                rows = self._db.execute(f"SELECT key, vector FROM vectors WHERE key IN ({','.join('?' * len(chunk))})",
-                                        chunk).fetchall()  # fmt: skip
+                rows = self._db.execute(
+                    f"SELECT key, vector FROM vectors WHERE key IN ({','.join('?' * len(chunk))})", chunk
+                ).fetchall()
                 for key, blob in rows:
                     self._memory[keys[bytes(key)]] = np.frombuffer(blob, dtype=np.float32).copy()
         except sqlite3.Error:
@@ -102,8 +103,10 @@ class TextVectors:
             self._memory[text] = vector
         if self._db is not None:
             try:
-                self._db.executemany("INSERT OR IGNORE INTO vectors VALUES (?, ?)",
-                                     [(_key(t), v.tobytes()) for t, v in zip(texts, vectors, strict=True)])  # fmt: skip
+                self._db.executemany(
+                    "INSERT OR IGNORE INTO vectors VALUES (?, ?)",
+                    [(_key(t), v.tobytes()) for t, v in zip(texts, vectors, strict=True)],
+                )
                 self._db.commit()
             except sqlite3.Error:
                 pass  # not stored: embedded again next time

@@ -30,8 +30,14 @@ class BatcherClosed(Exception):
 
 
 class MicroBatcher:
-    def __init__(self, function: Callable[[list], list], max_batch: int = 64, wait_ms: float = 2.0, name: str = "",
-                 expect_ms: float = 10.0):  # fmt: skip
+    def __init__(
+        self,
+        function: Callable[[list], list],
+        max_batch: int = 64,
+        wait_ms: float = 2.0,
+        name: str = "",
+        expect_ms: float = 10.0,
+    ):
         self._function = function
         self._max_batch = max_batch
         self._wait = wait_ms / 1000.0

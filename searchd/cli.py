@@ -31,13 +31,17 @@ _LIMITS = (
     ("--max-query-chars", 4096, click.IntRange(1), "Longest query accepted."),
     ("--max-batch", 256, click.IntRange(1), "Most requests in one BatchSearch."),
     ("--max-in-flight", 64, click.IntRange(1), "Calls served at once; more get RESOURCE_EXHAUSTED."),
-    ("--max-call-seconds", 300.0, click.FloatRange(0.001),
-     "Longest a call may run; calls without a deadline (or a longer one) get this one."),
+    (
+        "--max-call-seconds",
+        300.0,
+        click.FloatRange(0.001),
+        "Longest a call may run; calls without a deadline (or a longer one) get this one.",
+    ),
     ("--max-reply-mb", 64.0, click.FloatRange(0.001), "Largest reply built; a larger one is RESOURCE_EXHAUSTED."),
     ("--max-connections", 1000, click.IntRange(1), "Open client connections at most (more are refused)."),
     ("--idle-timeout", 300.0, click.FloatRange(0.001), "Close a connection after this many seconds without a call."),
     ("--grace", 10.0, click.FloatRange(0), "On SIGTERM, seconds running calls get before they are cancelled."),
-)  # fmt: skip
+)
 
 
 def _heap(value: str) -> str:
@@ -77,22 +81,42 @@ def limit_options(command):
     type=click.IntRange(1),
     help="Inverted lists IVF dense indexes visit [default: each index's own]; requests may override.",
 )
-@click.option("--refine", type=click.IntRange(0),
-              help="Re-ranking factor of dense indexes built with `indexer dense --refine` [default: each index's "
-                   "own]; requests may override.")  # fmt: skip
-@click.option("--batch-wait-ms", default=2.0, show_default=True, type=click.FloatRange(0, 1000),
-              help="How long a micro-batch waits for more queries once it has one.")  # fmt: skip
-@click.option("--padded-query-batches", is_flag=True,
-              help="Pad micro-batched queries to the longest (faster encoder; dense scores then vary in the "
-                   "6th-7th digit with the batch instead of reproducing exactly).")  # fmt: skip
-@click.option("--watch", type=click.FloatRange(0.5), metavar="SECONDS",
-              help="Read the root's build records this often and load a new complete generation as SIGHUP does "
-                   "(a root in the middle of an update is left alone until it is complete).")  # fmt: skip
+@click.option(
+    "--refine",
+    type=click.IntRange(0),
+    help="Re-ranking factor of dense indexes built with `indexer dense --refine` [default: each index's "
+    "own]; requests may override.",
+)
+@click.option(
+    "--batch-wait-ms",
+    default=2.0,
+    show_default=True,
+    type=click.FloatRange(0, 1000),
+    help="How long a micro-batch waits for more queries once it has one.",
+)
+@click.option(
+    "--padded-query-batches",
+    is_flag=True,
+    help="Pad micro-batched queries to the longest (faster encoder; dense scores then vary in the "
+    "6th-7th digit with the batch instead of reproducing exactly).",
+)
+@click.option(
+    "--watch",
+    type=click.FloatRange(0.5),
+    metavar="SECONDS",
+    help="Read the root's build records this often and load a new complete generation as SIGHUP does "
+    "(a root in the middle of an update is left alone until it is complete).",
+)
 @click.option("--pid-file", type=click.Path(path_type=Path), help="Write the process id here (for `searchd reload`).")
-@click.option("--jvm-heap", default="1g", show_default=True, callback=lambda ctx, param, value: _heap(value),
-              help="The JVM's heap bound (-Xmx) for Lucene's searchers: index files are mapped outside it, so a "
-                   "served root needs little heap; without a bound the JVM may take a quarter of the machine's "
-                   "memory before it collects.")  # fmt: skip
+@click.option(
+    "--jvm-heap",
+    default="1g",
+    show_default=True,
+    callback=lambda ctx, param, value: _heap(value),
+    help="The JVM's heap bound (-Xmx) for Lucene's searchers: index files are mapped outside it, so a "
+    "served root needs little heap; without a bound the JVM may take a quarter of the machine's "
+    "memory before it collects.",
+)
 def serve(
     root,
     corpora,
@@ -148,8 +172,16 @@ def serve(
     start_jvm(max_heap=jvm_heap)  # before any index loads, so the bound holds for the server's life
 
     def load(previous: SearchEngine | None = None) -> SearchEngine:
-        return SearchEngine(root, list(corpora) or None, device=device, independent_queries=not padded_query_batches,
-                            nprobe=nprobe, wait_ms=batch_wait_ms, previous=previous, refine=refine)  # fmt: skip
+        return SearchEngine(
+            root,
+            list(corpora) or None,
+            device=device,
+            independent_queries=not padded_query_batches,
+            nprobe=nprobe,
+            wait_ms=batch_wait_ms,
+            previous=previous,
+            refine=refine,
+        )
 
     def state() -> tuple | None:
         try:
@@ -167,9 +199,14 @@ def serve(
     limits = Limits(max_k, max_query_chars, max_batch, max_in_flight, max_call_seconds, int(max_reply_mb * 2**20))
     try:
         running = build_server(
-            EngineHolder(engine, load, state), host, port, limits, token, tls,
+            EngineHolder(engine, load, state),
+            host,
+            port,
+            limits,
+            token,
+            tls,
             connections=ConnectionLimits(max_connections, idle_timeout),
-        )  # fmt: skip
+        )
     except BindError as error:
         engine.close()
         console.print(f"[red]refusing to start[/red]: {escape(str(error))}")
@@ -197,8 +234,11 @@ def serve(
 
 @main.command()
 @click.option("--pid", type=int, help="searchd's process id.")
-@click.option("--pid-file", type=click.Path(path_type=Path, exists=True, dir_okay=False),
-              help="The file `searchd serve --pid-file` wrote.")  # fmt: skip
+@click.option(
+    "--pid-file",
+    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    help="The file `searchd serve --pid-file` wrote.",
+)
 @click.option("--server", "address", help="Also wait for the outcome, asking this server's Info (host:port).")
 @click.option("--timeout", default=600.0, show_default=True, type=click.FloatRange(1), help="With --server.")
 def reload(pid, pid_file, address, timeout) -> None:
@@ -243,8 +283,10 @@ def reload(pid, pid_file, address, timeout) -> None:
                 console.print(f"generation {status['generation']} serving")
                 return
             if status["last_error"] and status["last_error"] != before["last_error"]:
-                console.print(f"[red]reload failed[/red], generation {status['generation']} still serving: "
-                              f"{escape(status['last_error']['error'])}")  # fmt: skip
+                console.print(
+                    f"[red]reload failed[/red], generation {status['generation']} still serving: "
+                    f"{escape(status['last_error']['error'])}"
+                )
                 sys.exit(1)
             time.sleep(0.2)
     console.print(f"[red]error[/red]: no new generation within {timeout:.0f} s")
@@ -272,7 +314,7 @@ def client_options(command):
         ),
         click.option(
             "--rrf-k", default=0, type=click.IntRange(0), help="RRF constant [default: the root's served one, else 60]."
-        ),  # fmt: skip
+        ),
     ]
     for option in reversed(options):
         command = option(command)
@@ -319,8 +361,14 @@ def query(text, address, token_file, tls, ca_file, retrievers, corpora, fusion, 
 @client_options
 @click.option("--k", default=1000, show_default=True, type=click.IntRange(1))
 @click.option("--batch", "batch_size", default=32, show_default=True, type=click.IntRange(1))
-@click.option("--format", "query_format", default="auto", show_default=True, type=click.Choice(QUERY_FORMATS),
-              help="Query file format (see README: query files).")  # fmt: skip
+@click.option(
+    "--format",
+    "query_format",
+    default="auto",
+    show_default=True,
+    type=click.Choice(QUERY_FORMATS),
+    help="Query file format (see README: query files).",
+)
 def batch(
     queries_file,
     out,

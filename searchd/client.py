@@ -24,8 +24,11 @@ DEFAULT_ADDRESS = "127.0.0.1:50051"
 CHANNEL_OPTIONS = [("grpc.max_receive_message_length", 256 << 20)]
 
 
-FUSION_METHODS = {None: search_pb2.Fusion.METHOD_UNSPECIFIED, "rrf": search_pb2.Fusion.RRF,
-                  "medrag": search_pb2.Fusion.MEDRAG}  # fmt: skip
+FUSION_METHODS = {
+    None: search_pb2.Fusion.METHOD_UNSPECIFIED,
+    "rrf": search_pb2.Fusion.RRF,
+    "medrag": search_pb2.Fusion.MEDRAG,
+}
 
 
 class SearchClient:

@@ -145,8 +145,12 @@ def build_server(
     server.start()
     for service in ("", SERVICE_NAME):
         health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
-    health_servicer.set(GENERATION_HEALTH, health_pb2.HealthCheckResponse.SERVING if servicer.engines.complete()
-                        else health_pb2.HealthCheckResponse.NOT_SERVING)  # fmt: skip
+    health_servicer.set(
+        GENERATION_HEALTH,
+        health_pb2.HealthCheckResponse.SERVING
+        if servicer.engines.complete()
+        else health_pb2.HealthCheckResponse.NOT_SERVING,
+    )
     return RunningServer(server, bound, health_servicer, servicer)
 
 

@@ -46,8 +46,10 @@ def refuse_too_many_terms(text: str) -> None:
     whole; MicroBatcher also serves a failed batch again item by item for what this cannot foresee)."""
     words = len(set(re.findall(r"\w+", text.lower())))
     if words > MAX_CLAUSES:
-        raise QueryRefused(f"query has {words:,} distinct words, more distinct terms than BM25 can search at once "
-                           f"(Lucene's limit of {MAX_CLAUSES:,} clauses): shorten it")  # fmt: skip
+        raise QueryRefused(
+            f"query has {words:,} distinct words, more distinct terms than BM25 can search at once "
+            f"(Lucene's limit of {MAX_CLAUSES:,} clauses): shorten it"
+        )
 
 
 class ServingError(Exception):
@@ -115,8 +117,11 @@ class EngineStats:
     def as_dict(self, encoders) -> dict:
         """The counters, and the queries each dense encoder cut at its query max length."""
         with self.lock:
-            values = {"queries": self.queries, "bm25_batches": self.bm25_batches,
-                      "encoder_batches": self.encoder_batches}  # fmt: skip
+            values = {
+                "queries": self.queries,
+                "bm25_batches": self.bm25_batches,
+                "encoder_batches": self.encoder_batches,
+            }
         values["truncated_queries"] = {encoder.spec.name: encoder.truncated["queries"] for encoder in encoders}
         return values
 
@@ -186,8 +191,9 @@ class SearchEngine:
                     loaded.bm25 = BM25Index(path / "bm25", corpus)
                 for dense_dir in (folder for folder in finished if folder.name.startswith("dense-")):
                     # --device places FAISS too: auto searches on the GPUs when faiss-gpu sees any
-                    index = DenseIndex(dense_dir, corpus, store=loaded.store, nprobe=nprobe, device=device,
-                                       refine=refine)  # fmt: skip
+                    index = DenseIndex(
+                        dense_dir, corpus, store=loaded.store, nprobe=nprobe, device=device, refine=refine
+                    )
                     key = repr(sorted(index.record["encoder"].items()))
                     if key not in encoders:  # one encoder per identity, shared by every index built with it
                         reused = previous.encoder_models.get(key) if previous is not None else None
@@ -203,8 +209,10 @@ class SearchEngine:
                 self.corpora[path.name] = loaded
             missing = [name for name in self.serve_plan.retrievers if name not in self.retrievers]
             if missing:
-                raise ServingError(f"{self.root / SERVE_FILE}: serves {', '.join(missing)}, which no corpus of the "
-                                   f"root has (it has {', '.join(self.retrievers)})")  # fmt: skip
+                raise ServingError(
+                    f"{self.root / SERVE_FILE}: serves {', '.join(missing)}, which no corpus of the "
+                    f"root has (it has {', '.join(self.retrievers)})"
+                )
         except (LineageError, ValueError) as error:
             self.close()
             raise ServingError(str(error)) from error
@@ -235,14 +243,19 @@ class SearchEngine:
                 self.stats.encoder_batches += 1
             vectors = encoder.encode_queries([item.text for item in items], independent=self.independent_queries)
             results: list[dict] = [{} for _ in items]
-            wanted = sorted({(t, item.nprobe or 0, item.refine) for item in items for t in item.targets},
-                            key=lambda want: (want[0], want[1], -1 if want[2] is None else want[2]))  # fmt: skip
+            wanted = sorted(
+                {(t, item.nprobe or 0, item.refine) for item in items for t in item.targets},
+                key=lambda want: (want[0], want[1], -1 if want[2] is None else want[2]),
+            )
             for target, nprobe, refine in wanted:
                 corpus, retriever = target
                 loaded = self.corpora[corpus]
                 asks = (target, nprobe, refine)
-                rows = [i for i, item in enumerate(items) if asks == (target, item.nprobe or 0, item.refine)
-                        and target in item.targets]  # fmt: skip
+                rows = [
+                    i
+                    for i, item in enumerate(items)
+                    if asks == (target, item.nprobe or 0, item.refine) and target in item.targets
+                ]
                 depth = max(items[i].depth for i in rows)
                 index = loaded.dense[retriever]
                 factor = index.refine if refine is None else refine
@@ -290,7 +303,7 @@ class SearchEngine:
         dense = [
             scope.track(
                 batcher.submit(DenseAsk(query.text, query.depth, tuple(targets), query.nprobe, query.refine, query.k))
-            )  # fmt: skip
+            )
             for batcher, targets in dense_targets.values()
         ]
         scope.wait_all([*dense, *bm25.values()])

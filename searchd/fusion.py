@@ -58,19 +58,27 @@ def fuse_rrf(
     return list(fused.values())
 
 
-def merge_by_score(lists: dict[tuple[str, str], list[tuple[str, float]]], retriever: str,
-                   ascending: bool = False) -> list[tuple[str, str, float]]:  # fmt: skip
+def merge_by_score(
+    lists: dict[tuple[str, str], list[tuple[str, float]]], retriever: str, ascending: bool = False
+) -> list[tuple[str, str, float]]:
     """One retriever's lists over every corpus as one list, best score first: (corpus, id, score).
     Equal scores keep corpus order, then list order (MedRAG leaves their order to numpy's sort)."""
-    merged = [(corpus, snippet_id, score, position)
-              for (corpus, name), hits in sorted(lists.items()) if name == retriever
-              for position, (snippet_id, score) in enumerate(hits)]  # fmt: skip
+    merged = [
+        (corpus, snippet_id, score, position)
+        for (corpus, name), hits in sorted(lists.items())
+        if name == retriever
+        for position, (snippet_id, score) in enumerate(hits)
+    ]
     merged.sort(key=lambda item: (item[2] if ascending else -item[2], item[0], item[3]))
     return [(corpus, snippet_id, score) for corpus, snippet_id, score, _ in merged]
 
 
-def fuse_medrag(lists: dict[tuple[str, str], list[tuple[str, float]]], k: int, rrf_k: int = DEFAULT_RRF_K,
-                ascending: set[str] | frozenset = frozenset()) -> list[FusedHit]:  # fmt: skip
+def fuse_medrag(
+    lists: dict[tuple[str, str], list[tuple[str, float]]],
+    k: int,
+    rrf_k: int = DEFAULT_RRF_K,
+    ascending: set[str] | frozenset = frozenset(),
+) -> list[FusedHit]:
     """MedRAG's fusion (module docstring): corpora merged per retriever by score, retrievers fused by
     RRF over the merged lists' ranks. A hit's contributions carry its rank in each merged list.
     `ascending`: retrievers whose scores are distances."""
@@ -83,12 +91,15 @@ def fuse_medrag(lists: dict[tuple[str, str], list[tuple[str, float]]], k: int, r
             fused.append(FusedHit(snippet_id, score, rank, [(corpus, retriever, rank, score)]))
         return fused
     # every retriever's merged list becomes one ranked list for RRF; its corpus goes in the key
-    ranked = {(retriever, ""): [(snippet_id, score) for _, snippet_id, score in hits]
-              for retriever, hits in merged.items()}  # fmt: skip
+    ranked = {
+        (retriever, ""): [(snippet_id, score) for _, snippet_id, score in hits] for retriever, hits in merged.items()
+    }
     fused = fuse_rrf(ranked, k, rrf_k)
-    corpus_of = {(retriever, snippet_id): corpus for retriever, hits in merged.items()
-                 for corpus, snippet_id, _ in hits}  # fmt: skip
+    corpus_of = {
+        (retriever, snippet_id): corpus for retriever, hits in merged.items() for corpus, snippet_id, _ in hits
+    }
     for hit in fused:
-        hit.contributions = [(corpus_of[(retriever, hit.id)], retriever, rank, score)
-                             for retriever, _, rank, score in hit.contributions]  # fmt: skip
+        hit.contributions = [
+            (corpus_of[(retriever, hit.id)], retriever, rank, score) for retriever, _, rank, score in hit.contributions
+        ]
     return fused

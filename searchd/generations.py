@@ -197,8 +197,11 @@ class EngineHolder:
                     )
             except Exception as error:  # noqa: BLE001 - any failure keeps the current generation serving
                 self.last_error = {"at": time.time(), "error": f"{type(error).__name__}: {error}"[:2000]}
-                log.error('{"reload": "failed, generation %d keeps serving", "error": %r}', self.generation,
-                          self.last_error["error"])  # fmt: skip
+                log.error(
+                    '{"reload": "failed, generation %d keeps serving", "error": %r}',
+                    self.generation,
+                    self.last_error["error"],
+                )
                 self._failed_state = state
                 return False
             with self._lock:
@@ -217,8 +220,9 @@ class EngineHolder:
             if idle:
                 _close_and_free(old)
             self.refresh_leases()
-            log.info('{"reload": "generation %d serving", "seconds": %.2f}', self.generation,
-                     time.perf_counter() - started)  # fmt: skip
+            log.info(
+                '{"reload": "generation %d serving", "seconds": %.2f}', self.generation, time.perf_counter() - started
+            )
             return True
 
     def new_generation_on_disk(self) -> bool:
@@ -233,9 +237,14 @@ class EngineHolder:
         with self._lock:
             retired = len(self._retired)
             engine = self._current
-        return {"generation": self.generation, "loaded_at": self.loaded_at, "retired_still_finishing": retired,
-                "last_error": self.last_error, "corpora": corpus_generations(engine),
-                "unfinished_indexes": list(getattr(engine, "unfinished", []))}  # fmt: skip
+        return {
+            "generation": self.generation,
+            "loaded_at": self.loaded_at,
+            "retired_still_finishing": retired,
+            "last_error": self.last_error,
+            "corpora": corpus_generations(engine),
+            "unfinished_indexes": list(getattr(engine, "unfinished", [])),
+        }
 
     def complete(self) -> bool:
         """Is the serving generation whole (no index of the root left out for want of its record)?"""

@@ -32,8 +32,19 @@ def start_background_server(root: Path, *extra: str, timeout: float = 300.0) -> 
     reads (a full pipe would block the server)."""
     folder = Path(tempfile.mkdtemp(prefix="searchd-"))
     port_file, log_path = folder / "port", folder / "searchd.log"
-    command = [sys.executable, "-m", "searchd.cli", "serve", "--root", str(root), "--port", "0",
-               "--port-file", str(port_file), *map(str, extra)]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "searchd.cli",
+        "serve",
+        "--root",
+        str(root),
+        "--port",
+        "0",
+        "--port-file",
+        str(port_file),
+        *map(str, extra),
+    ]
     repo = Path(__file__).resolve().parents[1]
     with open(log_path, "w") as log:
         process = subprocess.Popen(command, cwd=repo, stdout=subprocess.DEVNULL, stderr=log, env=dict(os.environ))

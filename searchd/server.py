@@ -104,8 +104,9 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
         """The engine new calls get now."""
         return self.engines.current
 
-    def _job(self, request: search_pb2.SearchRequest, query: Query, scope: CallScope,
-             engine: SearchEngine) -> search_pb2.SearchResponse:  # fmt: skip
+    def _job(
+        self, request: search_pb2.SearchRequest, query: Query, scope: CallScope, engine: SearchEngine
+    ) -> search_pb2.SearchResponse:
         """One query of a BatchSearch, run in the batch pool (counted as running work; it holds its
         engine, retained for it when submitted, even past its call's end)."""
         self._count(+1)
@@ -177,8 +178,9 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
         rrf_k = request.fusion.rrf_k or engine.serve_plan.rrf_k
         return Query(text, request.k, corpora, retrievers, depth, rrf_k, k1, b, fusion, nprobe, refine)
 
-    def _response(self, request: search_pb2.SearchRequest, query: Query, scope: CallScope,
-                  engine: SearchEngine) -> search_pb2.SearchResponse:  # fmt: skip
+    def _response(
+        self, request: search_pb2.SearchRequest, query: Query, scope: CallScope, engine: SearchEngine
+    ) -> search_pb2.SearchResponse:
         started = time.perf_counter()
         fused = engine.search(query, scope)
         # source and doc_id always come back; each hit's store is the corpus that retrieved it
@@ -346,7 +348,7 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
                         "serve": asdict(engine.serve_plan),
                     },
                     sort_keys=True,
-                ),  # fmt: skip
+                ),
             )
 
         return self._guarded(context, "Info", {}, work)

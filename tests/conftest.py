@@ -109,11 +109,32 @@ def search_root(tmp_path_factory, run_corpusbuild, worker_id) -> Path:
 def _build_search_root(root: Path, run_corpusbuild) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     beir = SAMPLES / "ir" / "pubmedqa-beir"
-    result = run_corpusbuild("jsonl", beir / "corpus.jsonl", "--source", "pubmedqa", "--no-chunk",
-                             "--out", root / "pubmedqa", "--shards", 4, "--workers", 1, "--quiet")  # fmt: skip
+    result = run_corpusbuild(
+        "jsonl",
+        beir / "corpus.jsonl",
+        "--source",
+        "pubmedqa",
+        "--no-chunk",
+        "--out",
+        root / "pubmedqa",
+        "--shards",
+        4,
+        "--workers",
+        1,
+        "--quiet",
+    )
     assert result.exit_code == 0, result.output
-    result = run_corpusbuild("textbooks", SAMPLES / "textbooks" / "books", "--out", root / "textbooks",
-                             "--shards", 2, "--workers", 1, "--quiet")  # fmt: skip
+    result = run_corpusbuild(
+        "textbooks",
+        SAMPLES / "textbooks" / "books",
+        "--out",
+        root / "textbooks",
+        "--shards",
+        2,
+        "--workers",
+        1,
+        "--quiet",
+    )
     assert result.exit_code == 0, result.output
     for name in ("pubmedqa", "textbooks"):
         run_indexer("store", root / name)
@@ -136,9 +157,15 @@ def copy_corpus(corpus: Path, folder: Path, *leave_out: str) -> Path:
 # order, so starting these first lets both workers finish together instead of one running the
 # longest file alone at the end.
 LONGEST_FILES = (
-    "test_refkit.py", "test_indexer.py", "test_searchd.py", "test_executor.py", "test_dense_devices.py",
-    "test_searchd_limits.py", "test_multilingual.py", "test_ivf_nprobe.py",
-)  # fmt: skip
+    "test_refkit.py",
+    "test_indexer.py",
+    "test_searchd.py",
+    "test_executor.py",
+    "test_dense_devices.py",
+    "test_searchd_limits.py",
+    "test_multilingual.py",
+    "test_ivf_nprobe.py",
+)
 
 
 def pytest_collection_modifyitems(items):

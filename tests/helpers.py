@@ -120,8 +120,9 @@ def rrf_by_hand(lists, k: int, rrf_k: int) -> list[tuple[str, float]]:
 def pubmedqa_abstracts(count: int) -> list[dict]:
     """The first `count` real PubMedQA abstracts as snippets (title, content, contents), for encoders."""
     records = [orjson.loads(line) for line in PUBMEDQA_CORPUS.read_bytes().splitlines()[:count]]
-    return [{"title": r["title"], "content": r["text"], "contents": join_contents(r["title"], r["text"])}
-            for r in records]  # fmt: skip
+    return [
+        {"title": r["title"], "content": r["text"], "contents": join_contents(r["title"], r["text"])} for r in records
+    ]
 
 
 def tiny_bert(folder: Path, hidden: int = 96, seed: int = 0) -> Path:
@@ -134,8 +135,14 @@ def tiny_bert(folder: Path, hidden: int = 96, seed: int = 0) -> Path:
     from medsnip.encoders import bundled_minilm_path
 
     torch.manual_seed(seed)
-    config = BertConfig(vocab_size=30522, hidden_size=hidden, num_hidden_layers=1, num_attention_heads=4,
-                        intermediate_size=hidden, max_position_embeddings=512)  # fmt: skip
+    config = BertConfig(
+        vocab_size=30522,
+        hidden_size=hidden,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        intermediate_size=hidden,
+        max_position_embeddings=512,
+    )
     BertModel(config).save_pretrained(folder)
     AutoTokenizer.from_pretrained(bundled_minilm_path()).save_pretrained(folder)
     return folder

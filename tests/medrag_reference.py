@@ -34,8 +34,14 @@ def pubmed_rows(path) -> list[dict]:
         elif line == "</Article>":
             if abstract.strip() == "":
                 continue
-            rows.append({"id": "PMID:" + str(pmid), "title": title, "content": abstract,
-                         "contents": medrag_concat(title, abstract)})  # fmt: skip
+            rows.append(
+                {
+                    "id": "PMID:" + str(pmid),
+                    "title": title,
+                    "content": abstract,
+                    "contents": medrag_concat(title, abstract),
+                }
+            )
         if line.startswith("<PMID"):
             pmid = line.strip("</PMID>").split(">")[-1]
         if line.startswith("<ArticleTitle>"):
@@ -51,8 +57,15 @@ def textbook_rows(path) -> list[dict]:
     with open(path) as handle:
         texts = _splitter().split_text(handle.read().strip())
     title = name.strip(".txt")  # noqa: B005 - the script's own call
-    return [{"id": name.replace(".txt", "") + "_" + str(i), "title": title, "content": re.sub(r"\s+", " ", text),
-             "contents": medrag_concat(title, re.sub(r"\s+", " ", text))} for i, text in enumerate(texts)]  # fmt: skip
+    return [
+        {
+            "id": name.replace(".txt", "") + "_" + str(i),
+            "title": title,
+            "content": re.sub(r"\s+", " ", text),
+            "contents": medrag_concat(title, re.sub(r"\s+", " ", text)),
+        }
+        for i, text in enumerate(texts)
+    ]
 
 
 def _text(element) -> str:
@@ -125,5 +138,12 @@ def statpearls_rows(path) -> list[dict]:
 def wikipedia_rows(page_id: str, title: str, text: str) -> list[dict]:
     """MedRAG's chunking of one article's text (the script reads it from Hugging Face's dataset)."""
     texts = _splitter().split_text(text.strip())
-    return [{"id": f"{page_id}_{j}", "title": title, "content": re.sub(r"\s+", " ", t),
-             "contents": medrag_concat(title, re.sub(r"\s+", " ", t))} for j, t in enumerate(texts)]  # fmt: skip
+    return [
+        {
+            "id": f"{page_id}_{j}",
+            "title": title,
+            "content": re.sub(r"\s+", " ", t),
+            "contents": medrag_concat(title, re.sub(r"\s+", " ", t)),
+        }
+        for j, t in enumerate(texts)
+    ]

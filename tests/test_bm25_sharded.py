@@ -52,8 +52,9 @@ def test_groups_search_exactly_like_one_index(corpus_dir, texts, tmp_path, worke
     assert sum(map(len, reference)) > 10_000
     assert _search(out, corpus_dir, texts) == reference
     # statistics are global for other BM25 parameters too (no part scores with its own IDF or length)
-    assert _search(out, corpus_dir, texts, k1=1.2, b=0.75) == _search(corpus_dir / "bm25", corpus_dir, texts,
-                                                                      k1=1.2, b=0.75)  # fmt: skip
+    assert _search(out, corpus_dir, texts, k1=1.2, b=0.75) == _search(
+        corpus_dir / "bm25", corpus_dir, texts, k1=1.2, b=0.75
+    )
 
 
 def test_a_merged_index_is_a_plain_lucene_index_pyserini_opens(corpus_dir, tmp_path, texts):
@@ -96,8 +97,19 @@ def test_a_killed_build_resumes_from_the_finished_groups(corpus_dir, texts, tmp_
 def test_groups_on_a_real_ray_cluster_give_the_same_index(corpus_dir, texts, tmp_path):
     """`--executor ray`: each group an IndexCollection run inside a Ray task on a private 2-CPU cluster."""
     out = tmp_path / "bm25"
-    command = [sys.executable, "-m", "indexer.cli", "bm25", str(corpus_dir), "--out", str(out), "--workers", "2",
-               "--executor", "ray"]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "indexer.cli",
+        "bm25",
+        str(corpus_dir),
+        "--out",
+        str(out),
+        "--workers",
+        "2",
+        "--executor",
+        "ray",
+    ]
     completed = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert completed.returncode == 0, completed.stderr[-2000:]
     assert read_build_record(out)["run"]["executor"] == "ray"

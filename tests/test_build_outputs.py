@@ -39,8 +39,9 @@ def small_disk(tmp_path):
 
     def mount(size: str) -> Path:
         options = f"size={size}" if not mounted else f"remount,size={size}"
-        result = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(mount_point)],
-                                capture_output=True, text=True)  # fmt: skip
+        result = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(mount_point)], capture_output=True, text=True
+        )
         if result.returncode != 0:
             pytest.skip(f"cannot mount a tmpfs here: {result.stderr.strip()}")
         mounted.append(size)
@@ -55,8 +56,9 @@ def small_disk(tmp_path):
 def test_a_full_disk_is_reported_as_such_and_the_earlier_build_survives(small_disk, run_corpusbuild, size):
     disk = small_disk(size)
     out = disk / "pubmed"
-    first = run_corpusbuild("pubmed", PUBMED / "pubmed4.xml", PUBMED / "pubmed5.xml", "--out", out, "--shards", 2,
-                            "--workers", 1, "--quiet")  # fmt: skip
+    first = run_corpusbuild(
+        "pubmed", PUBMED / "pubmed4.xml", PUBMED / "pubmed5.xml", "--out", out, "--shards", 2, "--workers", 1, "--quiet"
+    )
     assert first.exit_code == 0, first.output
     before = folder_digest(out)
     bigger = [PUBMED / "pubmed4.xml", PUBMED / "pubmed5.xml", PUBMED / "medsamp2014.xml"]
@@ -78,8 +80,20 @@ def test_an_edited_published_shard_is_never_republished_or_trusted(tmp_path, run
     else, a re-run merges it again from the parsed parts, and the indexer and searchd refuse a shard
     whose bytes differ from build.json even when its length is unchanged."""
     out = tmp_path / "corpus"
-    command = ["jsonl", SAMPLES / "ir" / "pubmedqa-beir" / "corpus.jsonl", "--source", "pubmedqa", "--no-chunk",
-               "--out", out, "--shards", 2, "--workers", 1, "--quiet"]  # fmt: skip
+    command = [
+        "jsonl",
+        SAMPLES / "ir" / "pubmedqa-beir" / "corpus.jsonl",
+        "--source",
+        "pubmedqa",
+        "--no-chunk",
+        "--out",
+        out,
+        "--shards",
+        2,
+        "--workers",
+        1,
+        "--quiet",
+    ]
     assert run_corpusbuild(*command).exit_code == 0
     record = read_build_record(out)
     shard = out / record["outputs"][0]["path"]
@@ -95,8 +109,9 @@ def test_an_edited_published_shard_is_never_republished_or_trusted(tmp_path, run
     Corpus.open(out)  # the quick check cannot see it ...
     with pytest.raises(LineageError, match="changed since its build"):
         Corpus.open(out, verify="full")  # ... the full one, which every index build runs, does
-    result = subprocess.run([sys.executable, "-m", "indexer.cli", "store", str(out)], cwd=REPO, capture_output=True,
-                            text=True, timeout=300)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-m", "indexer.cli", "store", str(out)], cwd=REPO, capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 1 and "changed since its build" in result.stderr
 
     assert run_corpusbuild(*command).exit_code == 0  # the same build again: the shard is merged anew
@@ -107,8 +122,12 @@ def test_an_edited_published_shard_is_never_republished_or_trusted(tmp_path, run
 
 def test_searchd_refuses_a_corpus_whose_shard_changed(tmp_path, run_corpusbuild):
     out = tmp_path / "root" / "textbooks"
-    assert run_corpusbuild("textbooks", SAMPLES / "textbooks" / "books", "--out", out, "--shards", 1, "--workers", 1,
-                           "--quiet").exit_code == 0  # fmt: skip
+    assert (
+        run_corpusbuild(
+            "textbooks", SAMPLES / "textbooks" / "books", "--out", out, "--shards", 1, "--workers", 1, "--quiet"
+        ).exit_code
+        == 0
+    )
     run_indexer("store", out)
     run_indexer("bm25", out)
     shard = next(out.glob("shard-*.jsonl"))
@@ -116,8 +135,11 @@ def test_searchd_refuses_a_corpus_whose_shard_changed(tmp_path, run_corpusbuild)
     shard.write_bytes(data.replace(b"heart", b"HEART", 1))
     result = subprocess.run(
         [sys.executable, "-m", "searchd.cli", "serve", "--root", str(tmp_path / "root"), "--port", "0"],
-        cwd=REPO, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 1
     assert "refusing to start" in result.stderr and "changed since its build" in result.stderr
 
@@ -146,8 +168,12 @@ def test_an_index_never_replaces_what_is_not_an_index_of_its_kind(tmp_path, run_
     from indexer.cli import main as indexer_main
 
     corpus = tmp_path / "corpus"
-    assert run_corpusbuild("textbooks", SAMPLES / "textbooks" / "books", "--out", corpus, "--shards", 1,
-                           "--quiet").exit_code == 0  # fmt: skip
+    assert (
+        run_corpusbuild(
+            "textbooks", SAMPLES / "textbooks" / "books", "--out", corpus, "--shards", 1, "--quiet"
+        ).exit_code
+        == 0
+    )
     run_indexer("bm25", corpus)
     a_file = tmp_path / "a-file"
     a_file.write_text("keep me")
@@ -193,10 +219,29 @@ def test_a_killed_indexer_leaves_no_jvm_and_its_debris_is_cleaned(tmp_path, run_
     the end), and the next run deletes the dead run's `.bm25.tmp-PID` folder before building."""
     out = tmp_path / "corpus"
     corpus = SAMPLES / "ir" / "pubmedqa-beir" / "corpus.jsonl"
-    assert run_corpusbuild("jsonl", corpus, "--source", "pubmedqa", "--no-chunk", "--out", out, "--shards", 2,
-                           "--workers", 1, "--quiet").exit_code == 0  # fmt: skip
-    indexer = subprocess.Popen([sys.executable, "-m", "indexer.cli", "bm25", str(out)], cwd=REPO,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    assert (
+        run_corpusbuild(
+            "jsonl",
+            corpus,
+            "--source",
+            "pubmedqa",
+            "--no-chunk",
+            "--out",
+            out,
+            "--shards",
+            2,
+            "--workers",
+            1,
+            "--quiet",
+        ).exit_code
+        == 0
+    )
+    indexer = subprocess.Popen(
+        [sys.executable, "-m", "indexer.cli", "bm25", str(out)],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 120
     while not (java := _children(indexer.pid)):
         assert indexer.poll() is None and time.monotonic() < deadline, "the indexer ended before starting Java"

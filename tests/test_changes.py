@@ -57,8 +57,9 @@ def test_each_build_over_an_earlier_one_records_its_changes(tmp_path, update_cha
 
     # the later update (a deletion, a revision, an abstract removed), into 2 shards instead of 4
     parent = lineage_hash(read_build_record(out))
-    later = build(run_corpusbuild, out, update_chain["baseline"], update_chain["n1016"], update_chain["n1017"],
-                  shards=2)  # fmt: skip
+    later = build(
+        run_corpusbuild, out, update_chain["baseline"], update_chain["n1016"], update_chain["n1017"], shards=2
+    )
     summary, ids = read_changes(out)
     assert summary["parent"] == parent
     assert {kind: set(found) for kind, found in ids.items()} == by_hand(updated, later)
@@ -87,8 +88,20 @@ def test_a_dense_rebuild_embeds_only_changed_text_and_never_keeps_stale_vectors(
         (tmp_path / f"{name}.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
     corpus, fresh = tmp_path / "corpus", tmp_path / "fresh"
     for version, target in (("v1", corpus), ("v2", corpus), ("v2", fresh)):
-        result = run_corpusbuild("jsonl", tmp_path / f"{version}.jsonl", "--source", "q", "--no-chunk", "--out", target,
-                                 "--shards", 2, "--workers", 1, "--quiet")  # fmt: skip
+        result = run_corpusbuild(
+            "jsonl",
+            tmp_path / f"{version}.jsonl",
+            "--source",
+            "q",
+            "--no-chunk",
+            "--out",
+            target,
+            "--shards",
+            2,
+            "--workers",
+            1,
+            "--quiet",
+        )
         assert result.exit_code == 0, result.output
         run_indexer("dense", target, "--preset", "minilm", "--batch-size", 64)
     # the two changed texts are embedded again, the 18 others reused; a text embedded in a batch of 2
@@ -123,8 +136,20 @@ def test_an_ivf_index_keeps_its_quantizer_across_updates_until_the_retrain_share
     records, trained = [], []
     for number, version in enumerate((first, second, third)):
         (tmp_path / f"v{number}.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in version))
-        result = run_corpusbuild("jsonl", tmp_path / f"v{number}.jsonl", "--source", "q", "--no-chunk", "--out",
-                                 corpus, "--shards", 2, "--workers", 1, "--quiet")  # fmt: skip
+        result = run_corpusbuild(
+            "jsonl",
+            tmp_path / f"v{number}.jsonl",
+            "--source",
+            "q",
+            "--no-chunk",
+            "--out",
+            corpus,
+            "--shards",
+            2,
+            "--workers",
+            1,
+            "--quiet",
+        )
         assert result.exit_code == 0, result.output
         run_indexer("dense", corpus, "--preset", "minilm", "--batch-size", 64, "--index-factory", "IVF4,Flat")
         records.append(read_build_record(corpus / "dense-minilm")["training"])

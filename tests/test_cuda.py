@@ -24,8 +24,20 @@ def corpus_dir(tmp_path_factory, run_corpusbuild):
     lines = (SAMPLES / "ir" / "pubmedqa-beir" / "corpus.jsonl").read_bytes().splitlines(keepends=True)
     (folder / "corpus.jsonl").write_bytes(b"".join(lines[:120]))
     corpus = folder / "pubmedqa"
-    result = run_corpusbuild("jsonl", folder / "corpus.jsonl", "--source", "pubmedqa", "--no-chunk", "--out", corpus,
-                             "--shards", 3, "--workers", 1, "--quiet")  # fmt: skip
+    result = run_corpusbuild(
+        "jsonl",
+        folder / "corpus.jsonl",
+        "--source",
+        "pubmedqa",
+        "--no-chunk",
+        "--out",
+        corpus,
+        "--shards",
+        3,
+        "--workers",
+        1,
+        "--quiet",
+    )
     assert result.exit_code == 0, result.output
     run_indexer("dense", corpus, "--preset", "minilm", "--device", "cpu", "--out", corpus / "dense-cpu")
     return corpus

@@ -40,8 +40,9 @@ def test_the_daily_update_equals_a_fresh_build_and_embeds_only_what_changed(tmp_
     build(run_corpusbuild, corpus, chain["baseline"], chain["n1016"])
     build(run_corpusbuild, fresh, chain["baseline"], chain["n1016"], updates / chain["n1017"].name)
 
-    result = CliRunner().invoke(medsnip_main, ["update", str(corpus), "--pubmed-updates", str(updates)],
-                                catch_exceptions=False)  # fmt: skip
+    result = CliRunner().invoke(
+        medsnip_main, ["update", str(corpus), "--pubmed-updates", str(updates)], catch_exceptions=False
+    )
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout.splitlines()[-1])
     assert summary["applied"] == [chain["n1017"].name]
@@ -53,7 +54,8 @@ def test_the_daily_update_equals_a_fresh_build_and_embeds_only_what_changed(tmp_
     # BM25 took the change set by id (indexer.bm25_update) rather than indexing every snippet again
     assert read_build_record(corpus / "bm25")["run"]["update"]["parent"] == changes["parent"]
     assert BM25Index(corpus / "bm25", live).search(QUESTIONS, 10) == BM25Index(fresh / "bm25", reference).search(
-        QUESTIONS, 10)  # fmt: skip
+        QUESTIONS, 10
+    )
     counts = read_build_record(corpus / "dense-minilm")["counts"]
     assert 0 < counts["snippets_embedded_this_run"] <= changes["added"] + changes["changed"] < live.snippets
     encoder = DenseEncoder(preset("minilm"))
@@ -63,8 +65,9 @@ def test_the_daily_update_equals_a_fresh_build_and_embeds_only_what_changed(tmp_
     assert [[hit for hit, _ in hits] for hits in ours] == [[hit for hit, _ in hits] for hits in theirs]
 
     records = {name: (corpus / name / "build.json").read_bytes() for name in ("", "store", "bm25", "dense-minilm")}
-    again = CliRunner().invoke(medsnip_main, ["update", str(corpus), "--pubmed-updates", str(updates)],
-                               catch_exceptions=False)  # fmt: skip
+    again = CliRunner().invoke(
+        medsnip_main, ["update", str(corpus), "--pubmed-updates", str(updates)], catch_exceptions=False
+    )
     assert again.exit_code == 0 and json.loads(again.stdout.splitlines()[-1])["applied"] == []
     assert shard_bytes(corpus) == shard_bytes(fresh)
     # nothing is rebuilt, nothing embedded: every build record (and the change set it names) is as it was

@@ -29,8 +29,20 @@ def corpus_dir(tmp_path_factory, run_corpusbuild):
     lines = (SAMPLES / "ir" / "pubmedqa-beir" / "corpus.jsonl").read_bytes().splitlines(keepends=True)
     (folder / "corpus.jsonl").write_bytes(b"".join(lines[:ABSTRACTS]))
     corpus = folder / "pubmedqa"
-    result = run_corpusbuild("jsonl", folder / "corpus.jsonl", "--source", "pubmedqa", "--no-chunk", "--out", corpus,
-                             "--shards", 4, "--workers", 1, "--quiet")  # fmt: skip
+    result = run_corpusbuild(
+        "jsonl",
+        folder / "corpus.jsonl",
+        "--source",
+        "pubmedqa",
+        "--no-chunk",
+        "--out",
+        corpus,
+        "--shards",
+        4,
+        "--workers",
+        1,
+        "--quiet",
+    )
     assert result.exit_code == 0, result.output
     run_indexer("dense", corpus, "--preset", "minilm", "--batch-size", 64)
     return corpus
@@ -52,8 +64,23 @@ def test_two_local_cpu_workers_embed_bit_for_bit_like_one_process(corpus_dir, tm
 
 def test_ray_actors_embed_the_same_and_a_killed_build_resumes(corpus_dir, tmp_path):
     out = tmp_path / "dense"
-    command = [sys.executable, "-m", "indexer.cli", "dense", str(corpus_dir), "--preset", "minilm", "--batch-size",
-               "64", "--devices", "cpu,cpu", "--executor", "ray", "--out", str(out)]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "indexer.cli",
+        "dense",
+        str(corpus_dir),
+        "--preset",
+        "minilm",
+        "--batch-size",
+        "64",
+        "--devices",
+        "cpu,cpu",
+        "--executor",
+        "ray",
+        "--out",
+        str(out),
+    ]
     before = ray_processes()
     process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     kill_when(process, lambda: len(list(out.glob("emb-*.npy"))) >= 1, timeout=300)
@@ -75,10 +102,22 @@ def test_feeders_change_no_bit_die_with_a_killed_build_and_end_with_a_finished_o
     shards the kill left, and every worker stops its feeders at the end (one left holding its feeder
     pool would never exit)."""
     out = tmp_path / "dense"
-    command = [sys.executable, "-m", "indexer.cli", "dense", str(corpus_dir), "--preset", "minilm", "--batch-size",
-               "64", "--out", str(out)]  # fmt: skip
-    process = subprocess.Popen([*command, "--feeders", "2"], cwd=REPO, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "indexer.cli",
+        "dense",
+        str(corpus_dir),
+        "--preset",
+        "minilm",
+        "--batch-size",
+        "64",
+        "--out",
+        str(out),
+    ]
+    process = subprocess.Popen(
+        [*command, "--feeders", "2"], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     feeders: set[int] = set()
 
     def embedding_started() -> bool:
@@ -89,8 +128,12 @@ def test_feeders_change_no_bit_die_with_a_killed_build_and_end_with_a_finished_o
     assert process.returncode == -signal.SIGKILL and not (out / "build.json").exists()
     assert len(feeders) >= 2 and not alive(feeders, 30), "the killed build's feeders outlived it"
     finished = len(list(out.glob("emb-*.npy")))
-    rerun = subprocess.Popen([*command, "--devices", "cpu,cpu", "--feeders", "1"], cwd=REPO,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    rerun = subprocess.Popen(
+        [*command, "--devices", "cpu,cpu", "--feeders", "1"],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     started: set[int] = set()
     while rerun.poll() is None:
         started.update(pid for pid in descendants(rerun.pid) if "resource_tracker" not in _command_line(pid))
@@ -115,6 +158,7 @@ def test_bad_device_names_are_refused(corpus_dir, tmp_path):
 
     from indexer.cli import main
 
-    result = CliRunner().invoke(main, ["dense", str(corpus_dir), "--preset", "minilm", "--devices", "gpu0",
-                                       "--out", str(tmp_path / "d")])  # fmt: skip
+    result = CliRunner().invoke(
+        main, ["dense", str(corpus_dir), "--preset", "minilm", "--devices", "gpu0", "--out", str(tmp_path / "d")]
+    )
     assert result.exit_code == 2 and "not a device: gpu0" in result.output

@@ -138,8 +138,9 @@ def test_garbage_after_a_fake_stream_header_fails_the_same_way_on_any_number_of_
     assert plan_dump_split(dump, 2, range_bytes=10_000) is None  # the only header found is the fake one
     outputs = []
     for workers in (1, 2):
-        result = run_corpusbuild("wikipedia", dump, "--out", tmp_path / f"out-{workers}", "--workers", workers,
-                                 "--range-mb", 0.01, "--quiet")  # fmt: skip
+        result = run_corpusbuild(
+            "wikipedia", dump, "--out", tmp_path / f"out-{workers}", "--workers", workers, "--range-mb", 0.01, "--quiet"
+        )
         assert result.exit_code == 1
         outputs.append([line for line in result.output.splitlines() if line.startswith("error")])
     assert outputs[0] == outputs[1] and outputs[0]  # (the error is printed as it happens and in the summary)

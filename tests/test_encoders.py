@@ -103,8 +103,9 @@ def test_build_record_and_server_count_truncation(tmp_path, run_corpusbuild):
     source = tmp_path / "corpus.jsonl"
     source.write_bytes(b"".join(line + b"\n" for line in (BEIR / "corpus.jsonl").read_bytes().splitlines()[:12]))
     corpus = tmp_path / "root" / "pubmedqa"
-    result = run_corpusbuild("jsonl", source, "--source", "pubmedqa", "--no-chunk", "--out", corpus, "--shards", 2,
-                             "--workers", 1, "--quiet")  # fmt: skip
+    result = run_corpusbuild(
+        "jsonl", source, "--source", "pubmedqa", "--no-chunk", "--out", corpus, "--shards", 2, "--workers", 1, "--quiet"
+    )
     assert result.exit_code == 0, result.output
     run_indexer("store", corpus)
     run_indexer("dense", corpus, "--preset", "minilm", "--max-length", 32, "--query-max-length", 16)

@@ -21,9 +21,13 @@ from medsnip.executor import LocalExecutor, RayExecutor
 WIKIPEDIA = SAMPLES / "wikipedia" / "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
 
 
-@pytest.mark.parametrize("kind, inputs", [
-    ("pubmed", [SAMPLES / "pubmed"]), ("wikipedia", [WIKIPEDIA]),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "kind, inputs",
+    [
+        ("pubmed", [SAMPLES / "pubmed"]),
+        ("wikipedia", [WIKIPEDIA]),
+    ],
+)
 def test_ray_builds_the_same_shards_as_the_local_pool(tmp_path, kind, inputs):
     """`--executor ray` on a private 2-CPU cluster (real Ray processes) against the local pool."""
     outputs = {}
@@ -127,10 +131,25 @@ def test_a_ray_address_where_nothing_listens_fails_fast_and_says_so(tmp_path):
         port = probe.getsockname()[1]
     started = time.monotonic()
     result = subprocess.run(
-        [sys.executable, "-m", "corpusbuild", "pubmed", str(SAMPLES / "pubmed" / "pubmed1.xml"), "--out",
-         str(tmp_path / "out"), "--executor", "ray", "--ray-address", f"127.0.0.1:{port}", "--quiet"],
-        capture_output=True, text=True, timeout=120, env={**os.environ, "MEDSNIP_RAY_CONNECT_TIMEOUT": "3"},
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "corpusbuild",
+            "pubmed",
+            str(SAMPLES / "pubmed" / "pubmed1.xml"),
+            "--out",
+            str(tmp_path / "out"),
+            "--executor",
+            "ray",
+            "--ray-address",
+            f"127.0.0.1:{port}",
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "MEDSNIP_RAY_CONNECT_TIMEOUT": "3"},
+    )
     assert result.returncode == 2, result.stderr
     assert f"cannot reach a Ray cluster at 127.0.0.1:{port}: nothing answered within 3 s" in result.stderr
     assert time.monotonic() - started < 60

@@ -88,8 +88,20 @@ def _shard_of(folder, lines: list[bytes], copies: int, run_corpusbuild) -> Corpu
             record = orjson.loads(line)
             rows.append(orjson.dumps({**record, "_id": f"{record['_id']}-{round_number}"}))
     (folder / "corpus.jsonl").write_bytes(b"\n".join(rows) + b"\n")
-    result = run_corpusbuild("jsonl", folder / "corpus.jsonl", "--source", "pubmedqa", "--no-chunk", "--out",
-                             folder / "corpus", "--shards", 1, "--workers", 1, "--quiet")  # fmt: skip
+    result = run_corpusbuild(
+        "jsonl",
+        folder / "corpus.jsonl",
+        "--source",
+        "pubmedqa",
+        "--no-chunk",
+        "--out",
+        folder / "corpus",
+        "--shards",
+        1,
+        "--workers",
+        1,
+        "--quiet",
+    )
     assert result.exit_code == 0, result.output
     return Corpus.open(folder / "corpus")
 
@@ -207,8 +219,25 @@ def test_indexer_dense_with_stopped_feeders_never_hangs(tmp_path, run_corpusbuil
     lines = PUBMEDQA_CORPUS.read_bytes().splitlines()[:100]
     corpus = _shard_of(tmp_path / "corpus", lines, 2, run_corpusbuild)
     out = tmp_path / "dense"
-    command = [sys.executable, "-m", "indexer.cli", "dense", str(corpus.path), "--preset", "minilm", "--device", "cpu",
-               "--feeders", "2", "--feeder-timeout", "8", "--batch-size", "8", "--out", str(out)]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "indexer.cli",
+        "dense",
+        str(corpus.path),
+        "--preset",
+        "minilm",
+        "--device",
+        "cpu",
+        "--feeders",
+        "2",
+        "--feeder-timeout",
+        "8",
+        "--batch-size",
+        "8",
+        "--out",
+        str(out),
+    ]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 120
     stopped: set[int] = set()
@@ -216,8 +245,11 @@ def test_indexer_dense_with_stopped_feeders_never_hangs(tmp_path, run_corpusbuil
     while time.monotonic() < deadline and process.poll() is None:
         if first_stop is not None and time.monotonic() - first_stop > 5:
             break
-        children = {int(pid) for task in Path(f"/proc/{process.pid}/task").iterdir()
-                    for pid in (task / "children").read_text().split()}  # fmt: skip
+        children = {
+            int(pid)
+            for task in Path(f"/proc/{process.pid}/task").iterdir()
+            for pid in (task / "children").read_text().split()
+        }
         for pid in children - stopped:
             if "spawn_main" in Path(f"/proc/{pid}/cmdline").read_text():
                 os.kill(pid, signal.SIGSTOP)

@@ -116,8 +116,9 @@ def test_generations_swap_under_load_with_no_failed_call(tmp_path, update_chain,
             # a broken generation: the current one keeps serving, Info and health say why
             (root / "pubmed" / "bm25" / "build.json").write_text("{not json", encoding="utf-8")
             assert generation_health(address) == health_pb2.HealthCheckResponse.SERVING
-            result = CliRunner().invoke(searchd_main, ["reload", "--pid-file", str(pid_file), "--server", address],
-                                        catch_exceptions=False)  # fmt: skip
+            result = CliRunner().invoke(
+                searchd_main, ["reload", "--pid-file", str(pid_file), "--server", address], catch_exceptions=False
+            )
             assert result.exit_code == 1 and "still serving" in result.output
             status = generation(client)
             assert status["generation"] == 2 and "bm25" in status["last_error"]["error"]
@@ -147,8 +148,9 @@ def test_refkit_collect_never_mixes_two_generations(tmp_path, update_chain, run_
     queries_file.write_text("".join(f"q{i}\t{text}\n" for i, text in enumerate(texts)))
     process, address = start_background_server(root, "--watch", 1)
     try:
-        result = CliRunner().invoke(refkit_main, ["collect", str(queries_file), "--server", address, "--out",
-                                                  str(tmp_path / "same.jsonl")])  # fmt: skip
+        result = CliRunner().invoke(
+            refkit_main, ["collect", str(queries_file), "--server", address, "--out", str(tmp_path / "same.jsonl")]
+        )
         assert result.exit_code == 0, result.output
 
         from medsnip.queries import read_query_file
@@ -165,8 +167,18 @@ def test_refkit_collect_never_mixes_two_generations(tmp_path, update_chain, run_
 
         with client:
             try:
-                list(collect(client, address, lineage, queries, RetrievalOptions(5), DedupOptions(), batch=2,
-                             progress=swap_once))  # fmt: skip
+                list(
+                    collect(
+                        client,
+                        address,
+                        lineage,
+                        queries,
+                        RetrievalOptions(5),
+                        DedupOptions(),
+                        batch=2,
+                        progress=swap_once,
+                    )
+                )
             except ServerError as error:
                 message = str(error)
             else:

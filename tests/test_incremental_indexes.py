@@ -43,8 +43,20 @@ def versions(tmp_path_factory):
 
 
 def build_corpus(run_corpusbuild, versions, version, out):
-    result = run_corpusbuild("jsonl", versions / f"{version}.jsonl", "--source", "pubmedqa", "--no-chunk",
-                             "--out", out, "--shards", 3, "--workers", 1, "--quiet")  # fmt: skip
+    result = run_corpusbuild(
+        "jsonl",
+        versions / f"{version}.jsonl",
+        "--source",
+        "pubmedqa",
+        "--no-chunk",
+        "--out",
+        out,
+        "--shards",
+        3,
+        "--workers",
+        1,
+        "--quiet",
+    )
     assert result.exit_code == 0, result.output
 
 
@@ -89,8 +101,9 @@ def updated(tmp_path_factory, versions, run_corpusbuild):
     for target in (live, fresh):  # 80 of 530 documents deleted: BM25 keeps them (past the default share)
         run_indexer("store", target)
         run_indexer("bm25", target, "--compact-above", 1)
-        run_indexer("bm25", target, "--out", target / "bm25-parts", "--workers", 2, "--layout", "parts",
-                    "--compact-above", 1)  # fmt: skip
+        run_indexer(
+            "bm25", target, "--out", target / "bm25-parts", "--workers", 2, "--layout", "parts", "--compact-above", 1
+        )
     return {"live": live, "fresh": fresh, "parent": parent, "before": before}
 
 

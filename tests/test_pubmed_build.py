@@ -88,14 +88,27 @@ def test_updates_and_deletions_follow_sequence_numbers(tmp_path, update_chain, r
     """Given in scrambled order, the files are applied n0999 -> n1016 -> n1017 -> medsamp2014."""
     out = tmp_path / "chain"
     result = run_corpusbuild(
-        "pubmed", update_chain["medsamp"], update_chain["n1017"], update_chain["n1016"], update_chain["baseline"],
-        "--out", out, "--shards", 4, "--workers", 2, "--quiet",
-    )  # fmt: skip
+        "pubmed",
+        update_chain["medsamp"],
+        update_chain["n1017"],
+        update_chain["n1016"],
+        update_chain["baseline"],
+        "--out",
+        out,
+        "--shards",
+        4,
+        "--workers",
+        2,
+        "--quiet",
+    )
     assert result.exit_code == 0, result.output
     record = read_build_record(out)
     assert [i["path"].rsplit("/", 1)[1] for i in record["inputs"]] == [
-        "pubmed20n0999.xml.gz", "pubmed20n1016.xml.gz", "pubmed20n1017.xml.gz", "medsamp2014.xml",
-    ]  # fmt: skip
+        "pubmed20n0999.xml.gz",
+        "pubmed20n1016.xml.gz",
+        "pubmed20n1017.xml.gz",
+        "medsamp2014.xml",
+    ]
     docs = by_pmid(out)
     # replaced by the real record of pubmed20n1016
     assert docs[30137523][0]["title"].startswith("Ethnicity-Specific Skeletal Muscle Transcriptional Signatures")

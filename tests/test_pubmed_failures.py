@@ -64,9 +64,22 @@ def test_every_bad_input_is_reported_and_the_rest_still_builds(tmp_path, pubmed_
     missing = tmp_path / "nowhere" / "pubmed26n0001.xml.gz"
     out = tmp_path / "out"
     result = run_corpusbuild(
-        "pubmed", *good_inputs(pubmed_samples), bad["truncated"], bad["malformed"], bad["empty"],
-        bad["not_pubmed"], bad["bad_pmid"], missing, "--out", out, "--shards", 2, "--workers", 2, "--quiet",
-    )  # fmt: skip
+        "pubmed",
+        *good_inputs(pubmed_samples),
+        bad["truncated"],
+        bad["malformed"],
+        bad["empty"],
+        bad["not_pubmed"],
+        bad["bad_pmid"],
+        missing,
+        "--out",
+        out,
+        "--shards",
+        2,
+        "--workers",
+        2,
+        "--quiet",
+    )
     assert result.exit_code == 1
     record = read_build_record(out)
     assert record["complete"] is False

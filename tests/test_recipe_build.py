@@ -35,8 +35,10 @@ def demo_copy(folder: Path, model: Path) -> Path:
     text = text[:start] + text[end:]
     dense_start = text.index("[indexes.dense-minilm]")
     dense_end = text.index("[serve]")
-    text = (text[:dense_start] + f'[indexes.dense-minilm]\nkind = "dense"\nmodel = "{model}"\npooling = "static"\n'
-            'normalize = true\n\n' + text[dense_end:])  # fmt: skip
+    text = (
+        text[:dense_start] + f'[indexes.dense-minilm]\nkind = "dense"\nmodel = "{model}"\npooling = "static"\n'
+        "normalize = true\n\n" + text[dense_end:]
+    )
     path = folder / "demo-copy.toml"
     path.write_text(text, encoding="utf-8")
     return path
@@ -49,8 +51,11 @@ def recipe(tmp_path_factory) -> Path:
 
 
 def build(recipe: Path, root: Path, *extra: str):
-    return CliRunner().invoke(medsnip_main, ["build", str(recipe), "--out", str(root), "--workers", "2", "--quiet",
-                                             *extra], catch_exceptions=False)  # fmt: skip
+    return CliRunner().invoke(
+        medsnip_main,
+        ["build", str(recipe), "--out", str(root), "--workers", "2", "--quiet", *extra],
+        catch_exceptions=False,
+    )
 
 
 def root_state(root: Path) -> dict:
@@ -70,8 +75,12 @@ def root_state(root: Path) -> dict:
         for folder in ("store", "bm25", "dense-minilm"):
             state[f"{source}/{folder}"] = lineage(corpus_dir / folder)
         dense = corpus_dir / "dense-minilm"
-        files = [*corpus_dir.glob("shard-*"), *(corpus_dir / "store").glob("*.npy"), *dense.glob("emb-*.npy"),
-                 *dense.glob("faiss-*")]  # fmt: skip
+        files = [
+            *corpus_dir.glob("shard-*"),
+            *(corpus_dir / "store").glob("*.npy"),
+            *dense.glob("emb-*.npy"),
+            *dense.glob("faiss-*"),
+        ]
         for path in sorted(files):
             state[str(path.relative_to(root))] = hashlib.sha256(path.read_bytes()).hexdigest()
         bm25 = BM25Index(corpus_dir / "bm25", Corpus.open(corpus_dir))
@@ -84,8 +93,15 @@ def killed_at(recipe: Path, root: Path, marker: str, after: int = 1) -> None:
     """Run `medsnip build` in its own process group and SIGKILL the group at the `after`-th output line
     holding `marker` (the stage under way then)."""
     command = [sys.executable, "-m", "pipeline.cli", "build", str(recipe), "--out", str(root), "--workers", "2"]
-    process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               start_new_session=True, env={**os.environ, "COLUMNS": "200"})  # fmt: skip
+    process = subprocess.Popen(
+        command,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+        env={**os.environ, "COLUMNS": "200"},
+    )
     seen = 0
     for line in process.stdout:
         seen += marker in line
@@ -123,10 +139,12 @@ def test_the_recipe_is_checked_before_anything_is_built(recipe, tmp_path):
     cases = {
         "unknown index kind": (text.replace('kind = "bm25"', 'kind = "splade"'), "kind must be one of"),
         "a dense option of the wrong type": (text.replace('pooling = "static"', "pooling = 3"), "must be a str"),
-        "serving an index no source builds": (text.replace('retrievers = ["bm25", "dense-minilm"]',
-                                                           'retrievers = ["bm25", "dense-medcpt"]'), "dense-medcpt"),
+        "serving an index no source builds": (
+            text.replace('retrievers = ["bm25", "dense-minilm"]', 'retrievers = ["bm25", "dense-medcpt"]'),
+            "dense-medcpt",
+        ),
         "an undeclared index": (text.replace('"bm25", "dense-minilm"]   #', '"bm25", "dense-x"]   #'), "dense-x"),
-    }  # fmt: skip
+    }
     for name, (changed, message) in cases.items():
         bad = tmp_path / f"{name.replace(' ', '-')}.toml"
         bad.write_text(changed, encoding="utf-8")

@@ -54,8 +54,9 @@ def refkit(*args, ok: bool = True):
 def refkit_root(search_root, tmp_path_factory, run_corpusbuild) -> Path:
     root = tmp_path_factory.mktemp("refkit-root")
     copy_corpus(search_root / "pubmedqa", root)
-    result = run_corpusbuild("pubmed", PUBMED_SAMPLES, "--out", root / "pubmed", "--shards", 2, "--workers", 1,
-                             "--quiet")  # fmt: skip
+    result = run_corpusbuild(
+        "pubmed", PUBMED_SAMPLES, "--out", root / "pubmed", "--shards", 2, "--workers", 1, "--quiet"
+    )
     assert result.exit_code == 0, result.output
     for command in ("store", "bm25"):
         run_indexer(command, root / "pubmed")
@@ -192,12 +193,23 @@ def test_scores_match_f1_computed_by_hand():
     Item a alone: relevance 2/(2+1+1) = 0.5, irrelevance 2*2/(4+1+1) = 2/3.
     Item b alone: relevance 0/(0+0+1) = 0, irrelevance 2*1/(2+1+0) = 2/3."""
     items = [
-        {"id": "a", "references": [{"number": n} for n in range(1, 6)],
-         "answer_key": {"1": {"label": "relevant"}, "2": {"label": "relevant"}, "3": {"label": "irrelevant"},
-                        "4": {"label": "irrelevant"}, "5": {"label": "irrelevant"}}},
-        {"id": "b", "references": [{"number": 1}, {"number": 2}],
-         "answer_key": {"1": {"label": "relevant"}, "2": {"label": "irrelevant"}}},
-    ]  # fmt: skip
+        {
+            "id": "a",
+            "references": [{"number": n} for n in range(1, 6)],
+            "answer_key": {
+                "1": {"label": "relevant"},
+                "2": {"label": "relevant"},
+                "3": {"label": "irrelevant"},
+                "4": {"label": "irrelevant"},
+                "5": {"label": "irrelevant"},
+            },
+        },
+        {
+            "id": "b",
+            "references": [{"number": 1}, {"number": 2}],
+            "answer_key": {"1": {"label": "relevant"}, "2": {"label": "irrelevant"}},
+        },
+    ]
     result = score(items, {"a": "Answer [1][3], see also [9].", "b": "I cannot tell."})
     overall = result["overall"]
     assert overall["relevance_precision"] == pytest.approx(0.4)
@@ -307,14 +319,16 @@ def test_entity_swaps_of_a_real_disease_question(names_lexicon_path):
         assert change["rule"] in ("tree-sibling", "tree-cousin")
         sibling = rewriter.lexicon.get(change["to"])
         assert sibling.corpus_frequency > 0  # the served records name it
-        assert {t.rpartition(".")[0] for t in sibling.trees} & {t.rpartition(".")[0] for t in asthma.trees} or \
-            change["rule"] == "tree-cousin"  # fmt: skip
+        assert {t.rpartition(".")[0] for t in sibling.trees} & {t.rpartition(".")[0] for t in asthma.trees} or change[
+            "rule"
+        ] == "tree-cousin"
         assert rewrite.query == f"Fast foods - are they a risk factor for {change['written']}?"
     assert not any(name.endswith(("Diseases", "Disorders")) for name in pool)
     lung_diseases = rewriter.lexicon.get("Lung Diseases")  # generic by its trees (C08.381), and a group
     assert "generic" in entity_swap_problem(analysis.entity.payload, lung_diseases, rewriter.generic)
-    assert "a group" in entity_swap_problem(Entity("Asthma", "disease"), Entity("Lung Diseases", "disease"),
-                                            frozenset())  # fmt: skip
+    assert "a group" in entity_swap_problem(
+        Entity("Asthma", "disease"), Entity("Lung Diseases", "disease"), frozenset()
+    )
     # same seed, same rewrites
     assert [r.query for r in rewriter.rewrites(query, analysis, NoiseOptions(seed=13))] == [r.query for r in rewrites]
 
@@ -385,9 +399,27 @@ def test_collect_label_noise_assemble_score(server, names_lexicon_path, question
     # this 1,100-document root names few of the siblings a swap puts in beside the question's other entities, and
     # holds few texts on any one topic: the rewrites are tested without the corpus-support rule and with lower
     # relatedness floors here, and with the defaults below
-    refkit("noise", questions, "--server", server, "--lexicon", lexicon_path, "--seed", 13, "--refs", refs,
-           "--per-query", 4, "--no-support", "--entity-floor", 0.30, "--similarity-floor", 0.35,
-           "--out", noise)  # fmt: skip
+    refkit(
+        "noise",
+        questions,
+        "--server",
+        server,
+        "--lexicon",
+        lexicon_path,
+        "--seed",
+        13,
+        "--refs",
+        refs,
+        "--per-query",
+        4,
+        "--no-support",
+        "--entity-floor",
+        0.30,
+        "--similarity-floor",
+        0.35,
+        "--out",
+        noise,
+    )
     generated = {r["id"]: r for r in map(orjson.loads, noise.read_bytes().splitlines())}
     assert set(generated) == {r["id"] for r in collected}
     rewritten = [r for r in generated.values() if r["rewrites"]]
@@ -424,8 +456,22 @@ def test_collect_label_noise_assemble_score(server, names_lexicon_path, question
     assert sum(audited["rejected_by_rule"].values()) == sum(len(r["rejected"]) for r in generated.values())
 
     supported = tmp_path / "supported.jsonl"
-    refkit("noise", questions, "--server", server, "--lexicon", lexicon_path, "--seed", 13, "--refs", refs,
-           "--per-query", 4, "--out", supported)  # fmt: skip
+    refkit(
+        "noise",
+        questions,
+        "--server",
+        server,
+        "--lexicon",
+        lexicon_path,
+        "--seed",
+        13,
+        "--refs",
+        refs,
+        "--per-query",
+        4,
+        "--out",
+        supported,
+    )
     refusals = 0
     for record in map(orjson.loads, supported.read_bytes().splitlines()):
         by_rule = [r for r in record["refused_swaps"] if r["rule"] == "unsupported"]
@@ -435,13 +481,27 @@ def test_collect_label_noise_assemble_score(server, names_lexicon_path, question
             assert record["stopped"]["stage"] == "support" and by_rule
         for rewrite in record["rewrites"]:  # a kept rewrite names the text that supports it
             support = rewrite["support"]
-            assert support["supported"] and support["similarity"] >= (ENTITY_FLOOR if support["level"] == "paired"
-                                                                      else 0.5)  # fmt: skip
+            assert support["supported"] and support["similarity"] >= (
+                ENTITY_FLOOR if support["level"] == "paired" else 0.5
+            )
         assert {n["rewrite"] for n in record["noise"]} <= {r["number"] for r in record["rewrites"]}
     assert refusals > 0
 
-    refkit("assemble", "--relevant", labeled, "--noise", noise, "--n-relevant", "1..2", "--n-irrelevant", "3..5",
-           "--seed", 7, "--out", items)  # fmt: skip
+    refkit(
+        "assemble",
+        "--relevant",
+        labeled,
+        "--noise",
+        noise,
+        "--n-relevant",
+        "1..2",
+        "--n-irrelevant",
+        "3..5",
+        "--seed",
+        7,
+        "--out",
+        items,
+    )
     assembled = [orjson.loads(line) for line in items.read_bytes().splitlines()]
     assert len(assembled) == 14
     asthma_item = next(i for i in assembled if i["id"] == ASTHMA[0])
@@ -455,10 +515,19 @@ def test_collect_label_noise_assemble_score(server, names_lexicon_path, question
     assert asthma_item["references"][int(relevant_number) - 1]["doc_id"] == ASTHMA[0]
 
     responses = tmp_path / "responses.jsonl"
-    responses.write_text("".join(
-        json.dumps({"id": item["id"], "response": "".join(f"[{n}]" for n, k in item["answer_key"].items()
-                                                          if k["label"] == "relevant")}) + "\n"
-        for item in assembled), encoding="utf-8")  # fmt: skip  # a perfect curator
+    responses.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "id": item["id"],
+                    "response": "".join(f"[{n}]" for n, k in item["answer_key"].items() if k["label"] == "relevant"),
+                }
+            )
+            + "\n"
+            for item in assembled
+        ),
+        encoding="utf-8",
+    )  # a perfect curator
     result = json.loads(refkit("score", items, responses).stdout)
     assert result["overall"]["curation_efficiency"] == 1.0
 
@@ -468,12 +537,36 @@ def test_same_inputs_give_byte_identical_outputs(server, lexicon_path, questions
     for run in ("first", "second"):
         folder = tmp_path / run
         refkit("collect", questions, "--server", server, "--k", 8, "--out", folder / "refs.jsonl")
-        refkit("noise", questions, "--server", server, "--lexicon", lexicon_path, "--seed", 5, "--out",
-               folder / "noise.jsonl", "--refs", folder / "refs.jsonl")  # fmt: skip
+        refkit(
+            "noise",
+            questions,
+            "--server",
+            server,
+            "--lexicon",
+            lexicon_path,
+            "--seed",
+            5,
+            "--out",
+            folder / "noise.jsonl",
+            "--refs",
+            folder / "refs.jsonl",
+        )
         refkit("label", folder / "refs.jsonl", "--qrels", BEIR / "qrels.tsv", "--out", folder / "labeled.jsonl")
-        refkit("assemble", "--relevant", folder / "labeled.jsonl", "--noise", folder / "noise.jsonl",
-               "--n-relevant", "0..2", "--n-irrelevant", "2..4", "--seed", 5,
-               "--out", folder / "items.jsonl")  # fmt: skip
+        refkit(
+            "assemble",
+            "--relevant",
+            folder / "labeled.jsonl",
+            "--noise",
+            folder / "noise.jsonl",
+            "--n-relevant",
+            "0..2",
+            "--n-irrelevant",
+            "2..4",
+            "--seed",
+            5,
+            "--out",
+            folder / "items.jsonl",
+        )
         outputs.append({p.name: p.read_bytes() for p in sorted(folder.iterdir())})
     assert outputs[0] == outputs[1]
     noise = [orjson.loads(line) for line in outputs[0]["noise.jsonl"].splitlines()]
@@ -512,8 +605,11 @@ def test_scan_snippets_streams_every_snippet_and_needs_the_token(server, refkit_
     with SearchClient(server) as client:
         all_pubmed = list(client.scan_snippets(["pubmed"], page_size=50))
         firsts = list(client.scan_snippets(["pubmed"], first_chunk_only=True))
-    corpus_snippets = [json.loads(line) for shard in sorted((refkit_root / "pubmed").glob("shard-*.jsonl"))
-                       for line in shard.read_text(encoding="utf-8").splitlines()]  # fmt: skip
+    corpus_snippets = [
+        json.loads(line)
+        for shard in sorted((refkit_root / "pubmed").glob("shard-*.jsonl"))
+        for line in shard.read_text(encoding="utf-8").splitlines()
+    ]
     assert [s.id for _, s in all_pubmed] == [s["id"] for s in corpus_snippets]
     assert [s.id for _, s in firsts] == [s["id"] for s in corpus_snippets if s["chunk"] == 0]
     assert json.loads(firsts[0][1].meta_json) == corpus_snippets[0]["meta"] and not firsts[0][1].content
@@ -546,19 +642,44 @@ def test_bad_input_gives_a_clear_error_and_writes_nothing(server, lexicon_path, 
     assert result.exit_code == 2 and "empty.jsonl:2: empty query (id q2)" in result.output and not out.exists()
     bad_lexicon = tmp_path / "lexicon.tsv"
     bad_lexicon.write_text("name\ttype\tcolour\nAspirin\tdrug\tred\n", encoding="utf-8")
-    result = refkit("noise", questions, "--server", server, "--lexicon", bad_lexicon, "--seed", 1, "--out", out,
-                    ok=False)  # fmt: skip
+    result = refkit(
+        "noise", questions, "--server", server, "--lexicon", bad_lexicon, "--seed", 1, "--out", out, ok=False
+    )
     assert result.exit_code == 2 and "unknown lexicon column 'colour'" in result.output and not out.exists()
     previous = tmp_path / "items.jsonl"
     previous.write_bytes(b"earlier output\n")
     labeled = tmp_path / "labeled.jsonl"
     labeled.write_text('{"id": "q1", "query": "x", "references": [{"snippet_id": "a", "label": "maybe"}]}\n')
-    result = refkit("assemble", "--relevant", labeled, "--n-relevant", "1..2", "--n-irrelevant", "1..2", "--seed", 1,
-                    "--out", previous, ok=False)  # fmt: skip
+    result = refkit(
+        "assemble",
+        "--relevant",
+        labeled,
+        "--n-relevant",
+        "1..2",
+        "--n-irrelevant",
+        "1..2",
+        "--seed",
+        1,
+        "--out",
+        previous,
+        ok=False,
+    )
     assert result.exit_code == 2 and "labeled.jsonl:1: references[0].label is 'maybe'" in result.output
     assert previous.read_bytes() == b"earlier output\n"  # an earlier output is never damaged
-    result = refkit("assemble", "--relevant", labeled, "--n-relevant", "2..1", "--n-irrelevant", "1..2", "--seed", 1,
-                    "--out", out, ok=False)  # fmt: skip
+    result = refkit(
+        "assemble",
+        "--relevant",
+        labeled,
+        "--n-relevant",
+        "2..1",
+        "--n-irrelevant",
+        "1..2",
+        "--seed",
+        1,
+        "--out",
+        out,
+        ok=False,
+    )
     assert result.exit_code == 2 and "--n-relevant" in result.output
     huge = tmp_path / "huge.tsv"  # before: a _csv.Error traceback while reading
     huge.write_text("q1\tasthma and fast food\nq2\t" + "asthma " * 150_000 + "\n", encoding="utf-8")
@@ -578,14 +699,31 @@ def test_mesh_descriptors_and_supplementary_concepts_become_typed_entities():
     from refkit.mesh import read_mesh, type_from_trees
 
     lexicon = read_mesh(MESH / "meshrdf-desc-samples.xml", MESH / "meshrdf-supp-samples.xml")
-    types = {name: lexicon.get(name).type for name in (
-        "Acetaminophen", "Diabetes Mellitus", "Saccharomyces cerevisiae", "Heart", "Drug Therapy", "Germany",
-        "Horner Syndrome, Congenital", "ABC protocol", "methampicillin")}  # fmt: skip
+    types = {
+        name: lexicon.get(name).type
+        for name in (
+            "Acetaminophen",
+            "Diabetes Mellitus",
+            "Saccharomyces cerevisiae",
+            "Heart",
+            "Drug Therapy",
+            "Germany",
+            "Horner Syndrome, Congenital",
+            "ABC protocol",
+            "methampicillin",
+        )
+    }
     assert types == {
-        "Acetaminophen": "drug", "Diabetes Mellitus": "disease", "Saccharomyces cerevisiae": "organism",
-        "Heart": "anatomy", "Drug Therapy": "procedure", "Germany": "other", "Horner Syndrome, Congenital": "disease",
-        "ABC protocol": "procedure", "methampicillin": "drug",
-    }  # fmt: skip
+        "Acetaminophen": "drug",
+        "Diabetes Mellitus": "disease",
+        "Saccharomyces cerevisiae": "organism",
+        "Heart": "anatomy",
+        "Drug Therapy": "procedure",
+        "Germany": "other",
+        "Horner Syndrome, Congenital": "disease",
+        "ABC protocol": "procedure",
+        "methampicillin": "drug",
+    }
     acetaminophen = lexicon.get("Acetaminophen")
     assert "Paracetamol" in acetaminophen.entry_terms and acetaminophen.trees == ["D02.065.199.092.040"]
     assert "Aminobenzyl Penicillin" in lexicon.get("Ampicillin").entry_terms  # uninverted entry term
@@ -598,16 +736,27 @@ def test_mesh_lexicon_merges_with_the_mined_one_and_matches_variants(refkit_root
     """`refkit lexicon --mesh ... --corpus ...`: MeSH names and types, the records' frequencies; queries
     match synonyms, the other grammatical number and hyphen/space variants."""
     out = tmp_path / "lexicon.tsv"
-    refkit("lexicon", "--mesh", MESH / "meshrdf-desc-samples.xml", "--supplementary", MESH / "meshrdf-supp-samples.xml",
-           "--corpus", refkit_root / "pubmed", "--out", out)  # fmt: skip
+    refkit(
+        "lexicon",
+        "--mesh",
+        MESH / "meshrdf-desc-samples.xml",
+        "--supplementary",
+        MESH / "meshrdf-supp-samples.xml",
+        "--corpus",
+        refkit_root / "pubmed",
+        "--out",
+        out,
+    )
     lexicon = read_lexicon(out)
     humans = lexicon.get("Humans")
     assert humans.type == "organism" and humans.frequency > 0 and humans.trees  # MeSH type, mined frequency
     rewriter = QueryRewriter(lexicon, read_aspects())
-    for query, entity in (("Is paracetamol safe in pregnancy?", "Acetaminophen"),
-                          ("What are the adverse effects of acetaminophens?", "Acetaminophen"),
-                          ("Which antibacterial agents treat otitis?", "Anti-Bacterial Agents"),
-                          ("Any complications of a diabetes complication?", "Diabetes Complications")):  # fmt: skip
+    for query, entity in (
+        ("Is paracetamol safe in pregnancy?", "Acetaminophen"),
+        ("What are the adverse effects of acetaminophens?", "Acetaminophen"),
+        ("Which antibacterial agents treat otitis?", "Anti-Bacterial Agents"),
+        ("Any complications of a diabetes complication?", "Diabetes Complications"),
+    ):
         assert [m.payload.name for m in rewriter.analyse(query).entities] == [entity], query
 
 
@@ -620,27 +769,36 @@ def test_entity_swaps_go_to_siblings_never_to_ancestors(tmp_path):
     from refkit.lexicon import Entity, Lexicon
     from refkit.noise import NoiseOptions
 
-    lexicon = Lexicon([
-        Entity("Diabetes Mellitus", "disease", trees=["C18.452.394.750", "C19.246"]),
-        Entity("Diabetes Complications", "disease", trees=["C18.452.394.750.149", "C19.246.099"]),  # a child
-        Entity("Diabetes Insipidus", "disease", trees=["C19.700.355"]),  # not a sibling (other parent)
-        Entity("Hyperinsulinism", "disease", trees=["C18.452.394.968"]),  # a sibling (under C18.452.394)
-        Entity("Adrenal Gland Diseases", "disease", trees=["C19.053"]),  # a sibling, but a generic family
-        Entity("Glucose Metabolism Disorders", "disease", trees=["C18.452.394"]),  # the parent
-        Entity("Asthma", "disease", frequency=5),  # no trees
-    ])  # fmt: skip
+    lexicon = Lexicon(
+        [
+            Entity("Diabetes Mellitus", "disease", trees=["C18.452.394.750", "C19.246"]),
+            Entity("Diabetes Complications", "disease", trees=["C18.452.394.750.149", "C19.246.099"]),  # a child
+            Entity("Diabetes Insipidus", "disease", trees=["C19.700.355"]),  # not a sibling (other parent)
+            Entity("Hyperinsulinism", "disease", trees=["C18.452.394.968"]),  # a sibling (under C18.452.394)
+            Entity("Adrenal Gland Diseases", "disease", trees=["C19.053"]),  # a sibling, but a generic family
+            Entity("Glucose Metabolism Disorders", "disease", trees=["C18.452.394"]),  # the parent
+            Entity("Asthma", "disease", frequency=5),  # no trees
+        ]
+    )
     rewriter = QueryRewriter(lexicon, read_aspects())
     refused = []
     candidates = rewriter.entity_candidates(lexicon.get("Diabetes Mellitus"), set(), refused)
     assert [(e.name, rule) for e, rule in candidates] == [("Hyperinsulinism", "tree-sibling")]
-    assert refused == [{"target": "Diabetes Mellitus", "to": "Adrenal Gland Diseases", "rule": "generic",
-                        "why": "generic: Adrenal Gland Diseases names a category, not a concept"}]  # fmt: skip
+    assert refused == [
+        {
+            "target": "Diabetes Mellitus",
+            "to": "Adrenal Gland Diseases",
+            "rule": "generic",
+            "why": "generic: Adrenal Gland Diseases names a category, not a concept",
+        }
+    ]
     refused = []
     assert rewriter.entity_candidates(lexicon.get("Asthma"), set(), refused) == []
     assert [r["rule"] for r in refused] == ["no-tree-place"]
     query = QueryItem("q", "What is the treatment of diabetes mellitus?")
-    [rewrite] = rewriter.rewrites(query, rewriter.analyse(query.query),
-                                  NoiseOptions(seed=1, attribute_swaps=0, entity_swaps=1))  # fmt: skip
+    [rewrite] = rewriter.rewrites(
+        query, rewriter.analyse(query.query), NoiseOptions(seed=1, attribute_swaps=0, entity_swaps=1)
+    )
     assert rewrite.query == "What is the treatment of hyperinsulinism?"
     assert rewrite.replaced[0]["rule"] == "tree-sibling"
 
@@ -666,26 +824,40 @@ def test_siblings_a_clinician_would_pick():
     assert names[0] in blockers and "Valsartan" in names[: len(blockers)]
     assert not {"Tetrazoles", "Imidazoles", "Benzidines", "Tetrazolium Salts"} & set(names)
 
-    counted = Lexicon([
-        Entity("tucatinib", "drug", corpus_frequency=3), Entity("lapatinib", "drug", corpus_frequency=9),
-        Entity("neratinib", "drug", corpus_frequency=0), Entity("trastuzumab", "drug", corpus_frequency=12),
-        Entity("VPS4A", "gene", corpus_frequency=2), Entity("VPS4B", "gene", corpus_frequency=4),
-        Entity("VPS35", "gene", corpus_frequency=7),
-        Entity("Obesity", "disease", trees=["C18.654.726.500"], corpus_frequency=5),
-        Entity("Malnutrition", "disease", trees=["C18.654.521.500"], corpus_frequency=4),
-        Entity("Hypokalemia", "disease", trees=["C18.452.950.340"], corpus_frequency=2),
-        Entity("Hyperkalemia", "disease", trees=["C18.452.950.330"], corpus_frequency=2),
-    ])  # fmt: skip
+    counted = Lexicon(
+        [
+            Entity("tucatinib", "drug", corpus_frequency=3),
+            Entity("lapatinib", "drug", corpus_frequency=9),
+            Entity("neratinib", "drug", corpus_frequency=0),
+            Entity("trastuzumab", "drug", corpus_frequency=12),
+            Entity("VPS4A", "gene", corpus_frequency=2),
+            Entity("VPS4B", "gene", corpus_frequency=4),
+            Entity("VPS35", "gene", corpus_frequency=7),
+            Entity("Obesity", "disease", trees=["C18.654.726.500"], corpus_frequency=5),
+            Entity("Malnutrition", "disease", trees=["C18.654.521.500"], corpus_frequency=4),
+            Entity("Hypokalemia", "disease", trees=["C18.452.950.340"], corpus_frequency=2),
+            Entity("Hyperkalemia", "disease", trees=["C18.452.950.330"], corpus_frequency=2),
+        ]
+    )
     rewriter = QueryRewriter(counted, read_aspects())
     refused = []
     assert [(e.name, r) for e, r in rewriter.entity_candidates(counted.get("tucatinib"), set(), refused)] == [
-        ("lapatinib", "inn-stem")]  # fmt: skip
-    assert refused == [{"target": "tucatinib", "to": "neratinib", "rule": "not-in-corpus",
-                        "why": "not-in-corpus: no served record names neratinib"}]  # fmt: skip
+        ("lapatinib", "inn-stem")
+    ]
+    assert refused == [
+        {
+            "target": "tucatinib",
+            "to": "neratinib",
+            "rule": "not-in-corpus",
+            "why": "not-in-corpus: no served record names neratinib",
+        }
+    ]
     assert [(e.name, r) for e, r in rewriter.entity_candidates(counted.get("VPS4A"), set())] == [
-        ("VPS4B", "symbol-family")]  # fmt: skip
+        ("VPS4B", "symbol-family")
+    ]
     assert [(e.name, r) for e, r in rewriter.entity_candidates(counted.get("Obesity"), set())] == [
-        ("Malnutrition", "tree-cousin")]  # fmt: skip
+        ("Malnutrition", "tree-cousin")
+    ]
     refused = []
     assert rewriter.entity_candidates(counted.get("Hypokalemia"), set(), refused) == []
     assert [r["rule"] for r in refused] == ["look-alike"]
@@ -702,7 +874,7 @@ def test_every_mesh_descriptor_name_is_typed_from_its_trees_or_its_allowed_quali
         qualifier_nodes_tsv,
         read_mesh_names,
         read_qualifier_nodes_xml,
-    )  # fmt: skip
+    )
 
     qualifiers = read_qualifier_nodes_xml(MESH / "meshrdf-qual2014.xml")
     assert SHIPPED_QUALIFIER_NODES.read_text(encoding="utf-8") == qualifier_nodes_tsv(qualifiers)
@@ -715,13 +887,21 @@ def test_every_mesh_descriptor_name_is_typed_from_its_trees_or_its_allowed_quali
     assert all(inferred in (real, "other") for _, real, inferred in compared), compared
     assert len(compared) == 31 and len(agree) == 31  # the 2015 trees type them
     by_qualifiers = read_mesh_names(trees_path=False)  # what the allowed qualifiers alone say
-    inferred = [(e.name, e.type, by_qualifiers.get(e.name).type) for e in truth.entities.values()
-                if by_qualifiers.get(e.name)]  # fmt: skip
+    inferred = [
+        (e.name, e.type, by_qualifiers.get(e.name).type) for e in truth.entities.values() if by_qualifiers.get(e.name)
+    ]
     assert all(guess in (real, "other") for _, real, guess in inferred), inferred
     assert sum(real == guess for _, real, guess in inferred) == 27
-    expected = {"Asthma": "disease", "Oseltamivir": "drug", "BRCA1 Protein": "gene", "Escherichia coli": "organism",
-                "Appendectomy": "procedure", "Liver": "anatomy", "Apoptosis": "process",
-                "Humans": "organism"}  # fmt: skip
+    expected = {
+        "Asthma": "disease",
+        "Oseltamivir": "drug",
+        "BRCA1 Protein": "gene",
+        "Escherichia coli": "organism",
+        "Appendectomy": "procedure",
+        "Liver": "anatomy",
+        "Apoptosis": "process",
+        "Humans": "organism",
+    }
     assert {name: names.get(name).type for name in expected} == expected
     assert "Acute Abdomen" in names.get("Abdomen, Acute").entry_terms
     bad = tmp_path / "subjects.csv"
@@ -745,56 +925,107 @@ def test_grammar_checks_name_what_reads_wrong():
 
     assert problems("Is anorectal endoscope valuable in dyschesia?", edit("endoscope")) == []
     assert problems("Is anorectal endoscopes valuable in dyschesia?", edit("endoscopes")) == [
-        "plural 'endoscopes' replaces singular 'endosonography'"]  # fmt: skip
+        "plural 'endoscopes' replaces singular 'endosonography'"
+    ]
     assert "with capitals" in problems("Is anorectal Endoscope valuable in dyschesia?", edit("Endoscope"))[0]
     assert "are not in the rewrite" in problems("Is anorectal valuable in dyschesia?", edit("endoscope"))[0]
     assert "case changed" in problems("is anorectal endoscope valuable in dyschesia?", edit("endoscope"))[0]
     asthma = "Fast foods - are they a risk factor for asthma?"
-    bad = rewrite_problems(asthma, {"query": "Fast foods - are they a etiology for asthma?",
-                                    "replaced": [edit("etiology", "risk factor", "aspect")]})  # fmt: skip
+    bad = rewrite_problems(
+        asthma,
+        {
+            "query": "Fast foods - are they a etiology for asthma?",
+            "replaced": [edit("etiology", "risk factor", "aspect")],
+        },
+    )
     assert bad and "article" in bad[0]
-    assert rewrite_problems(asthma, {"query": "Fast foods - are they an etiology for asthma?",
-                                     "replaced": [edit("etiology", "risk factor", "aspect")]}) == []  # fmt: skip
+    assert (
+        rewrite_problems(
+            asthma,
+            {
+                "query": "Fast foods - are they an etiology for asthma?",
+                "replaced": [edit("etiology", "risk factor", "aspect")],
+            },
+        )
+        == []
+    )
 
 
 @pytest.fixture(scope="module")
 def names_lexicon_path(server, tmp_path_factory) -> Path:
     """All of MeSH's names under the real slices, merged with the served records and the names their texts give."""
     path = tmp_path_factory.mktemp("names-lexicon") / "lexicon.tsv"
-    refkit("lexicon", "--mesh-names", "--mesh", MESH / "meshrdf-desc-samples.xml", "--supplementary",
-           MESH / "meshrdf-supp-samples.xml", "--server", server, "--out", path)  # fmt: skip
+    refkit(
+        "lexicon",
+        "--mesh-names",
+        "--mesh",
+        MESH / "meshrdf-desc-samples.xml",
+        "--supplementary",
+        MESH / "meshrdf-supp-samples.xml",
+        "--server",
+        server,
+        "--out",
+        path,
+    )
     return path
 
 
-@pytest.mark.parametrize("questions_file, limit, least_rewrites, least_kept", [
-    (IR / "bioasq_10B1_golden.json", 40, 6, 0),  # this root holds no document on BioASQ's topics
-    # a vignette is rewritten only where it asks, and only in its drugs, diseases and genes (refkit.sense,
-    # refkit.noise): few MedQA questions get a rewrite, none of a finding
-    (IR / "medqa_us_4options_test.jsonl", 60, 3, 0), (IR / "pubmedqa_test_set.json", 40, 10, 4),
-])  # fmt: skip
-def test_every_rewrite_of_real_questions_reads_right(server, names_lexicon_path, questions_file, limit, least_rewrites,
-                                                     least_kept, tmp_path):  # fmt: skip
+@pytest.mark.parametrize(
+    "questions_file, limit, least_rewrites, least_kept",
+    [
+        (IR / "bioasq_10B1_golden.json", 40, 6, 0),  # this root holds no document on BioASQ's topics
+        # a vignette is rewritten only where it asks, and only in its drugs, diseases and genes (refkit.sense,
+        # refkit.noise): few MedQA questions get a rewrite, none of a finding
+        (IR / "medqa_us_4options_test.jsonl", 60, 3, 0),
+        (IR / "pubmedqa_test_set.json", 40, 10, 4),
+    ],
+)
+def test_every_rewrite_of_real_questions_reads_right(
+    server, names_lexicon_path, questions_file, limit, least_rewrites, least_kept, tmp_path
+):
     """With every MeSH name, real BioASQ, MedQA and PubMedQA questions are rewritten; every rewrite passes
     refkit.grammar's checks and refkit.sense's rules, swaps come from the sibling rules, no generic name is
     swapped, every question short of 3 kept says which stage and rule stopped it, and PubMedQA's own
     abstracts are never kept as noise."""
     noise = tmp_path / "noise.jsonl"
-    refkit("noise", questions_file, "--server", server, "--lexicon", names_lexicon_path, "--seed", 13, "--limit",
-           limit, "--no-support", "--out", noise)  # fmt: skip
+    refkit(
+        "noise",
+        questions_file,
+        "--server",
+        server,
+        "--lexicon",
+        names_lexicon_path,
+        "--seed",
+        13,
+        "--limit",
+        limit,
+        "--no-support",
+        "--out",
+        noise,
+    )
     audited = json.loads(refkit("audit", noise, "--qrels", BEIR / "qrels.tsv", "--lexicon", names_lexicon_path).stdout)
     assert audited["questions"] == limit and audited["rewrites"] >= least_rewrites
     assert audited["rewrites_with_grammar_problems"] == 0, audited["grammar_problems"]
     assert audited["rewrites_without_sense"] == 0 and audited["sense_checked_with_lexicon"], audited["sense_problems"]
-    assert set(audited["entity_swap_rules"]) <= {"pharmacological-action", "inn-stem", "symbol-family", "tree-sibling",
-                                                 "tree-cousin"}  # fmt: skip
+    assert set(audited["entity_swap_rules"]) <= {
+        "pharmacological-action",
+        "inn-stem",
+        "symbol-family",
+        "tree-sibling",
+        "tree-cousin",
+    }
     assert audited["generic_swaps"] == [] and audited["kept"] >= least_kept
     stages = {"targets", "swaps", "support", "filters", "retrieval"}
     assert all(short["stage"] in stages and short["rule"] and short["why"] for short in audited["short"])
     assert sum(audited["stopped"].values()) == len(audited["short"]) == limit - audited["covered"]
     for record in map(orjson.loads, noise.read_bytes().splitlines()):
         asked_from = question_part(record["query"])
-        assert all(edit["span"][0] >= asked_from for r in record["rewrites"] for edit in r["replaced"]
-                   if edit["what"] == "entity"), record["id"]  # fmt: skip
+        assert all(
+            edit["span"][0] >= asked_from
+            for r in record["rewrites"]
+            for edit in r["replaced"]
+            if edit["what"] == "entity"
+        ), record["id"]
         if not record["targets"]:  # the reason given is the reason: every mention refused, or none found
             assert record["stopped"]["rule"] in {r["rule"] for r in record["refused_targets"]}
     print(questions_file.name, {k: audited[k] for k in ("covered", "kept", "kept_related_by", "refused_swaps")})
@@ -808,8 +1039,12 @@ def test_audit_reports_what_the_records_say(tmp_path):
     from refkit.audit import audit_noise, by_rule_table
 
     def kept(doc_id, names=("Eczema",)):
-        return {"snippet_id": f"pubmed:{doc_id}:0", "doc_id": doc_id, "related": {"how": "entity"},
-                "measured": {"names": {"kept": list(names), "put_in": [], "phrases": []}}}  # fmt: skip
+        return {
+            "snippet_id": f"pubmed:{doc_id}:0",
+            "doc_id": doc_id,
+            "related": {"how": "entity"},
+            "measured": {"names": {"kept": list(names), "put_in": [], "phrases": []}},
+        }
 
     rewrite = {
         "query": "What causes asthma?",
@@ -822,26 +1057,46 @@ def test_audit_reports_what_the_records_say(tmp_path):
                 "to": "Asthma",
                 "from": "Eczema",
             }
-        ],  # fmt: skip
+        ],
     }
     rejected = [{"rule": "may-answer", "test": "ceiling"}, {"rule": "unrelated", "test": "similarity-floor"}]
     records = [
-        {"id": "q1", "query": "What causes eczema?", "noise": [kept("1"), kept("2"), kept("3")], "rewrites": [rewrite],
-         "targets": [{}], "rejected": rejected},
-        {"id": "q2", "query": "What causes eczema?", "noise": [kept("7"), kept("9", names=())], "rewrites": [rewrite],
-         "targets": [{}], "rejected": rejected[:1],
-         "stopped": {"stage": "filters", "rule": "may-answer", "why": "2 kept; ..."}},
-        {"id": "q3", "noise": [], "rewrites": [], "targets": [], "rejected": [],
-         "refused_targets": [{"rule": "generic"}],
-         "stopped": {"stage": "targets", "rule": "generic", "why": "no target: generic: ..."}},
-    ]  # fmt: skip
+        {
+            "id": "q1",
+            "query": "What causes eczema?",
+            "noise": [kept("1"), kept("2"), kept("3")],
+            "rewrites": [rewrite],
+            "targets": [{}],
+            "rejected": rejected,
+        },
+        {
+            "id": "q2",
+            "query": "What causes eczema?",
+            "noise": [kept("7"), kept("9", names=())],
+            "rewrites": [rewrite],
+            "targets": [{}],
+            "rejected": rejected[:1],
+            "stopped": {"stage": "filters", "rule": "may-answer", "why": "2 kept; ..."},
+        },
+        {
+            "id": "q3",
+            "noise": [],
+            "rewrites": [],
+            "targets": [],
+            "rejected": [],
+            "refused_targets": [{"rule": "generic"}],
+            "stopped": {"stage": "targets", "rule": "generic", "why": "no target: generic: ..."},
+        },
+    ]
     noise = tmp_path / "noise.jsonl"
     noise.write_text("".join(json.dumps(r) + "\n" for r in records))
     result = audit_noise(noise, {"q1": {"2": 1, "3": 0}, "q2": {"9": 1}})
     assert (result["covered"], result["coverage"], result["with_target"]) == (1, 1 / 3, 2)
     assert result["stopped"] == {"filters/may-answer": 1, "targets/generic": 1}
-    assert [(s["id"], s["stage"], s["rule"]) for s in result["short"]] == [("q2", "filters", "may-answer"),
-                                                                          ("q3", "targets", "generic")]  # fmt: skip
+    assert [(s["id"], s["stage"], s["rule"]) for s in result["short"]] == [
+        ("q2", "filters", "may-answer"),
+        ("q3", "targets", "generic"),
+    ]
     assert (result["kept"], result["hard"], result["kept_related_by"]) == (5, 4, {"entity": 5})
     assert (result["judged_kept"], result["leaked"], result["leak_rate"]) == (5, 2, 2 / 5)
     assert result["leaks"] == [{"id": "q1", "snippet_id": "pubmed:2:0"}, {"id": "q2", "snippet_id": "pubmed:9:0"}]
@@ -868,8 +1123,9 @@ def test_judge_threshold_is_calibrated_on_the_labelled_pairs():
     judge = Judge(PRESETS["minilm"])
     measured = calibrate(judge, pairs, share=0.95)
     assert 0.45 <= measured and PRESETS["minilm"].threshold <= measured + 0.01, measured
-    mismatched = [judge.scores(question, [pairs[(i + 1) % len(pairs)][1]])[0] for i, (question, _) in
-                  enumerate(pairs[:100])]  # fmt: skip
+    mismatched = [
+        judge.scores(question, [pairs[(i + 1) % len(pairs)][1]])[0] for i, (question, _) in enumerate(pairs[:100])
+    ]
     assert sorted(mismatched)[98] < PRESETS["minilm"].threshold
 
 
@@ -879,19 +1135,37 @@ def test_noise_with_a_judge_records_it_and_rejects_likely_answers(server, names_
     outputs = []
     for run in ("first", "second"):
         out = tmp_path / f"{run}.jsonl"
-        refkit("noise", questions, "--server", server, "--lexicon", names_lexicon_path, "--seed", 3, "--judge",
-               "minilm", "--judge-threshold", 0.42, "--no-support", "--similarity-floor", 0.35,
-               "--out", out)  # fmt: skip
+        refkit(
+            "noise",
+            questions,
+            "--server",
+            server,
+            "--lexicon",
+            names_lexicon_path,
+            "--seed",
+            3,
+            "--judge",
+            "minilm",
+            "--judge-threshold",
+            0.42,
+            "--no-support",
+            "--similarity-floor",
+            0.35,
+            "--out",
+            out,
+        )
         outputs.append(out.read_bytes())
     assert outputs[0] == outputs[1]
     records = [orjson.loads(line) for line in outputs[0].splitlines()]
     kept = [n for r in records for n in r["noise"]]
     rejected = [c for r in records for c in r["rejected"]]
-    assert kept and all(n["measured"]["judge"]["model"] == "minilm" and n["measured"]["judge"]["score"] < 0.42
-                        for n in kept)  # fmt: skip
+    assert kept and all(
+        n["measured"]["judge"]["model"] == "minilm" and n["measured"]["judge"]["score"] < 0.42 for n in kept
+    )
     by_judge = [c for c in rejected if c["test"] == "judge"]
-    assert all(c["reason"].startswith("the judge (minilm)") and c["measured"]["judge"]["score"] >= 0.42
-               for c in by_judge)  # fmt: skip
+    assert all(
+        c["reason"].startswith("the judge (minilm)") and c["measured"]["judge"]["score"] >= 0.42 for c in by_judge
+    )
     judged = [c for c in rejected + kept if "judge" in c.get("measured", {})]
     assert judged  # every candidate the similarity tests reach is scored
     assert all(r["params"]["judge"] == {"name": "minilm", "model": "minilm", "threshold": 0.42} for r in records)
@@ -907,8 +1181,9 @@ def test_a_local_cross_encoder_judge_loads_from_a_folder(tmp_path):
     from refkit.judge import Judge, judge_spec
 
     folder = tmp_path / "tiny-cross-encoder"
-    config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                        intermediate_size=64, num_labels=1)  # fmt: skip
+    config = BertConfig(
+        vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64, num_labels=1
+    )
     BertForSequenceClassification(config).save_pretrained(folder)
     AutoTokenizer.from_pretrained(bundled_minilm_path()).save_pretrained(folder)
     judge = Judge(judge_spec(str(folder), threshold=0.0))
@@ -930,8 +1205,23 @@ def test_a_permissive_run_decided_again_gives_the_default_run(server, names_lexi
     default, permissive = tmp_path / "default.jsonl", tmp_path / "permissive.jsonl"
     common = ("--server", server, "--lexicon", names_lexicon_path, "--seed", 13, "--no-support")
     refkit("noise", questions, *common, "--out", default)
-    refkit("noise", questions, *common, "--answer-ceiling", 1, "--answer-margin", 1, "--entity-floor", -1,
-           "--similarity-floor", -1, "--per-query", 1_000_000, "--out", permissive)  # fmt: skip
+    refkit(
+        "noise",
+        questions,
+        *common,
+        "--answer-ceiling",
+        1,
+        "--answer-margin",
+        1,
+        "--entity-floor",
+        -1,
+        "--similarity-floor",
+        -1,
+        "--per-query",
+        1_000_000,
+        "--out",
+        permissive,
+    )
     runs = [list(map(orjson.loads, path.read_bytes().splitlines())) for path in (default, permissive)]
     kept = sum(len(r["noise"]) for r in runs[0])
     assert kept and sum(len(r["noise"]) for r in runs[1]) > kept
@@ -943,8 +1233,9 @@ def _kill_when_partial_has(command: list, partial: Path, lines: int) -> None:
     import subprocess
     import sys
 
-    process = subprocess.Popen([sys.executable, "-m", "refkit.cli", *map(str, command)], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)  # fmt: skip
+    process = subprocess.Popen(
+        [sys.executable, "-m", "refkit.cli", *map(str, command)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline and process.poll() is None:
         if partial.exists() and partial.read_bytes().count(b"\n") >= lines:

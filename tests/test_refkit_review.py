@@ -25,8 +25,16 @@ from refkit.cli import main as refkit_main
 BEIR = SAMPLES / "ir" / "pubmedqa-beir"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 # What a headless Chromium needs on a machine without network (and as root, without its sandbox).
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 pytestmark = pytest.mark.skipif(
     CHROMIUM is None and os.geteuid() != 0,
@@ -42,19 +50,47 @@ def noise_file(tmp_path) -> Path:
     records = []
     for index, (query_id, question) in enumerate(queries[:2]):
         others = [queries[j][0] for j in range(2 + 3 * index, 5 + 3 * index)]
-        noise = [{"snippet_id": f"pubmedqa:{other}:0", "title": "", "content": abstracts[other]["text"],
-                  "rewrite": 1, "reason": "kept for the test", "label": "irrelevant"} for other in others]  # fmt: skip
-        records.append({"id": query_id, "query": question,
-                        "rewrites": [{"number": 1, "query": f"{question} (rewritten)"}], "noise": noise})  # fmt: skip
+        noise = [
+            {
+                "snippet_id": f"pubmedqa:{other}:0",
+                "title": "",
+                "content": abstracts[other]["text"],
+                "rewrite": 1,
+                "reason": "kept for the test",
+                "label": "irrelevant",
+            }
+            for other in others
+        ]
+        records.append(
+            {
+                "id": query_id,
+                "query": question,
+                "rewrites": [{"number": 1, "query": f"{question} (rewritten)"}],
+                "noise": noise,
+            }
+        )
     path = tmp_path / "noise.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     return path
 
 
 def start_review(noise: Path, judgements: Path, annotator: str) -> tuple[subprocess.Popen, str]:
-    process = subprocess.Popen([sys.executable, "-m", "refkit.cli", "review", str(noise), "--judgements",
-                                str(judgements), "--annotator", annotator, "--no-open"],
-                               stderr=subprocess.PIPE, text=True)  # fmt: skip
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "refkit.cli",
+            "review",
+            str(noise),
+            "--judgements",
+            str(judgements),
+            "--annotator",
+            annotator,
+            "--no-open",
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     line = process.stderr.readline()
     found = re.search(r"http://127\.0\.0\.1:\d+/", line)
     assert found, line
@@ -123,11 +159,27 @@ def test_review_page_in_a_real_browser_saves_resumes_and_feeds_assemble(noise_fi
     assert report["annotators"]["alice"] == {"answers": 1, "related": 4, "unrelated": 1}
 
     labeled = tmp_path / "labeled.jsonl"
-    labeled.write_text("".join(json.dumps({"id": r["id"], "query": r["query"], "references": []}) + "\n"
-                               for r in records))  # fmt: skip
+    labeled.write_text(
+        "".join(json.dumps({"id": r["id"], "query": r["query"], "references": []}) + "\n" for r in records)
+    )
     items = tmp_path / "items.jsonl"
-    arguments = ["assemble", "--relevant", str(labeled), "--noise", str(noise_file), "--judgements", str(judgements),
-                 "--n-relevant", "0..0", "--n-irrelevant", "5..5", "--seed", "1", "--out", str(items)]  # fmt: skip
+    arguments = [
+        "assemble",
+        "--relevant",
+        str(labeled),
+        "--noise",
+        str(noise_file),
+        "--judgements",
+        str(judgements),
+        "--n-relevant",
+        "0..0",
+        "--n-irrelevant",
+        "5..5",
+        "--seed",
+        "1",
+        "--out",
+        str(items),
+    ]
     result = CliRunner().invoke(refkit_main, arguments)
     assert result.exit_code == 0, result.output
     assert "1 noisy references dropped as answering, 0 as unrelated" in result.output
@@ -176,12 +228,28 @@ def test_a_page_of_another_site_cannot_write_or_read_judgements(review_server):
     host (DNS rebinding) are refused, and nothing lands in the judgements file; the page's own calls work."""
     port, token, judgements = review_server
     body = json.dumps({"index": 0, "judgement": "answers"}).encode()
-    assert _request(port, "POST", "/api/judgement", body, {"Content-Type": "text/plain",
-                                                           "Origin": "http://evil.example"})[0] == 403  # fmt: skip
-    assert _request(port, "POST", "/api/judgement", b"index=0&judgement=answers",
-                    {"Content-Type": "application/x-www-form-urlencoded"})[0] == 403  # fmt: skip
-    assert _request(port, "POST", "/api/judgement", body, {"Content-Type": "application/json",
-                                                           "X-Review-Token": "guessed"})[0] == 403  # fmt: skip
+    assert (
+        _request(port, "POST", "/api/judgement", body, {"Content-Type": "text/plain", "Origin": "http://evil.example"})[
+            0
+        ]
+        == 403
+    )
+    assert (
+        _request(
+            port,
+            "POST",
+            "/api/judgement",
+            b"index=0&judgement=answers",
+            {"Content-Type": "application/x-www-form-urlencoded"},
+        )[0]
+        == 403
+    )
+    assert (
+        _request(
+            port, "POST", "/api/judgement", body, {"Content-Type": "application/json", "X-Review-Token": "guessed"}
+        )[0]
+        == 403
+    )
     stolen = {"Content-Type": "application/json", "X-Review-Token": token, "Origin": "http://evil.example"}
     assert _request(port, "POST", "/api/judgement", body, stolen)[0] == 403  # even a token from another origin
     rebound = {"Host": f"evil.example:{port}", "X-Review-Token": token}
@@ -191,8 +259,9 @@ def test_a_page_of_another_site_cannot_write_or_read_judgements(review_server):
     assert not judgements.exists()
     own = {"Content-Type": "application/json", "X-Review-Token": token, "Origin": f"http://127.0.0.1:{port}"}
     assert _request(port, "POST", "/api/judgement", body, own) == (200, b'{"saved": true}')
-    assert judged(judgements) == [("pubmedqa:" + judgements.read_text().split('"pubmedqa:')[1].split('"')[0],
-                                   "alice", "answers")]  # fmt: skip
+    assert judged(judgements) == [
+        ("pubmedqa:" + judgements.read_text().split('"pubmedqa:')[1].split('"')[0], "alice", "answers")
+    ]
 
 
 def test_bad_judgement_requests_are_refused_and_write_nothing(review_server):
@@ -216,9 +285,21 @@ def test_texts_that_look_like_markup_run_nothing_in_a_real_browser(tmp_path):
 
     assert CHROMIUM, "Debian's chromium is not installed: make setup installs it (apt-get install chromium)"
     attack = '<img src=x onerror="window.__ran = 1"><script>window.__ran = 2</script>'
-    record = {"id": "q1", "query": f"Question {attack}", "rewrites": [{"number": 1, "query": f"Rewrite {attack}"}],
-              "noise": [{"snippet_id": "s:1:0", "title": attack, "content": f"Body {attack}", "rewrite": 1,
-                         "reason": attack, "label": "irrelevant"}]}  # fmt: skip
+    record = {
+        "id": "q1",
+        "query": f"Question {attack}",
+        "rewrites": [{"number": 1, "query": f"Rewrite {attack}"}],
+        "noise": [
+            {
+                "snippet_id": "s:1:0",
+                "title": attack,
+                "content": f"Body {attack}",
+                "rewrite": 1,
+                "reason": attack,
+                "label": "irrelevant",
+            }
+        ],
+    }
     noise = tmp_path / "noise.jsonl"
     noise.write_text(json.dumps(record) + "\n", encoding="utf-8")
     judgements = tmp_path / "judgements.jsonl"
@@ -251,8 +332,9 @@ def _post_until_killed(url: str, acknowledged: list, count: int) -> None:
     for index in range(count):
         body = json.dumps({"index": index % 6, "judgement": ("answers", "related", "unrelated")[index % 3]}).encode()
         try:
-            status, _ = _request(port, "POST", "/api/judgement", body,
-                                 {"Content-Type": "application/json", "X-Review-Token": token})  # fmt: skip
+            status, _ = _request(
+                port, "POST", "/api/judgement", body, {"Content-Type": "application/json", "X-Review-Token": token}
+            )
         except OSError:
             return
         if status == 200:
@@ -272,8 +354,10 @@ def test_a_kill_while_judging_and_two_reviewers_lose_nothing(noise_file, tmp_pat
     alice, alice_url = start_review(noise_file, judgements, "alice")
     bob, bob_url = start_review(noise_file, judgements, "bob")
     acknowledged = {"alice": [], "bob": []}
-    threads = [threading.Thread(target=_post_until_killed, args=(alice_url, acknowledged["alice"], 400)),
-               threading.Thread(target=_post_until_killed, args=(bob_url, acknowledged["bob"], 60))]  # fmt: skip
+    threads = [
+        threading.Thread(target=_post_until_killed, args=(alice_url, acknowledged["alice"], 400)),
+        threading.Thread(target=_post_until_killed, args=(bob_url, acknowledged["bob"], 60)),
+    ]
     for thread in threads:
         thread.start()
     time.sleep(1.0)

@@ -42,20 +42,27 @@ def test_generic_descriptors_come_from_the_vocabulary(mesh_names):
     generic = generic_keys(mesh_names)
     assert {"disease", "cells", "neoplasms", "syndrome", "infections", "proteins"} <= generic
     assert not generic & {"hypertension", "asthma", "leukemia", "alzheimer disease", "crohn disease", "risperidone"}
-    with_trees = Lexicon([Entity("Neoplasms", "disease", trees=["C04"]),
-                          Entity("Nervous System Diseases", "disease", trees=["C10"]),
-                          Entity("Central Nervous System Diseases", "disease", trees=["C10.228"]),
-                          Entity("Diabetes Mellitus", "disease", trees=["C19.246", "C18.452.394.750"]),
-                          Entity("Alzheimer Disease", "disease", trees=["C10.228.140.380.100"])])  # fmt: skip
+    with_trees = Lexicon(
+        [
+            Entity("Neoplasms", "disease", trees=["C04"]),
+            Entity("Nervous System Diseases", "disease", trees=["C10"]),
+            Entity("Central Nervous System Diseases", "disease", trees=["C10.228"]),
+            Entity("Diabetes Mellitus", "disease", trees=["C19.246", "C18.452.394.750"]),
+            Entity("Alzheimer Disease", "disease", trees=["C10.228.140.380.100"]),
+        ]
+    )
     assert generic_keys(with_trees) == {"neoplasms", "nervous system diseases", "central nervous system diseases"}
 
 
-@pytest.mark.parametrize("path, query_id, written, name", [
-    (IR / "bioasq_10B1_golden.json", "61f593f8882a024a1000000f", "Crohn's disease", "Crohn Disease"),
-    (IR / "pubmedqa_test_set.json", "18274917", "Meniere's disease", "Meniere Disease"),
-    (IR / "pubmedqa_test_set.json", "22382608", "Parkinson's disease", "Parkinson Disease"),
-    (IR / "pubmedqa_test_set.json", "22534881", "Hirschsprung's disease", "Hirschsprung Disease"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "path, query_id, written, name",
+    [
+        (IR / "bioasq_10B1_golden.json", "61f593f8882a024a1000000f", "Crohn's disease", "Crohn Disease"),
+        (IR / "pubmedqa_test_set.json", "18274917", "Meniere's disease", "Meniere Disease"),
+        (IR / "pubmedqa_test_set.json", "22382608", "Parkinson's disease", "Parkinson Disease"),
+        (IR / "pubmedqa_test_set.json", "22534881", "Hirschsprung's disease", "Hirschsprung Disease"),
+    ],
+)
 def test_possessive_eponyms_are_matched_whole_and_never_split(rewriter, path, query_id, written, name):
     """Real questions write eponyms with a possessive; the concept is matched as MeSH names it, and no
     rewrite replaces "disease" alone ("Crohn's deficiency diseases")."""
@@ -96,8 +103,12 @@ def test_aspects_are_swapped_only_where_asked_and_as_the_predicate_allows(rewrit
     assert compound.aspect is None and compound.out_of_position[0]["text"] == "therapies"
     asked = rewriter.analyse("What are the risk factors for asthma?")
     assert asked.aspect.payload.name == "risk factors"
-    kinds = Counter(r.kind for r in rewriter.rewrites(QueryItem("a", "What are the risk factors for asthma?"), asked,
-                                                       NoiseOptions(seed=1, attribute_swaps=2)))  # fmt: skip
+    kinds = Counter(
+        r.kind
+        for r in rewriter.rewrites(
+            QueryItem("a", "What are the risk factors for asthma?"), asked, NoiseOptions(seed=1, attribute_swaps=2)
+        )
+    )
     assert kinds["attribute"] == 2
     # the aspect is part of a claim, not what is asked: no aspect fits the rest of the question
     claim_text = "Does smoking increase the risk factors for asthma?"
@@ -110,12 +121,14 @@ def test_entity_swap_rules_refuse_classes_nested_names_and_generic_names():
     risperidone = Entity("Risperidone", "drug")
     generic = frozenset({"disease"})
     assert "a group" in entity_swap_problem(risperidone, Entity("Antipsychotic Agents", "drug"), generic)
-    assert "a group" in entity_swap_problem(Entity("Alzheimer Disease", "disease"), Entity("Brain Diseases", "disease"),
-                                            generic)  # fmt: skip
+    assert "a group" in entity_swap_problem(
+        Entity("Alzheimer Disease", "disease"), Entity("Brain Diseases", "disease"), generic
+    )
     assert entity_swap_problem(risperidone, Entity("Olanzapine", "drug"), generic) is None
     asthma = Entity("Asthma", "disease")
-    assert "holds the other's words" in entity_swap_problem(asthma, Entity("Asthma, Exercise-Induced", "disease"),
-                                                            generic)  # fmt: skip
+    assert "holds the other's words" in entity_swap_problem(
+        asthma, Entity("Asthma, Exercise-Induced", "disease"), generic
+    )
     assert "generic" in entity_swap_problem(Entity("Disease", "disease"), asthma, generic)
 
 
@@ -123,8 +136,13 @@ def test_audit_flags_the_nonsense_rewrites(mesh_names, tmp_path):
     """The rewrites the issue reported, written as refkit noise records them: each breaks a rule."""
 
     def record(query, rewrite, edits, entities=()):
-        return {"id": query[:12], "query": query, "entities": [{"span": list(span)} for span in entities],
-                "rewrites": [{"number": 1, "kind": "x", "query": rewrite, "replaced": edits}], "noise": []}  # fmt: skip
+        return {
+            "id": query[:12],
+            "query": query,
+            "entities": [{"span": list(span)} for span in entities],
+            "rewrites": [{"number": 1, "kind": "x", "query": rewrite, "replaced": edits}],
+            "noise": [],
+        }
 
     def edit(what, text, written, query, from_, to):
         start = query.index(text)
@@ -142,20 +160,35 @@ def test_audit_flags_the_nonsense_rewrites(mesh_names, tmp_path):
     gene = "Which gene therapies are under investigation for DMD?"
     medqa = real_question(IR / "medqa_us_4options_test.jsonl", "medqa-57")
     records = [
-        record(alzheimer, alzheimer.replace("disease", "deficiency diseases"),
-               [edit("entity", "disease", "deficiency diseases", alzheimer, "Disease", "Deficiency Diseases")]),
-        record(dmd, dmd.replace("treatment", "risk factors"),
-               [edit("aspect", "treatment", "risk factors", dmd, "treatment", "risk factors")],
-               [(dmd.index("DMD"), len(dmd) - 1)]),
-        record(gene, gene.replace("therapies", "complications"),
-               [edit("aspect", "therapies", "complications", gene, "treatment", "complications")],
-               [(gene.index("DMD"), len(gene) - 1)]),
-        record(medqa, medqa.replace("adverse effects", "indications"),
-               [edit("aspect", "adverse effects", "indications", medqa, "adverse effects", "indications")],
-               [(medqa.index("Risperidone"), medqa.index("Risperidone") + 11)]),
-        record(medqa, medqa.replace("Risperidone", "Antipsychotic Agents"),
-               [edit("entity", "Risperidone", "Antipsychotic Agents", medqa, "Risperidone", "Antipsychotic Agents")]),
-    ]  # fmt: skip
+        record(
+            alzheimer,
+            alzheimer.replace("disease", "deficiency diseases"),
+            [edit("entity", "disease", "deficiency diseases", alzheimer, "Disease", "Deficiency Diseases")],
+        ),
+        record(
+            dmd,
+            dmd.replace("treatment", "risk factors"),
+            [edit("aspect", "treatment", "risk factors", dmd, "treatment", "risk factors")],
+            [(dmd.index("DMD"), len(dmd) - 1)],
+        ),
+        record(
+            gene,
+            gene.replace("therapies", "complications"),
+            [edit("aspect", "therapies", "complications", gene, "treatment", "complications")],
+            [(gene.index("DMD"), len(gene) - 1)],
+        ),
+        record(
+            medqa,
+            medqa.replace("adverse effects", "indications"),
+            [edit("aspect", "adverse effects", "indications", medqa, "adverse effects", "indications")],
+            [(medqa.index("Risperidone"), medqa.index("Risperidone") + 11)],
+        ),
+        record(
+            medqa,
+            medqa.replace("Risperidone", "Antipsychotic Agents"),
+            [edit("entity", "Risperidone", "Antipsychotic Agents", medqa, "Risperidone", "Antipsychotic Agents")],
+        ),
+    ]
     for one in records:
         assert rewrite_sense_problems(one, one["rewrites"][0], mesh_names), one["rewrites"][0]["query"]
     noise = tmp_path / "noise.jsonl"
@@ -165,13 +198,16 @@ def test_audit_flags_the_nonsense_rewrites(mesh_names, tmp_path):
     assert audit_noise(noise)["rewrites_without_sense"] == len(records) - 1  # the class swap needs the lexicon
 
 
-@pytest.mark.parametrize("path, query_id, phrase", [
-    (IR / "medqa_us_4options_test.jsonl", "medqa-48", "pedal pulses"),
-    (IR / "medqa_us_4options_test.jsonl", "medqa-3", "Urea nitrogen"),
-    (IR / "medqa_us_4options_test.jsonl", "medqa-63", "physical examination"),
-    (IR / "bioasq-beir" / "queries.tsv", "62057b35c9dfcb9c0900002d", "CYP1A2 enzyme"),
-    (IR / "bioasq-beir" / "queries.tsv", "6024a6871cb411341a0000a4", "Brodifacoum poisoning"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "path, query_id, phrase",
+    [
+        (IR / "medqa_us_4options_test.jsonl", "medqa-48", "pedal pulses"),
+        (IR / "medqa_us_4options_test.jsonl", "medqa-3", "Urea nitrogen"),
+        (IR / "medqa_us_4options_test.jsonl", "medqa-63", "physical examination"),
+        (IR / "bioasq-beir" / "queries.tsv", "62057b35c9dfcb9c0900002d", "CYP1A2 enzyme"),
+        (IR / "bioasq-beir" / "queries.tsv", "6024a6871cb411341a0000a4", "Brodifacoum poisoning"),
+    ],
+)
 def test_findings_and_words_of_longer_phrases_are_never_replaced(rewriter, path, query_id, phrase):
     """The nonsense rewrites of the first hand review (docs/noise-review.md: "pedal heart rate", "serum
     urobilin nitrogen", "breast self-examination is unremarkable", "the CYP1A2 aminohydrolase",
@@ -207,11 +243,12 @@ def test_modifier_rule_tells_phrases_from_words_that_stand_alone():
     assert problem("Which drug lowers serum urea nitrogen?", "urea", ["serum", "nitrogen"]).startswith("compound")
     assert problem("What is the therapeutic index of lithium?", "therapeutic").startswith("compound")
     assert problem("Is a man treated for anal carcinoma?", "carcinoma").startswith("compound")
-    for text, word in [("Can losartan reduce brain atrophy in Alzheimer's disease?", "losartan"),
-                       ("Are complex coronary lesions more frequent in patients with diabetes mellitus?",
-                        "diabetes mellitus"),
-                       ("Is AGO2 related to cytokinesis?", "cytokinesis"),
-                       ("Fast foods - are they a risk factor for asthma?", "asthma")]:  # fmt: skip
+    for text, word in [
+        ("Can losartan reduce brain atrophy in Alzheimer's disease?", "losartan"),
+        ("Are complex coronary lesions more frequent in patients with diabetes mellitus?", "diabetes mellitus"),
+        ("Is AGO2 related to cytokinesis?", "cytokinesis"),
+        ("Fast foods - are they a risk factor for asthma?", "asthma"),
+    ]:
         assert problem(text, word) is None, (text, word)
 
 

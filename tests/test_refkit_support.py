@@ -68,20 +68,26 @@ def test_a_swap_is_supported_by_a_text_naming_the_sibling_with_what_the_question
     # naming both is not enough when the text reads far from the rewrite
     far = SupportTest(TextSimilarity(), floor=0.99).check(rewrite, evidence, hits([bioasq["2037493-a330"]]))
     assert not far["supported"] and far["why"].startswith("1 retrieved texts name Colitis, Ulcerative with")
-    assert SupportTest(TextSimilarity(), alone_floor=0.99).check(rewrite, evidence, hits([calprotectin]))["supported"] \
-        is False  # fmt: skip
+    assert (
+        SupportTest(TextSimilarity(), alone_floor=0.99).check(rewrite, evidence, hits([calprotectin]))["supported"]
+        is False
+    )
 
 
 def test_an_aspect_swap_needs_a_text_naming_the_entity_with_the_new_aspect():
     aspects = {a.name: a for a in read_aspects()}
     evidence = aspect_evidence(aspects["risk factors"], ULCERATIVE_COLITIS, "en")
-    texts = ["Smoking is a well-known protective factor, and appendectomy a risk factor for ulcerative colitis.",
-             "Risk factors for colorectal cancer include age and family history."]  # fmt: skip
-    found = SupportTest(TextSimilarity()).check("What are the risk factors for ulcerative colitis?", evidence,
-                                                hits(texts))  # fmt: skip
+    texts = [
+        "Smoking is a well-known protective factor, and appendectomy a risk factor for ulcerative colitis.",
+        "Risk factors for colorectal cancer include age and family history.",
+    ]
+    found = SupportTest(TextSimilarity()).check(
+        "What are the risk factors for ulcerative colitis?", evidence, hits(texts)
+    )
     assert found["supported"] and found["rank"] == 1
-    refused = SupportTest(TextSimilarity()).check("What are the risk factors for ulcerative colitis?", evidence,
-                                                  hits(texts[1:]))  # fmt: skip
+    refused = SupportTest(TextSimilarity()).check(
+        "What are the risk factors for ulcerative colitis?", evidence, hits(texts[1:])
+    )
     assert not refused["supported"]
 
 
@@ -94,8 +100,10 @@ def test_the_floors_and_the_gold_ceiling_hold_on_labelled_pairs(bioasq):
         questions, texts = query_texts(IR / folder / "queries.tsv"), corpus(folder)
         relevant = {query_id: docs[0] for query_id, docs in relevant_ids(folder).items() if query_id in questions}
         chosen = sorted(relevant)[:90]
-        scores = similarity.vectors([questions[q] for q in chosen]) @ similarity.vectors(
-            [texts[relevant[q]] for q in chosen]).T  # fmt: skip
+        scores = (
+            similarity.vectors([questions[q] for q in chosen])
+            @ similarity.vectors([texts[relevant[q]] for q in chosen]).T
+        )
         mismatched = scores[~np.eye(len(chosen), dtype=bool)]
         assert (mismatched < floor).mean() >= 0.99, folder
         assert np.median(np.diag(scores)) >= 0.6, folder  # answers score far above the floors
@@ -105,8 +113,10 @@ def test_the_floors_and_the_gold_ceiling_hold_on_labelled_pairs(bioasq):
     vectors = dict(zip(ids, similarity.vectors([bioasq[d] for d in ids]), strict=True))
     same = [float(vectors[a] @ vectors[b]) for q in chosen for i, a in enumerate(gold[q]) for b in gold[q][i + 1 :]]
     rng = random.Random(26)
-    other = [float(vectors[rng.choice(gold[a])] @ vectors[rng.choice(gold[b])])
-             for a, b in (rng.sample(chosen, 2) for _ in range(5_000))]  # fmt: skip
+    other = [
+        float(vectors[rng.choice(gold[a])] @ vectors[rng.choice(gold[b])])
+        for a, b in (rng.sample(chosen, 2) for _ in range(5_000))
+    ]
     assert np.mean(np.array(same) >= GOLD_CEILING) >= 0.5
     assert np.mean(np.array(other) >= GOLD_CEILING) <= 0.01
 
@@ -132,5 +142,7 @@ def test_with_trees_an_entity_the_trees_do_not_place_gets_no_swap():
     analysis = rewriter.analyse(query.query)
     assert analysis.entity.payload.name == "Barium Enema" and not analysis.entity.payload.trees
     assert not [r for r in rewriter.rewrites(query, analysis, NoiseOptions(seed=13)) if r.kind != "attribute"]
-    assert any(r["rule"] == "no-tree-place" and r["why"].startswith("no-tree-place: Barium Enema has no MeSH tree")
-               for r in analysis.refused_swaps)  # fmt: skip
+    assert any(
+        r["rule"] == "no-tree-place" and r["why"].startswith("no-tree-place: Barium Enema has no MeSH tree")
+        for r in analysis.refused_swaps
+    )

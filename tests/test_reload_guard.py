@@ -25,8 +25,14 @@ def test_a_pid_that_is_not_a_searchd_is_never_signalled(tmp_path, update_chain, 
         corpus = tmp_path / "corpus"
         built = run_corpusbuild("pubmed", update_chain["baseline"], "--out", corpus, "--shards", 1, "--quiet")
         assert built.exit_code == 0, built.output
-        arguments = ["update", str(corpus), "--pubmed-updates", str(update_chain["n1016"]),
-                     "--reload-pid", str(bystander.pid)]  # fmt: skip
+        arguments = [
+            "update",
+            str(corpus),
+            "--pubmed-updates",
+            str(update_chain["n1016"]),
+            "--reload-pid",
+            str(bystander.pid),
+        ]
         result = CliRunner().invoke(medsnip_main, arguments)
         assert result.exit_code == 1 and f"--reload-pid: process {bystander.pid} is not a searchd" in result.output
         assert bystander.poll() is None  # never signalled

@@ -160,8 +160,9 @@ def test_token_and_overload_limits(search_root, tmp_path, questions):
     16 concurrent batch calls get RESOURCE_EXHAUSTED beyond the limit, and the server stays healthy."""
     token_file = tmp_path / "token"
     token_file.write_text("s3cret-token\n")
-    process, address = start_server(search_root, tmp_path, "--token-file", token_file, "--corpora", "textbooks",
-                                     "--max-in-flight", 2)  # fmt: skip
+    process, address = start_server(
+        search_root, tmp_path, "--token-file", token_file, "--corpora", "textbooks", "--max-in-flight", 2
+    )
     try:
         codes: list = []
 
@@ -283,12 +284,16 @@ def _self_signed(folder: Path) -> tuple[Path, Path]:
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
     now = datetime.datetime.now(datetime.UTC)
     certificate = (
-        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-        .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
         .not_valid_after(now + datetime.timedelta(days=1))
         .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
         .sign(key, hashes.SHA256())
-    )  # fmt: skip
+    )
     cert_path, key_path = folder / "server.crt", folder / "server.key"
     cert_path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
     key_path.write_bytes(
@@ -301,9 +306,24 @@ def test_tls(search_root, tmp_path):
     """With --tls-cert/--tls-key the server speaks TLS only: a TLS client that trusts the certificate
     gets answers, a plaintext client does not."""
     cert, key = _self_signed(tmp_path)
-    command = [sys.executable, "-m", "searchd.cli", "serve", "--root", str(search_root), "--corpora", "textbooks",
-               "--port", "0", "--port-file", str(tmp_path / "port"),
-               "--tls-cert", str(cert), "--tls-key", str(key)]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "searchd.cli",
+        "serve",
+        "--root",
+        str(search_root),
+        "--corpora",
+        "textbooks",
+        "--port",
+        "0",
+        "--port-file",
+        str(tmp_path / "port"),
+        "--tls-cert",
+        str(cert),
+        "--tls-key",
+        str(key),
+    ]
     process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120

@@ -130,10 +130,23 @@ def test_a_taken_port_is_refused(small_limits_server, search_root):
     _, address = small_limits_server
     port = address.rsplit(":", 1)[1]
     result = subprocess.run(
-        [sys.executable, "-m", "searchd.cli", "serve", "--root", str(search_root), "--corpora", "textbooks",
-         "--port", port],
-        cwd=REPO, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "searchd.cli",
+            "serve",
+            "--root",
+            str(search_root),
+            "--corpora",
+            "textbooks",
+            "--port",
+            port,
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 1
     assert "refusing to start" in result.stderr and "port is taken" in result.stderr
 

@@ -31,14 +31,36 @@ def root(tmp_path_factory, run_corpusbuild):
     for name, part in (("a", lines[:80]), ("b", lines[80:160])):
         (folder / f"{name}.jsonl").write_bytes(b"".join(part))
         corpus = folder / "root" / name
-        result = run_corpusbuild("jsonl", folder / f"{name}.jsonl", "--source", "pubmedqa", "--no-chunk",
-                                 "--out", corpus, "--shards", 2, "--workers", 1, "--quiet")  # fmt: skip
+        result = run_corpusbuild(
+            "jsonl",
+            folder / f"{name}.jsonl",
+            "--source",
+            "pubmedqa",
+            "--no-chunk",
+            "--out",
+            corpus,
+            "--shards",
+            2,
+            "--workers",
+            1,
+            "--quiet",
+        )
         assert result.exit_code == 0, result.output
         run_indexer("store", corpus)
         run_indexer("bm25", corpus)
         run_indexer("dense", corpus, "--preset", "minilm", "--batch-size", 64)
-        run_indexer("dense", corpus, "--preset", "minilm", "--pooling", "cls", "--batch-size", 64,
-                    "--out", corpus / "dense-minilm-cls")  # fmt: skip
+        run_indexer(
+            "dense",
+            corpus,
+            "--preset",
+            "minilm",
+            "--pooling",
+            "cls",
+            "--batch-size",
+            64,
+            "--out",
+            corpus / "dense-minilm-cls",
+        )
     return folder / "root"
 
 
@@ -131,8 +153,7 @@ def _medrag_by_hand(lists: dict, retrievers: list[str], k: int, rrf_k: int) -> l
 
 
 @pytest.mark.parametrize("retrievers", [RETRIEVERS, ["bm25", "dense-minilm"], ["dense-minilm-cls"]])
-def test_medrag_fusion_merges_corpora_by_score_then_fuses_retrievers(server, questions, indexer_lists,
-                                                                      retrievers):  # fmt: skip
+def test_medrag_fusion_merges_corpora_by_score_then_fuses_retrievers(server, questions, indexer_lists, retrievers):
     with SearchClient(server) as client:
         for question in questions:
             response = client.search(question, k=10, retrievers=retrievers, fusion="medrag", rrf_k=100)

@@ -55,8 +55,9 @@ def test_static_vectors_equal_model2vec_and_cuts_are_counted(tiny_static, abstra
     cut_vectors = cut.encode_snippets(abstracts)
     longer = sum(len(ids) > 64 for ids in reference.tokenize([s["contents"] for s in abstracts]))
     assert cut.truncated["snippets"] == longer > 0
-    np.testing.assert_allclose(cut_vectors, reference.encode([s["contents"] for s in abstracts], max_length=64),
-                               atol=1e-6)  # fmt: skip
+    np.testing.assert_allclose(
+        cut_vectors, reference.encode([s["contents"] for s in abstracts], max_length=64), atol=1e-6
+    )
     queries = ["what is the role of aspirin in preventing stroke in elderly patients with atrial fibrillation"]
     alone = cut.encode_queries(queries)
     assert cut.truncated["queries"] == 1
@@ -69,8 +70,9 @@ def test_indexer_dense_builds_and_searches_with_a_static_model(tmp_path, tiny_st
     source = tmp_path / "corpus.jsonl"
     source.write_bytes(b"".join(line + b"\n" for line in (BEIR / "corpus.jsonl").read_bytes().splitlines()[:30]))
     corpus = tmp_path / "pubmedqa"
-    result = run_corpusbuild("jsonl", source, "--source", "pubmedqa", "--no-chunk", "--out", corpus, "--shards", 2,
-                             "--workers", 1, "--quiet")  # fmt: skip
+    result = run_corpusbuild(
+        "jsonl", source, "--source", "pubmedqa", "--no-chunk", "--out", corpus, "--shards", 2, "--workers", 1, "--quiet"
+    )
     assert result.exit_code == 0, result.output
     run_indexer("store", corpus)
     run_indexer("dense", corpus, "--model", tiny_static, "--pooling", "static", "--max-length", 128, "--normalize")
@@ -97,7 +99,8 @@ def test_post_processing_centres_removes_the_top_directions_and_downweights_freq
     np.testing.assert_allclose(frequency @ unweighted, 0, atol=1e-4)  # centred on the weighted mean
     frequent, rare = int(np.argmax(frequency)), int(np.argmin(frequency))
     assert np.linalg.norm(processed[frequent]) / np.linalg.norm(unweighted[frequent]) < np.linalg.norm(
-        processed[rare]) / np.linalg.norm(unweighted[rare])  # fmt: skip
+        processed[rare]
+    ) / np.linalg.norm(unweighted[rare])
 
 
 def test_distilling_a_tiny_bert_gives_a_loadable_static_model(tmp_path, abstracts, run_corpusbuild):
@@ -109,8 +112,11 @@ def test_distilling_a_tiny_bert_gives_a_loadable_static_model(tmp_path, abstract
     teacher = tmp_path / "tiny-bert"
     tokenizer = AutoTokenizer.from_pretrained(bundled_minilm_path())
     torch.manual_seed(20261124)
-    BertModel(BertConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                         intermediate_size=32)).save_pretrained(teacher)  # fmt: skip
+    BertModel(
+        BertConfig(
+            vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32
+        )
+    ).save_pretrained(teacher)
     tokenizer.save_pretrained(teacher)
     texts = [s["contents"] for s in abstracts]
     frequency = token_frequencies(Tokenizer.from_file(str(teacher / "tokenizer.json")), texts, len(tokenizer))

@@ -36,8 +36,13 @@ def test_jats_articles_become_titled_paragraph_snippets(tmp_path, run_corpusbuil
     assert result.exit_code == 0, result.output
     snippets = all_snippets(out)
     assert {s["doc_id"] for s in snippets} == {
-        "1471-2180-11-174", "1472-6831-8-11", "6605965a", "ehp-116-1694", "pntd.0002065", "pone.0000217",
-    }  # fmt: skip
+        "1471-2180-11-174",
+        "1472-6831-8-11",
+        "6605965a",
+        "ehp-116-1694",
+        "pntd.0002065",
+        "pone.0000217",
+    }
     assert max(len(s["content"]) for s in snippets) <= 1000
     for snippet in snippets:
         for remnant in ("<xref", "<italic", "</", "<table", "<tr>"):

@@ -16,8 +16,9 @@ from pipeline.cli import main as medsnip_main
 
 
 def update(corpus, updates):
-    return CliRunner().invoke(medsnip_main, ["update", str(corpus), "--pubmed-updates", str(updates)],
-                              catch_exceptions=False)  # fmt: skip
+    return CliRunner().invoke(
+        medsnip_main, ["update", str(corpus), "--pubmed-updates", str(updates)], catch_exceptions=False
+    )
 
 
 def test_a_relative_baseline_is_found_from_anywhere_and_a_moved_one_publishes_nothing(
@@ -29,8 +30,9 @@ def test_a_relative_baseline_is_found_from_anywhere_and_a_moved_one_publishes_no
     shutil.copy(update_chain["baseline"], inputs)
     corpus = tmp_path / "corpus"
     monkeypatch.chdir(inputs)
-    result = run_corpusbuild("pubmed", update_chain["baseline"].name, "--out", corpus, "--shards", 2, "--workers", 1,
-                             "--quiet")  # fmt: skip
+    result = run_corpusbuild(
+        "pubmed", update_chain["baseline"].name, "--out", corpus, "--shards", 2, "--workers", 1, "--quiet"
+    )
     assert result.exit_code == 0, result.output
     baseline_only = json.loads((corpus / "build.json").read_text())["counts"]["snippets"]
 
@@ -39,8 +41,10 @@ def test_a_relative_baseline_is_found_from_anywhere_and_a_moved_one_publishes_no
     result = update(corpus, updates)
     assert result.exit_code == 0, result.output
     record = json.loads((corpus / "build.json").read_text())
-    assert [entry["path"] for entry in record["inputs"]] == [str(inputs / update_chain["baseline"].name),
-                                                             str(updates / update_chain["n1016"].name)]  # fmt: skip
+    assert [entry["path"] for entry in record["inputs"]] == [
+        str(inputs / update_chain["baseline"].name),
+        str(updates / update_chain["n1016"].name),
+    ]
     assert record["complete"] and record["counts"]["snippets"] > baseline_only
 
     published, shards = (corpus / "build.json").read_bytes(), shard_bytes(corpus)
@@ -58,8 +62,9 @@ def test_a_truncated_download_or_a_stray_file_is_refused_before_anything_is_publ
 ):
     corpus, updates = tmp_path / "corpus", tmp_path / "updates"
     updates.mkdir()
-    result = run_corpusbuild("pubmed", update_chain["baseline"], "--out", corpus, "--shards", 2, "--workers", 1,
-                             "--quiet")  # fmt: skip
+    result = run_corpusbuild(
+        "pubmed", update_chain["baseline"], "--out", corpus, "--shards", 2, "--workers", 1, "--quiet"
+    )
     assert result.exit_code == 0, result.output
     published, shards = (corpus / "build.json").read_bytes(), shard_bytes(corpus)
 
@@ -85,8 +90,9 @@ def test_a_truncated_download_or_a_stray_file_is_refused_before_anything_is_publ
     assert gzip.decompress(whole)  # the real file was whole all along
 
 
-def test_an_index_build_killed_before_its_record_is_finished_by_the_next_update(tmp_path, update_chain,
-                                                                                  run_corpusbuild):  # fmt: skip
+def test_an_index_build_killed_before_its_record_is_finished_by_the_next_update(
+    tmp_path, update_chain, run_corpusbuild
+):
     """A kill (or a full disk) inside the dense stage leaves dense-minilm without build.json: the next
     `medsnip update`, even with no new file, finishes it (same vectors as a build that was never
     killed) instead of skipping it for good."""

@@ -39,8 +39,11 @@ def _digests(path: Path) -> dict[str, bytes]:
 
 
 def _diff(old: dict[str, bytes], new: dict[str, bytes]) -> list[tuple[str, str]]:
-    changes = [(snippet_id, "added" if snippet_id not in old else "changed") for snippet_id, digest in new.items()
-               if old.get(snippet_id) != digest]  # fmt: skip
+    changes = [
+        (snippet_id, "added" if snippet_id not in old else "changed")
+        for snippet_id, digest in new.items()
+        if old.get(snippet_id) != digest
+    ]
     changes += [(snippet_id, "removed") for snippet_id in old if snippet_id not in new]
     return changes
 
@@ -53,8 +56,9 @@ def previous_record(out_dir: Path, source: str) -> dict | None:
     return record
 
 
-def compute_changes(out_dir: Path, reduce_dir: Path, new_shards: dict[str, Path], record: dict,
-                    parent: dict | None) -> dict | None:  # fmt: skip
+def compute_changes(
+    out_dir: Path, reduce_dir: Path, new_shards: dict[str, Path], record: dict, parent: dict | None
+) -> dict | None:
     """The change set of `record` (about to be published from `new_shards`) against `parent`, the build
     `out_dir` holds now (previous_record): written to reduce_dir/changes.jsonl, its summary returned for
     build.json; None when there is no earlier complete build of the same source.

@@ -131,8 +131,9 @@ def write_events(events, writer: PartWriter) -> dict:
             shard = shard_of(event.doc_id, num_shards)
             writer.add(shard, event.key, EVENT_RECORD, event.lines, position=event.position, lines=event.count)
         elif kind is Skip:
-            writer.add(shard_of(event.doc_id, num_shards), event.key, EVENT_SKIP, reason=event.reason,
-                       position=event.position)  # fmt: skip
+            writer.add(
+                shard_of(event.doc_id, num_shards), event.key, EVENT_SKIP, reason=event.reason, position=event.position
+            )
         elif kind is Delete:
             writer.add(shard_of(event.doc_id, num_shards), event.key, EVENT_DELETE)
         elif kind is Problem:

@@ -65,8 +65,12 @@ def problem_text(problem: dict) -> str:
     return str(InputProblem(**problem))
 
 
-def print_summary(record: dict, out_console: Console | None = None, document_label: str = "articles",
-                  kept_work_bytes: int | None = None) -> None:  # fmt: skip
+def print_summary(
+    record: dict,
+    out_console: Console | None = None,
+    document_label: str = "articles",
+    kept_work_bytes: int | None = None,
+) -> None:
     """The end-of-run table: files, records, replacements, deletions, skips, snippets, shards, disk per
     snippet (shards, and the parse cache kept in .work), speed."""
     out_console = out_console or Console()

@@ -50,27 +50,55 @@ KINDS: dict[str, SourceKind] = {
     kind.kind: kind
     for kind in (
         SourceKind(
-            "pubmed", pubmed.read_pubmed, pubmed.SUFFIXES, "replace", "articles",
+            "pubmed",
+            pubmed.read_pubmed,
+            pubmed.SUFFIXES,
+            "replace",
+            "articles",
             options=(("keep_no_abstract", False), ("max_record_chars", 1_000_000), ("medrag", False)),
             order=order_inputs,
         ),
-        SourceKind("statpearls", statpearls.read_nxml, statpearls.SUFFIXES, "error", "articles", named=True,
-                   options=(("medrag", False),)),
-        SourceKind("textbooks", textbooks.read_textbook, textbooks.SUFFIXES, "error", "books",
-                   options=(("medrag", False),)),
         SourceKind(
-            "wikipedia", wikipedia.read_wikipedia, wikipedia.SUFFIXES, "replace", "pages",
-            options=(("medrag", False), ("language", None), ("convert_script", None)), named=True,
+            "statpearls",
+            statpearls.read_nxml,
+            statpearls.SUFFIXES,
+            "error",
+            "articles",
+            named=True,
+            options=(("medrag", False),),
+        ),
+        SourceKind(
+            "textbooks", textbooks.read_textbook, textbooks.SUFFIXES, "error", "books", options=(("medrag", False),)
+        ),
+        SourceKind(
+            "wikipedia",
+            wikipedia.read_wikipedia,
+            wikipedia.SUFFIXES,
+            "replace",
+            "pages",
+            options=(("medrag", False), ("language", None), ("convert_script", None)),
+            named=True,
             split_function=plan_dump_split,
         ),
         SourceKind(
-            "parallel", parallel.read_parallel, parallel.SUFFIXES, "error", "documents",
-            options=(("language", None), ("english", None)), named=True, position_name="line",
+            "parallel",
+            parallel.read_parallel,
+            parallel.SUFFIXES,
+            "error",
+            "documents",
+            options=(("language", None), ("english", None)),
+            named=True,
+            position_name="line",
         ),
         SourceKind(
-            "jsonl", jsonl.read_jsonl, jsonl.SUFFIXES, "error", "documents",
+            "jsonl",
+            jsonl.read_jsonl,
+            jsonl.SUFFIXES,
+            "error",
+            "documents",
             options=(("id_field", "_id"), ("title_field", "title"), ("text_field", "text"), ("language", None)),
-            named=True, position_name="line",
+            named=True,
+            position_name="line",
         ),
     )
-}  # fmt: skip
+}

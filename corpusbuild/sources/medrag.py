@@ -54,8 +54,16 @@ def concat(title: str, content: str) -> str:
 
 def snippet_line(snippet_id: str, title: str, content: str, source: str, doc_id: str, chunk: int) -> bytes:
     """One snippet in medsnip's field order, with MedRAG's id, title, content and contents."""
-    snippet = {"id": snippet_id, "title": title, "content": content, "contents": concat(title, content),
-               "source": source, "doc_id": doc_id, "chunk": chunk, "meta": {"medrag": True}}  # fmt: skip
+    snippet = {
+        "id": snippet_id,
+        "title": title,
+        "content": content,
+        "contents": concat(title, content),
+        "source": source,
+        "doc_id": doc_id,
+        "chunk": chunk,
+        "meta": {"medrag": True},
+    }
     return orjson.dumps(snippet) + b"\n"
 
 
@@ -147,8 +155,12 @@ def element_text(element) -> str:
 def is_subtitle(element) -> bool:
     """A paragraph holding only one <bold> and nothing after it."""
     children = list(element)
-    return (element.tag == "p" and len(children) == 1 and children[0].tag == "bold"
-            and not (children[0].tail and children[0].tail.strip()))  # fmt: skip
+    return (
+        element.tag == "p"
+        and len(children) == 1
+        and children[0].tag == "bold"
+        and not (children[0].tail and children[0].tail.strip())
+    )
 
 
 class _Paragraphs:
@@ -221,8 +233,10 @@ def statpearls_record(member: str, data: bytes, label: str, source_name: str, po
     items = statpearls_snippets(root, file_id, label)
     if not items:
         return Skip(file_id, document_key(file_id), "no_text", position)
-    block = b"".join(snippet_line(snippet_id, title, content, source_name, file_id, j)
-                     for j, (snippet_id, title, content) in enumerate(items))  # fmt: skip
+    block = b"".join(
+        snippet_line(snippet_id, title, content, source_name, file_id, j)
+        for j, (snippet_id, title, content) in enumerate(items)
+    )
     return Record(file_id, document_key(file_id), block, len(items), position)
 
 

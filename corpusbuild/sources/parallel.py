@@ -80,10 +80,16 @@ def read_parallel(source: ReaderInput) -> Generator[ReaderEvent, None, ReaderSta
     name = source.params["source"]
     english_path = source.params.get("english") or english_beside(source.path, language)
     english_path = Path(english_path).resolve() if english_path else None
-    stats = ReaderStats(Counter(documents_read=0, snippets=0, bad_records=0, aligned_sentences=0,
-                                unaligned_sentences=0))  # fmt: skip
-    stats.facts.update({"language": language, "separators": params.resolved_separators(),
-                        "english": str(english_path) if english_path else None})  # fmt: skip
+    stats = ReaderStats(
+        Counter(documents_read=0, snippets=0, bad_records=0, aligned_sentences=0, unaligned_sentences=0)
+    )
+    stats.facts.update(
+        {
+            "language": language,
+            "separators": params.resolved_separators(),
+            "english": str(english_path) if english_path else None,
+        }
+    )
     try:
         lines = _read_lines(decompressed(source.stream, source.magic).read(), source.path)
     except DECOMPRESSION_ERRORS as error:
@@ -109,8 +115,9 @@ def read_parallel(source: ReaderInput) -> Generator[ReaderEvent, None, ReaderSta
         if english is not None:
             meta["en"] = " ".join(clean_text(s) for s in english)
         stats.counts["snippets"] += len(chunks)
-        yield Record(doc_id, document_key(doc_id), snippet_lines(name, doc_id, title, chunks, meta), len(chunks),
-                     first_line)  # fmt: skip
+        yield Record(
+            doc_id, document_key(doc_id), snippet_lines(name, doc_id, title, chunks, meta), len(chunks), first_line
+        )
     return stats
 
 
@@ -118,8 +125,10 @@ def _documents(path: str, lines, english_lines, english_path: str, by_document: 
     """(doc id, first line, sentences, English sentences or None) per document."""
     if not by_document:
         if english_lines is not None and len(english_lines) != len(lines):
-            message = (f"{len(lines)} sentences, but the English side {english_path} has {len(english_lines)}: "
-                       "line-aligned files must have as many")  # fmt: skip
+            message = (
+                f"{len(lines)} sentences, but the English side {english_path} has {len(english_lines)}: "
+                "line-aligned files must have as many"
+            )
             raise InputError(InputProblem(path, message))
         for position, (number, text) in enumerate(lines):
             if not text.strip():
@@ -143,8 +152,11 @@ def _documents(path: str, lines, english_lines, english_path: str, by_document: 
     for doc_id, sentences in grouped.items():
         english = None
         if english_lines is not None:
-            english = [english_by_key[(doc_id, sentence)] for sentence, _, _ in sentences
-                       if (doc_id, sentence) in english_by_key]  # fmt: skip
+            english = [
+                english_by_key[(doc_id, sentence)]
+                for sentence, _, _ in sentences
+                if (doc_id, sentence) in english_by_key
+            ]
         aligned = len(english or ())
         counts["aligned_sentences"] += aligned
         counts["unaligned_sentences"] += len(sentences) - aligned

@@ -54,15 +54,33 @@ from medsnip.encoders.static import StaticTextEncoder
 from medsnip.encoders.transformer import DTYPES, TextEncoder, pick_device, resolve_dtype
 
 __all__ = [
-    "BGE_QUERY_PREFIX", "BGE_ZH_QUERY_PREFIX", "DTYPES", "E5_MISTRAL_QUERY_PREFIX", "POOLINGS", "PRESETS",
-    "WEIGHT_SUFFIXES", "DenseEncoder", "EncoderSpec", "EncoderUnavailable", "StaticTextEncoder", "TextEncoder",
-    "bundled_minilm_path", "bundled_use_path", "pick_device", "preset", "resolve_dtype", "resolve_model_dir",
-    "snippet_texts", "text_encoder", "weights_sha256",
-]  # fmt: skip
+    "BGE_QUERY_PREFIX",
+    "BGE_ZH_QUERY_PREFIX",
+    "DTYPES",
+    "E5_MISTRAL_QUERY_PREFIX",
+    "POOLINGS",
+    "PRESETS",
+    "WEIGHT_SUFFIXES",
+    "DenseEncoder",
+    "EncoderSpec",
+    "EncoderUnavailable",
+    "StaticTextEncoder",
+    "TextEncoder",
+    "bundled_minilm_path",
+    "bundled_use_path",
+    "pick_device",
+    "preset",
+    "resolve_dtype",
+    "resolve_model_dir",
+    "snippet_texts",
+    "text_encoder",
+    "weights_sha256",
+]
 
 
-def text_encoder(model: str, pooling: str, max_length: int, normalize: bool, device: str = "auto",
-                 dtype: str = "float32") -> TextEncoder | StaticTextEncoder:  # fmt: skip
+def text_encoder(
+    model: str, pooling: str, max_length: int, normalize: bool, device: str = "auto", dtype: str = "float32"
+) -> TextEncoder | StaticTextEncoder:
     """The encoder for one side of a spec: a static model for `static` pooling, USE for `use`, else a
     transformer."""
     if pooling == "static":
@@ -84,8 +102,9 @@ class DenseEncoder:
         if not (queries_only and spec.query_model):
             self.documents = text_encoder(spec.model, spec.pooling, spec.max_length, spec.normalize, device, dtype)
         if spec.query_model:
-            self.queries = text_encoder(spec.query_model, spec.pooling, spec.query_max_length, spec.normalize,
-                                        device, dtype)  # fmt: skip
+            self.queries = text_encoder(
+                spec.query_model, spec.pooling, spec.query_max_length, spec.normalize, device, dtype
+            )
         else:
             self.queries = self.documents
         self.truncated = {"snippets": 0, "queries": 0}  # texts cut at the max length, by side
@@ -114,8 +133,9 @@ class DenseEncoder:
     def encode_snippets(self, snippets: list[dict], batch_size: int = 32) -> np.ndarray:
         if self.documents is None:
             raise ValueError("this encoder was loaded with queries_only")
-        return self._counted("snippets", self.documents, self.documents.encode, self.snippet_inputs(snippets),
-                             batch_size)  # fmt: skip
+        return self._counted(
+            "snippets", self.documents, self.documents.encode, self.snippet_inputs(snippets), batch_size
+        )
 
     def _counted(self, side: str, encoder: TextEncoder, encode, texts: list, batch_size: int) -> np.ndarray:
         before = encoder.truncated

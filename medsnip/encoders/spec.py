@@ -54,48 +54,100 @@ E5_MISTRAL_QUERY_PREFIX = "Instruct: Given a question, retrieve relevant passage
 POOLINGS = ("cls", "mean", "last-token", "static", "use")
 
 PRESETS = {
-    "minilm": lambda: EncoderSpec("minilm", bundled_minilm_path(), pooling="mean", max_length=256,
-                                  query_max_length=256, normalize=True),
+    "minilm": lambda: EncoderSpec(
+        "minilm", bundled_minilm_path(), pooling="mean", max_length=256, query_max_length=256, normalize=True
+    ),
     "medcpt": lambda: EncoderSpec(
-        "medcpt", "ncbi/MedCPT-Article-Encoder", query_model="ncbi/MedCPT-Query-Encoder", pooling="cls",
-        max_length=512, query_max_length=64, normalize=False, pair_input=True,
+        "medcpt",
+        "ncbi/MedCPT-Article-Encoder",
+        query_model="ncbi/MedCPT-Query-Encoder",
+        pooling="cls",
+        max_length=512,
+        query_max_length=64,
+        normalize=False,
+        pair_input=True,
     ),
     "bge-base": lambda: EncoderSpec(
-        "bge-base", "BAAI/bge-base-en-v1.5", pooling="cls", max_length=512, query_max_length=512,
-        query_prefix=BGE_QUERY_PREFIX, normalize=True,
+        "bge-base",
+        "BAAI/bge-base-en-v1.5",
+        pooling="cls",
+        max_length=512,
+        query_max_length=512,
+        query_prefix=BGE_QUERY_PREFIX,
+        normalize=True,
     ),
     "bge-base-zh": lambda: EncoderSpec(
-        "bge-base-zh", "BAAI/bge-base-zh-v1.5", pooling="cls", max_length=512, query_max_length=512,
-        query_prefix=BGE_ZH_QUERY_PREFIX, normalize=True,
+        "bge-base-zh",
+        "BAAI/bge-base-zh-v1.5",
+        pooling="cls",
+        max_length=512,
+        query_max_length=512,
+        query_prefix=BGE_ZH_QUERY_PREFIX,
+        normalize=True,
     ),
     "e5-base": lambda: EncoderSpec(
-        "e5-base", "intfloat/e5-base-v2", pooling="mean", max_length=512, query_max_length=512,
-        query_prefix="query: ", document_prefix="passage: ", normalize=True,
+        "e5-base",
+        "intfloat/e5-base-v2",
+        pooling="mean",
+        max_length=512,
+        query_max_length=512,
+        query_prefix="query: ",
+        document_prefix="passage: ",
+        normalize=True,
     ),
     "e5-mistral": lambda: EncoderSpec(
-        "e5-mistral", "intfloat/e5-mistral-7b-instruct", pooling="last-token", max_length=4096,
-        query_max_length=4096, query_prefix=E5_MISTRAL_QUERY_PREFIX, normalize=True,
+        "e5-mistral",
+        "intfloat/e5-mistral-7b-instruct",
+        pooling="last-token",
+        max_length=4096,
+        query_max_length=4096,
+        query_prefix=E5_MISTRAL_QUERY_PREFIX,
+        normalize=True,
     ),
     "specter": lambda: EncoderSpec(
-        "specter", "allenai/specter", pooling="cls", max_length=512, query_max_length=512, normalize=False,
+        "specter",
+        "allenai/specter",
+        pooling="cls",
+        max_length=512,
+        query_max_length=512,
+        normalize=False,
         pair_input=True,
     ),
     "contriever": lambda: EncoderSpec(
-        "contriever", "facebook/contriever", pooling="mean", max_length=512, query_max_length=512, normalize=False,
+        "contriever",
+        "facebook/contriever",
+        pooling="mean",
+        max_length=512,
+        query_max_length=512,
+        normalize=False,
     ),
-    "use-multilingual": lambda: EncoderSpec("use-multilingual", bundled_use_path(), pooling="use", max_length=0,
-                                            query_max_length=0, normalize=True),
+    "use-multilingual": lambda: EncoderSpec(
+        "use-multilingual", bundled_use_path(), pooling="use", max_length=0, query_max_length=0, normalize=True
+    ),
     **{
-        f"multilingual-e5-{size}": (lambda size=size: EncoderSpec(
-            f"multilingual-e5-{size}", f"intfloat/multilingual-e5-{size}", pooling="mean", max_length=512,
-            query_max_length=512, query_prefix="query: ", document_prefix="passage: ", normalize=True,
-        ))
+        f"multilingual-e5-{size}": (
+            lambda size=size: EncoderSpec(
+                f"multilingual-e5-{size}",
+                f"intfloat/multilingual-e5-{size}",
+                pooling="mean",
+                max_length=512,
+                query_max_length=512,
+                query_prefix="query: ",
+                document_prefix="passage: ",
+                normalize=True,
+            )
+        )
         for size in ("small", "base", "large")
     },
     "bge-m3": lambda: EncoderSpec(
-        "bge-m3", "BAAI/bge-m3", pooling="cls", max_length=8192, query_max_length=8192, normalize=True,
+        "bge-m3",
+        "BAAI/bge-m3",
+        pooling="cls",
+        max_length=8192,
+        query_max_length=8192,
+        normalize=True,
     ),
-}  # fmt: skip
+}
 
 
 def preset(name: str, **overrides) -> EncoderSpec:

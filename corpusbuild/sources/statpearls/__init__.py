@@ -84,8 +84,9 @@ def _doc_ids(member: str, documents: list[NxmlDocument], label: str) -> list[str
         raise InputError(InputProblem(label, str(error))) from error
 
 
-def _article_events(member: str, data: bytes, label: str, position: int, params: ChunkingParams, name: str,
-                    counts: Counter) -> list[Record]:  # fmt: skip
+def _article_events(
+    member: str, data: bytes, label: str, position: int, params: ChunkingParams, name: str, counts: Counter
+) -> list[Record]:
     """The Records of one NXML file's articles; InputError (before any event) if it cannot be read."""
     if params.medrag:
         event = statpearls_record(member, data, label, name, position)

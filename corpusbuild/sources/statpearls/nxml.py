@@ -14,9 +14,23 @@ from corpusbuild.sources.xmltools import children, first_child, local_name
 
 # Subtrees that never carry running text.
 _DROP = {
-    "ref-list", "graphic", "inline-graphic", "media", "table", "alternatives", "object-id", "label",
-    "fn-group", "ack", "notes", "permissions", "disp-formula", "tex-math", "math", "supplementary-material",
-}  # fmt: skip
+    "ref-list",
+    "graphic",
+    "inline-graphic",
+    "media",
+    "table",
+    "alternatives",
+    "object-id",
+    "label",
+    "fn-group",
+    "ack",
+    "notes",
+    "permissions",
+    "disp-formula",
+    "tex-math",
+    "math",
+    "supplementary-material",
+}
 # Inside a paragraph: block elements emitted on their own after the paragraph text.
 _BLOCKS_IN_P = {"list", "table-wrap", "fig", "boxed-text", "disp-quote", "def-list"}
 BOOK_ROOTS = ("book-part-wrapper", "book-part", "book")
@@ -92,11 +106,13 @@ class _Walker:
             caption = _first(block, "caption")
             label = _first(block, "label")
             text = " ".join(
-                part for part in (
+                part
+                for part in (
                     clean_text(inline_text(label)) if label is not None else "",
                     clean_text(inline_text_deep(caption)) if caption is not None else "",
-                ) if part
-            )  # fmt: skip
+                )
+                if part
+            )
             self.emit(path, text)
         else:
             self.walk(block, path)

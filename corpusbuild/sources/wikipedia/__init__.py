@@ -31,9 +31,16 @@ SOURCE = "wikipedia"
 SUFFIXES = (".xml", ".xml.bz2", ".bz2", ".xml.gz")
 
 
-def page_snippets(page_id: str, title: str, wikitext: str, params: ChunkingParams, medrag: bool = False,
-                  language: WikiLanguage = ENGLISH, script: ChineseScript | None = None,
-                  source: str = SOURCE) -> bytes:  # fmt: skip
+def page_snippets(
+    page_id: str,
+    title: str,
+    wikitext: str,
+    params: ChunkingParams,
+    medrag: bool = False,
+    language: WikiLanguage = ENGLISH,
+    script: ChineseScript | None = None,
+    source: str = SOURCE,
+) -> bytes:
     """The snippet lines of one article, ids `<source>:<page id>:<j>`. `script` (Chinese): the conversion
     asked for, if any; each snippet's meta records the script its text is written in."""
     lines = []
@@ -104,8 +111,9 @@ def read_wikipedia(source: ReaderInput) -> Generator[ReaderEvent, None, ReaderSt
                     script = ChineseScript.for_build(language.code, source.params.get("convert_script"))
                 except ValueError as error:
                     raise InputError(problem_at(source, str(error), 1, "siteinfo")) from error
-                stats.facts.update({**language.facts(), "separators": params.for_language(language.code)
-                                    .resolved_separators()})  # fmt: skip
+                stats.facts.update(
+                    {**language.facts(), "separators": params.for_language(language.code).resolved_separators()}
+                )
                 if script is not None:
                     stats.facts["convert_script"] = script.target
             event = _page_event(source, page, position, params, stats.counts, language, script)
@@ -154,8 +162,15 @@ def problem_at(source: ReaderInput, message: str, line: int | None, element: str
     return InputProblem(source.path, message, line=line, element=f"{element}, {where}" if element else where)
 
 
-def _page_event(source: ReaderInput, page, position: int, params: ChunkingParams, counts: Counter,
-                language: WikiLanguage, script: ChineseScript | None):  # fmt: skip
+def _page_event(
+    source: ReaderInput,
+    page,
+    position: int,
+    params: ChunkingParams,
+    counts: Counter,
+    language: WikiLanguage,
+    script: ChineseScript | None,
+):
     """The event of one <page> (a Record, a Skip or a Problem), counting it."""
     title = _text_of(first_child(page, "title"))
     try:

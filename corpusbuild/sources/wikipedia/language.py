@@ -20,8 +20,9 @@ from medsnip.languages import canonical_language
 
 # Namespace keys whose links carry no prose: media, special, project, file, template, help, category.
 _DROPPED_NAMESPACE_KEYS = {"-2", "-1", "4", "6", "10", "12", "14"}
-_CANONICAL_PREFIXES = frozenset({"file", "image", "media", "category", "wikipedia", "wp", "special", "template",
-                                 "help"})  # fmt: skip
+_CANONICAL_PREFIXES = frozenset(
+    {"file", "image", "media", "category", "wikipedia", "wp", "special", "template", "help"}
+)
 
 
 @dataclass(frozen=True)

@@ -30,9 +30,27 @@ from corpusbuild.cleaning import clean_text
 from corpusbuild.sources.wikipedia.language import ENGLISH, WikiLanguage, resolve_variants
 
 _DROP_TAGS = {
-    "ref", "references", "table", "gallery", "math", "chem", "ce", "score", "timeline", "graph", "imagemap",
-    "syntaxhighlight", "source", "pre", "nowiki", "templatedata", "mapframe", "maplink", "noinclude", "div",
-}  # fmt: skip
+    "ref",
+    "references",
+    "table",
+    "gallery",
+    "math",
+    "chem",
+    "ce",
+    "score",
+    "timeline",
+    "graph",
+    "imagemap",
+    "syntaxhighlight",
+    "source",
+    "pre",
+    "nowiki",
+    "templatedata",
+    "mapframe",
+    "maplink",
+    "noinclude",
+    "div",
+}
 _INTERLANGUAGE_RE = re.compile(r"^(?:[a-z]{2,3}(?:-[a-z0-9]+)*|simple)$")
 _BLANK_LINES_RE = re.compile(r"\n\s*\n\s*")
 _SPACE_BEFORE_PUNCTUATION_RE = re.compile(r" +([,.;:!?)])")  # left where a <ref> or template was
@@ -129,8 +147,9 @@ def strip_refs_and_comments(wikitext: str) -> str:
     return wikitext
 
 
-def wiki_sections(wikitext: str, prestrip: bool = True, language: WikiLanguage = ENGLISH,
-                  variants: tuple[str, ...] = ()) -> list[WikiSection]:  # fmt: skip
+def wiki_sections(
+    wikitext: str, prestrip: bool = True, language: WikiLanguage = ENGLISH, variants: tuple[str, ...] = ()
+) -> list[WikiSection]:
     """The page's prose by section (lead first), trailing reference/link sections dropped.
 
     `prestrip=False` parses the wikitext exactly as given (what the tests compare the fast path with).
