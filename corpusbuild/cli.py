@@ -151,7 +151,7 @@ def check_source_name(name: str) -> None:
     "--medrag",
     is_flag=True,
     help="MedRAG-compatible snippets: its ids, titles, chunk boundaries and "
-    "contents (corpusbuild/medrag.py says where they differ from the default).",
+    "contents (corpusbuild/sources/medrag.py says where they differ from the default).",
 )
 @click.option("--keep-no-abstract", is_flag=True, help="Keep articles without an abstract as title-only snippets.")
 @click.option(
@@ -189,7 +189,7 @@ def pubmed(inputs, chunk_size, chunk_overlap, no_chunk, medrag, keep_no_abstract
     "--medrag",
     is_flag=True,
     help="MedRAG-compatible snippets: its ids, titles, chunk boundaries and "
-    "contents (corpusbuild/medrag.py says where they differ from the default).",
+    "contents (corpusbuild/sources/medrag.py says where they differ from the default).",
 )
 @click.option(
     "--language",
@@ -233,7 +233,7 @@ def wikipedia(
     "--medrag",
     is_flag=True,
     help="MedRAG-compatible snippets: its ids, titles, chunk boundaries and "
-    "contents (corpusbuild/medrag.py says where they differ from the default).",
+    "contents (corpusbuild/sources/medrag.py says where they differ from the default).",
 )
 def textbooks(inputs, chunk_size, chunk_overlap, no_chunk, medrag, **options) -> None:
     """Plain-text textbooks (MedQA's Anatomy_Gray.txt, ...) to snippets, one document per book.
@@ -253,7 +253,7 @@ def textbooks(inputs, chunk_size, chunk_overlap, no_chunk, medrag, **options) ->
     "--medrag",
     is_flag=True,
     help="MedRAG-compatible snippets: its ids, titles, chunk boundaries and "
-    "contents (corpusbuild/medrag.py says where they differ from the default).",
+    "contents (corpusbuild/sources/medrag.py says where they differ from the default).",
 )
 def statpearls(inputs, chunk_size, chunk_overlap, no_chunk, source_name, medrag, **options) -> None:
     """StatPearls (NCBI Bookshelf BITS) tarball or NXML files, and PMC JATS articles, to paragraphs.

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -173,17 +172,8 @@ class Corpus:
             )
 
 
-def iter_shard_lines(shard: Shard) -> Iterator[tuple[int, bytes]]:
-    """(byte offset, line) of every snippet line of a shard."""
-    offset = 0
-    with open(shard.path, "rb") as handle:
-        for line in handle:
-            yield offset, line
-            offset += len(line)
-
-
 def default_out(corpus_path: Path, name: str) -> Path:
-    """Where DESIGN.md's corpus-root layout puts an index of this corpus (`<corpus>/bm25`, ...)."""
+    """Where the corpus-root layout (docs/design.md) puts an index of this corpus (`<corpus>/bm25`, ...)."""
     return Path(corpus_path) / name
 
 

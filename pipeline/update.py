@@ -10,7 +10,7 @@ and a running searchd is told to swap generations.
    change set in Lucene by id (indexer.bm25_update), and the store re-reads only shards whose bytes
    changed. Each index replaced is kept as a generation until `medsnip prune` (medsnip.generations).
 3. searchd: SIGHUP to `--reload-pid`, which loads the new indexes beside the serving ones and switches
-   with no failed call (searchd.generations).
+   with no failed call (searchd.hot_swap).
 
 Every stage resumes as it does on its own, so a killed update is finished by running it again.
 """

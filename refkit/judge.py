@@ -33,7 +33,7 @@ class JudgeSpec:
     threshold: float
 
 
-PRESETS = {
+JUDGES = {
     "minilm": JudgeSpec("minilm", "minilm", "bi-encoder", 0.50),
     "medcpt-cross": JudgeSpec("medcpt-cross", "ncbi/MedCPT-Cross-Encoder", "cross-encoder", 0.0),
     "bge-reranker": JudgeSpec("bge-reranker", "BAAI/bge-reranker-base", "cross-encoder", 0.0),
@@ -42,10 +42,10 @@ PRESETS = {
 
 def judge_spec(name_or_path: str, threshold: float | None = None) -> JudgeSpec:
     """A preset by name, or a local cross-encoder folder / hub name; `threshold` overrides the preset's."""
-    spec = PRESETS.get(name_or_path) or JudgeSpec(name_or_path, name_or_path, "cross-encoder", 0.0)
+    spec = JUDGES.get(name_or_path) or JudgeSpec(name_or_path, name_or_path, "cross-encoder", 0.0)
     if threshold is not None:
         spec = JudgeSpec(spec.name, spec.model, spec.kind, threshold)
-    elif name_or_path not in PRESETS:
+    elif name_or_path not in JUDGES:
         raise ValueError(f"--judge {name_or_path}: give --judge-threshold (calibrate it on labelled pairs first)")
     return spec
 

@@ -155,7 +155,7 @@ def serve(
     from searchd.auth import read_token
     from searchd.daemon import BindError, ConnectionLimits, build_server, serve_forever
     from searchd.engine import SearchEngine, ServingError, discover_corpora
-    from searchd.generations import EngineHolder, root_state
+    from searchd.hot_swap import EngineHolder, root_state
     from searchd.server import Limits
 
     request_log = logging.getLogger("searchd")  # one JSON line per request, on stderr

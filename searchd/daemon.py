@@ -13,7 +13,7 @@ so nothing reads an unmapped store; if work is still stuck `bound` seconds after
 (a search inside the JVM cannot be interrupted), the process exits anyway. It always exits 0.
 
 Reload (SIGHUP, or `watch` seconds after a new complete generation appears on disk): the root is loaded
-again beside the serving engine and swapped in when complete (searchd.generations); calls are never
+again beside the serving engine and swapped in when complete (searchd.hot_swap); calls are never
 refused for it. The health service `searchd.generation` says NOT_SERVING while the last load failed
 (the generation before it still serving).
 """
@@ -38,7 +38,7 @@ from medsnip.v1 import search_pb2, search_pb2_grpc
 from searchd.auth import TokenInterceptor
 from searchd.decoding import DecodingInterceptor
 from searchd.engine import SearchEngine
-from searchd.generations import EngineHolder
+from searchd.hot_swap import EngineHolder
 from searchd.server import Limits, SearchServicer, log_request
 
 SERVICE_NAME = search_pb2.DESCRIPTOR.services_by_name["SearchService"].full_name
@@ -155,7 +155,7 @@ def build_server(
 
 
 def _reload(running: RunningServer) -> None:
-    """Load the root again and swap (searchd.generations); health's `searchd.generation` follows."""
+    """Load the root again and swap (searchd.hot_swap); health's `searchd.generation` follows."""
     loaded = running.servicer.engines.reload() and running.servicer.engines.complete()
     status = health_pb2.HealthCheckResponse.SERVING if loaded else health_pb2.HealthCheckResponse.NOT_SERVING
     running.health.set(GENERATION_HEALTH, status)
@@ -165,7 +165,7 @@ def serve_forever(running: RunningServer, grace: float = 10.0, bound: float = 10
     """Block until SIGTERM/SIGINT, then stop as the module docstring says; returns only after a clean
     stop (engines closed), else ends the process with status 0 itself. SIGHUP (or, every `watch`
     seconds, a new complete generation on disk) reloads the root in a background thread and swaps
-    generations (searchd.generations) while calls go on; the server's leases are refreshed meanwhile."""
+    generations (searchd.hot_swap) while calls go on; the server's leases are refreshed meanwhile."""
     from medsnip.generations import LEASE_REFRESH_SECONDS
 
     stop = threading.Event()

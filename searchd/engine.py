@@ -1,6 +1,6 @@
 """Everything searchd holds in memory: the corpora under a root, their indexes, and hybrid search.
 
-Discovery follows DESIGN.md's corpus-root layout: every `ROOT/<name>/` with a corpusbuild
+Discovery follows the corpus-root layout of docs/design.md: every `ROOT/<name>/` with a corpusbuild
 build.json is a corpus; its `store/` is required, `bm25/` and every `dense-<name>/` index are used
 when present, each a retriever named after its folder (`bm25`, `dense-medcpt`, `dense-bge-base`). One
 query encoder is loaded per distinct encoder identity and shared by every index built with it, across

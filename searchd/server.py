@@ -25,7 +25,7 @@ from medsnip.v1 import search_pb2, search_pb2_grpc
 from searchd.batching import BatcherClosed
 from searchd.calls import CallCancelled, CallScope, DeadlineExceeded, QueryRefused
 from searchd.engine import ALL_DENSE, Query, SearchEngine
-from searchd.generations import EngineHolder
+from searchd.hot_swap import EngineHolder
 
 SERVICE_NAME = search_pb2.DESCRIPTOR.services_by_name["SearchService"].full_name
 log = logging.getLogger("searchd")

@@ -91,7 +91,7 @@ def run_indexer(*args):
 
 @pytest.fixture(scope="session")
 def search_root(tmp_path_factory, run_corpusbuild, worker_id) -> Path:
-    """A corpus root as DESIGN.md lays it out, from real data: `pubmedqa` (the 500 PubMedQA abstracts
+    """A corpus root as docs/design.md lays it out, from real data: `pubmedqa` (the 500 PubMedQA abstracts
     of samples/ir/pubmedqa-beir, one snippet each, with store, BM25 and dense minilm) and `textbooks`
     (the sample books, store and BM25 only). Built once per run: the pytest-xdist workers share it,
     read-only (a test that builds an index from one of its corpora works on a copy: copy_corpus)."""

@@ -1,4 +1,4 @@
-"""searchd swaps generations under load (searchd.generations): a real server over a PubMed corpus built
+"""searchd swaps generations under load (searchd.hot_swap): a real server over a PubMed corpus built
 from the real update chain serves 8 concurrent clients while the corpus is rebuilt with a later update
 (a DeleteCitation among its changes) and its store, BM25 and dense indexes are updated; --watch sees
 the new complete generation (not the half-updated root before it) and switches. No call fails, the

@@ -227,7 +227,7 @@ def test_replaced_versions_are_kept_as_generations_until_no_server_uses_them(upd
 def test_watch_sees_a_generation_only_once_every_served_index_cites_its_corpus(updated, tmp_path):
     """searchd --watch reads root_state: a root in the middle of an update (an index of the earlier
     corpus version, or an index folder without its record while it is rebuilt) is not a generation."""
-    from searchd.generations import root_state
+    from searchd.hot_swap import root_state
 
     corpus = tmp_path / "pubmedqa"
     shutil.copytree(updated["live"], corpus, ignore=shutil.ignore_patterns(GENERATIONS, "bm25-parts"))

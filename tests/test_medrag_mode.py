@@ -1,4 +1,4 @@
-"""MedRAG-compatible mode (`--medrag`, corpusbuild/medrag.py): on the bundled samples, every source
+"""MedRAG-compatible mode (`--medrag`, corpusbuild/sources/medrag.py): on the bundled samples, every source
 gives exactly the ids, titles, contents and chunk boundaries that MedRAG's own scripts' logic gives
 (tests/medrag_reference.py, run here on the same files), through the whole engine (shards, workers,
 export, recipes). Also MedRAG's `concat` in every mode."""

@@ -1115,18 +1115,18 @@ def test_judge_threshold_is_calibrated_on_the_labelled_pairs():
     """The minilm preset's threshold rejects at least 95% of the real answers (each PubMedQA question and
     its own abstract) while mismatched pairs stay below it: what refkit/judge.py documents."""
     from medsnip.queries import query_texts
-    from refkit.judge import PRESETS, Judge, calibrate
+    from refkit.judge import JUDGES, Judge, calibrate
 
     questions = query_texts(BEIR / "queries.tsv")
     abstracts = {r["_id"]: r for r in map(orjson.loads, (BEIR / "corpus.jsonl").read_bytes().splitlines())}
     pairs = [(questions[q], f"{abstracts[q]['title']} {abstracts[q]['text']}".strip()) for q in questions]
-    judge = Judge(PRESETS["minilm"])
+    judge = Judge(JUDGES["minilm"])
     measured = calibrate(judge, pairs, share=0.95)
-    assert 0.45 <= measured and PRESETS["minilm"].threshold <= measured + 0.01, measured
+    assert 0.45 <= measured and JUDGES["minilm"].threshold <= measured + 0.01, measured
     mismatched = [
         judge.scores(question, [pairs[(i + 1) % len(pairs)][1]])[0] for i, (question, _) in enumerate(pairs[:100])
     ]
-    assert sorted(mismatched)[98] < PRESETS["minilm"].threshold
+    assert sorted(mismatched)[98] < JUDGES["minilm"].threshold
 
 
 def test_noise_with_a_judge_records_it_and_rejects_likely_answers(server, names_lexicon_path, questions, tmp_path):
