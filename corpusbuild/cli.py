@@ -18,7 +18,7 @@ from corpusbuild.engine.shardbuild import BuildAborted, BuildLocked, BuildOutcom
 from corpusbuild.errors import OutputError
 from corpusbuild.inputs import expand_inputs, output_folder_problem
 from corpusbuild.recipe import RecipeError, check_checksums, load_recipe, root_record
-from corpusbuild.sources import KINDS, SOURCE_NAME_RE
+from corpusbuild.sources import KINDS, SOURCE_NAME_RE, SourceKind, SourceOption
 from corpusbuild.sources.wikipedia.dump_ranges import RANGE_BYTES
 from medsnip import __version__
 from medsnip.buildrecord import write_build_record
@@ -145,177 +145,78 @@ def check_source_name(name: str) -> None:
         raise click.BadParameter("use lowercase letters, digits, '.', '_' or '-'", param_hint="--source")
 
 
-@main.command()
-@build_options
-@click.option(
-    "--medrag",
-    is_flag=True,
-    help="MedRAG-compatible snippets: its ids, titles, chunk boundaries and "
-    "contents (corpusbuild/sources/medrag.py says where they differ from the default).",
-)
-@click.option("--keep-no-abstract", is_flag=True, help="Keep articles without an abstract as title-only snippets.")
-@click.option(
-    "--max-record-chars",
-    default=1_000_000,
-    show_default=True,
-    type=click.IntRange(1),
-    help="A citation whose title and abstract are longer is reported and not used (bounds memory).",
-)
-def pubmed(inputs, chunk_size, chunk_overlap, no_chunk, medrag, keep_no_abstract, max_record_chars, **options) -> None:
-    """PubMed baseline/update XML (pubmedYYnNNNN.xml[.gz], legacy MedlineCitationSet) to snippets.
-
-    INPUT is a file, a folder (searched for *.xml and *.xml.gz) or a glob. Numbered files are applied
-    in sequence-number order, unnumbered ones after them in the order given: a later record for a PMID
-    replaces an earlier one and a DeleteCitation removes it.
-    """
-    chunking = chunking_params(chunk_size, chunk_overlap, no_chunk, options.pop("separators"))
-    params = KINDS["pubmed"].params(
-        chunking, "pubmed", keep_no_abstract=keep_no_abstract, max_record_chars=max_record_chars, medrag=medrag
+def _click_option(option: SourceOption):
+    """The command-line option for one of a source kind's options."""
+    flag = "--" + option.name.replace("_", "-")
+    if option.type is bool:
+        return click.option(flag, option.name, is_flag=True, help=option.help)
+    if option.language:
+        return click.option(flag, option.name, callback=language_callback, help=option.help)
+    if option.type is Path:
+        return click.option(
+            flag, option.name, type=click.Path(exists=True, dir_okay=False, path_type=Path), help=option.help
+        )
+    kinds = {int: click.IntRange(option.minimum), float: click.FloatRange(option.minimum)}
+    value_type = click.Choice(option.choices) if option.choices else kinds.get(option.type, option.type)
+    return click.option(
+        flag,
+        option.name,
+        default=option.default,
+        show_default=option.default is not None,
+        type=value_type,
+        help=option.help,
     )
-    exit_on_problems(run_build(kind="pubmed", source="pubmed", inputs=inputs, params=params, options=options))
 
 
-@main.command()
-@build_options
-@click.option(
-    "--range-mb",
-    default=RANGE_BYTES / 2**20,
-    show_default=True,
-    type=click.FloatRange(0),
-    help="Split a dump of at least a quarter of this into ranges of about this many MB parsed in parallel "
-    "(multistream .bz2, by its index or stream headers, or plain .xml); 0 never splits.",
-)
-@click.option(
-    "--medrag",
-    is_flag=True,
-    help="MedRAG-compatible snippets: its ids, titles, chunk boundaries and "
-    "contents (corpusbuild/sources/medrag.py says where they differ from the default).",
-)
-@click.option(
-    "--language",
-    callback=language_callback,
-    help="The dump's language (zh, fr, de, ...), replacing what its siteinfo header says (recorded).",
-)
-@click.option(
-    "--convert-script",
-    type=click.Choice(["hans", "hant"]),
-    help="Chinese: convert every page to Simplified (hans) or Traditional (hant) with OpenCC.",
-)
-@click.option(
-    "--source",
-    "source_name",
-    default="wikipedia",
-    show_default=True,
-    help="Source name in ids (wikipedia-zh, ...: one per language, so page ids of two wikis never meet).",
-)
-def wikipedia(
-    inputs, chunk_size, chunk_overlap, no_chunk, medrag, language, convert_script, source_name, **options
-) -> None:
-    """Wikipedia pages-articles[-multistream].xml[.bz2] dumps, in any language, to section-titled snippets.
+def source_command(kind: SourceKind) -> click.Command:
+    """`corpusbuild KIND INPUT... --out DIR`, made from the source table: the options every build takes,
+    --source for a kind the user names, --range-mb for one whose inputs split, and the kind's own."""
 
-    Main namespace only; redirects and disambiguation pages are skipped; of a page with several
-    revisions (history dumps) the newest is read. Templates, references, tables, files, categories and
-    interlanguage links are dropped; chunk titles are "Page -- Section". The language and namespace
-    names come from the dump's siteinfo (--language overrides). A page in several dumps: the last file
-    given wins.
-    """
-    chunking = chunking_params(chunk_size, chunk_overlap, no_chunk, options.pop("separators"))
-    check_source_name(source_name)
-    params = KINDS["wikipedia"].params(
-        chunking, source_name, medrag=medrag, language=language, convert_script=convert_script
-    )
-    exit_on_problems(run_build(kind="wikipedia", source=source_name, inputs=inputs, params=params, options=options))
+    def command(inputs, chunk_size, chunk_overlap, no_chunk, **options) -> None:
+        source_name = options.pop("source_name", kind.kind)
+        check_source_name(source_name)
+        chunking = chunking_params(chunk_size, chunk_overlap, no_chunk, options.pop("separators"))
+        values = {option.name: options.pop(option.name) for option in kind.options}
+        values = {name: str(value) if isinstance(value, Path) else value for name, value in values.items()}
+        try:
+            params = kind.params(chunking, source_name, **values)
+        except ValueError as error:
+            raise click.UsageError(str(error)) from None
+        exit_on_problems(run_build(kind=kind.kind, source=source_name, inputs=inputs, params=params, options=options))
+
+    extra = [_click_option(option) for option in kind.options]
+    if kind.named:
+        extra.insert(
+            0,
+            click.option(
+                "--source",
+                "source_name",
+                required=kind.name_required,
+                default=None if kind.name_required else kind.kind,
+                show_default=not kind.name_required,
+                help="Source name in ids (ids are SOURCE:id:chunk; one per collection or "
+                "language, so ids of two never meet).",
+            ),
+        )
+    if kind.split_function is not None:
+        extra.insert(
+            0,
+            click.option(
+                "--range-mb",
+                default=RANGE_BYTES / 2**20,
+                show_default=True,
+                type=click.FloatRange(0),
+                help="Split an input of at least a quarter of this into ranges of about this many MB, parsed in "
+                "parallel "
+                "(multistream .bz2, by its index or stream headers, or plain .xml); 0 never splits.",
+            ),
+        )
+    command.__doc__ = kind.help
+    return click.command(name=kind.kind)(build_options(with_options(extra)(command)))
 
 
-@main.command()
-@build_options
-@click.option(
-    "--medrag",
-    is_flag=True,
-    help="MedRAG-compatible snippets: its ids, titles, chunk boundaries and "
-    "contents (corpusbuild/sources/medrag.py says where they differ from the default).",
-)
-def textbooks(inputs, chunk_size, chunk_overlap, no_chunk, medrag, **options) -> None:
-    """Plain-text textbooks (MedQA's Anatomy_Gray.txt, ...) to snippets, one document per book.
-
-    INPUT is a .txt file, a folder of them or a glob. Whitespace is collapsed, the text chunked, and
-    every chunk titled with the book name (the file name without .txt).
-    """
-    chunking = chunking_params(chunk_size, chunk_overlap, no_chunk, options.pop("separators"))
-    params = KINDS["textbooks"].params(chunking, "textbooks", medrag=medrag)
-    exit_on_problems(run_build(kind="textbooks", source="textbooks", inputs=inputs, params=params, options=options))
-
-
-@main.command()
-@build_options
-@click.option("--source", "source_name", default="statpearls", show_default=True, help="Source name in ids.")
-@click.option(
-    "--medrag",
-    is_flag=True,
-    help="MedRAG-compatible snippets: its ids, titles, chunk boundaries and "
-    "contents (corpusbuild/sources/medrag.py says where they differ from the default).",
-)
-def statpearls(inputs, chunk_size, chunk_overlap, no_chunk, source_name, medrag, **options) -> None:
-    """StatPearls (NCBI Bookshelf BITS) tarball or NXML files, and PMC JATS articles, to paragraphs.
-
-    INPUT is the statpearls_NBK430685.tar.gz tarball (read without unpacking), a folder of .nxml
-    files or single files. A snippet is a paragraph titled with its heading path.
-    """
-    check_source_name(source_name)
-    chunking = chunking_params(chunk_size, chunk_overlap, no_chunk, options.pop("separators"))
-    params = KINDS["statpearls"].params(chunking, source_name, medrag=medrag)
-    exit_on_problems(run_build(kind="statpearls", source=source_name, inputs=inputs, params=params, options=options))
-
-
-@main.command()
-@build_options
-@click.option("--source", "source_name", required=True, help="Name of the collection (ids are SOURCE:id:chunk).")
-@click.option("--language", callback=language_callback, help="The text's language [default: from the file name].")
-@click.option(
-    "--english",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="The aligned English file [default: found beside the input by name: X.zh -> X.en].",
-)
-def parallel(inputs, chunk_size, chunk_overlap, no_chunk, source_name, language, english, **options) -> None:
-    """Sentence-aligned text (WMT biomedical Medline test sets) to snippets with their English in meta.
-
-    `docN<TAB>sentN<TAB>text` files give one document per docN (sentence 1 is its title); one sentence
-    per line gives one document per line. The English side is aligned by (doc, sentence) or by line.
-    """
-    check_source_name(source_name)
-    chunking = chunking_params(chunk_size, chunk_overlap, no_chunk, options.pop("separators"))
-    params = KINDS["parallel"].params(
-        chunking, source_name, language=language, english=str(english.resolve()) if english else None
-    )
-    exit_on_problems(run_build(kind="parallel", source=source_name, inputs=inputs, params=params, options=options))
-
-
-@main.command()
-@build_options
-@click.option("--source", "source_name", required=True, help="Name of the collection (ids are SOURCE:id:chunk).")
-@click.option("--id-field", default="_id", show_default=True)
-@click.option("--title-field", default="title", show_default=True)
-@click.option("--text-field", default="text", show_default=True)
-@click.option(
-    "--language",
-    callback=language_callback,
-    help="The texts' language, recorded; zh, ja, ko keep full-width punctuation and chunk at 。！？；.",
-)
-def jsonl(
-    inputs, chunk_size, chunk_overlap, no_chunk, source_name, id_field, title_field, text_field, language, **options
-):
-    """Any JSONL / JSONL.gz collection (BEIR's corpus.jsonl) to snippets.
-
-    Each line is a JSON object with an id, an optional title and a text; other fields go to meta.
-    Ids must be unique across all INPUT files. --no-chunk keeps one snippet per document so
-    relevance judgments keyed by document id still apply.
-    """
-    check_source_name(source_name)
-    chunking = chunking_params(chunk_size, chunk_overlap, no_chunk, options.pop("separators"))
-    params = KINDS["jsonl"].params(
-        chunking, source_name, id_field=id_field, title_field=title_field, text_field=text_field, language=language
-    )
-    exit_on_problems(run_build(kind="jsonl", source=source_name, inputs=inputs, params=params, options=options))
+for _kind in KINDS.values():
+    main.add_command(source_command(_kind))
 
 
 @main.command()

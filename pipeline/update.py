@@ -99,7 +99,7 @@ def rebuild_corpus(corpus_dir: Path, record: dict, new_files: list[Path], worker
 
     kind = KINDS["pubmed"]
     params = record["params"]
-    options = {name: params[name] for name, _ in kind.options if name in params}
+    options = {option.name: params[option.name] for option in kind.options if option.name in params}
     build_params = kind.params(ChunkingParams.from_dict(params), record["source"], **options)
     inputs = [entry["path"] for entry in record["inputs"]] + [str(path) for path in new_files]
     outcome = run_build(
