@@ -22,7 +22,7 @@ import numpy as np
 import orjson
 
 from indexer.dense import Feeding, _emb_name, embed_corpus
-from indexer.feeding import BatchPlan
+from indexer.dense.feeding import BatchPlan
 from medsnip.corpus import Corpus
 from medsnip.encoders import DenseEncoder, EncoderSpec, TextEncoder, bundled_minilm_path
 
@@ -152,8 +152,8 @@ def cpu_embedding_section(corpus_dir: Path, count: int = 400, repeats: int = 2) 
     against the fed path (token-budget batches from feeders), same texts, same run."""
     import torch
 
-    from indexer.device_loop import embed_windows
-    from indexer.feeding import Feeders, tokenizer_settings
+    from indexer.dense.device_loop import embed_windows
+    from indexer.dense.feeding import Feeders, tokenizer_settings
     from medsnip.encoders import preset
 
     texts = _texts(Corpus.open(corpus_dir))[:count]

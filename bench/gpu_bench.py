@@ -208,7 +208,7 @@ def forward_ceiling(model: Path, max_length: int, texts: list[str], plan_dict: d
     padded token ids already on the device (best of `repeats`)."""
     import torch
 
-    from indexer.feeding import BatchPlan, backend_tokenizer, pad_batch, tokenize_window, tokenizer_settings
+    from indexer.dense.feeding import BatchPlan, backend_tokenizer, pad_batch, tokenize_window, tokenizer_settings
     from medsnip.encoders import TextEncoder
 
     encoder = TextEncoder(str(model), "mean", max_length, normalize=False, device="cuda", dtype="auto")

@@ -13,8 +13,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from indexer.anserini_index import index_collection_command  # noqa: E402
 from indexer.bm25 import BM25Index  # noqa: E402
+from indexer.bm25.anserini import index_collection_command  # noqa: E402
 from medsnip.corpus import Corpus  # noqa: E402
 from medsnip.encoders import DenseEncoder, preset  # noqa: E402
 from medsnip.queries import query_texts  # noqa: E402

@@ -2,7 +2,7 @@
 
 A searchd that takes the daily update by SIGHUP must not grow. Roots of real PubMed records (the
 repository's samples repeated under new PMIDs, bench/pubmed_scaleup.py) with a store, BM25 and a static
-dense index (the bundled MiniLM distilled, indexer/static_distill.py) are served by a real searchd; it is
+dense index (the bundled MiniLM distilled, indexer/dense/static_distill.py) are served by a real searchd; it is
 reloaded `RELOADS` times (SIGHUP, each waited for through Info, then one hybrid query) and after each its
 resident memory (/proc: anonymous and file-backed) and the index files it maps are read. Two roots (600
 and 6,000 citations) with an unchanged root, and the small one with a real `medsnip update` (revisions,

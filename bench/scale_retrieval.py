@@ -2,7 +2,7 @@
 1M and 2M+ snippets, with BM25 and an IVF dense index, then served.
 
 Text: citations of real sentences recombined under new PMIDs (recombined_pubmed.py), so that every
-snippet is distinct. Vectors: a static model distilled from the bundled MiniLM (indexer/static_distill.py)
+snippet is distinct. Vectors: a static model distilled from the bundled MiniLM (indexer/dense/static_distill.py)
 encodes ~6,000 snippets/s on this machine where MiniLM does ~20: they are real-text vectors in MiniLM's
 384-dimension space with a realistic spread, not MiniLM's vectors, and their rankings are worse
 (measured below as neighbour overlap with MiniLM). FAISS costs depend on dimension, count and spread,
@@ -87,7 +87,7 @@ def _static_model(work: Path) -> Path:
     """The bundled MiniLM distilled to a static model, token frequencies from the bundled abstracts."""
     out = work / "static-minilm"
     if not (out / "model.safetensors").is_file():
-        from indexer.static_distill import distill
+        from indexer.dense.static_distill import distill
         from medsnip.encoders import bundled_minilm_path
 
         pool = SentencePool(
@@ -443,7 +443,7 @@ INTRO = [
     "- **Text**: citations recombined from real sentences under new PMIDs (bench/recombined_pubmed.py). Every "
     "snippet is distinct (repeated records would put identical vectors in one inverted list and make any recall "
     "look perfect), but the sentences of one abstract come from different papers.",
-    "- **Vectors**: a static model distilled from the bundled MiniLM (indexer/static_distill.py: every token "
+    "- **Vectors**: a static model distilled from the bundled MiniLM (indexer/dense/static_distill.py: every token "
     "through MiniLM, centred, top 10 directions removed, SIF-weighted; `--pooling static`): 384 dimensions like "
     "MiniLM, ~6,000 snippets/s here instead of ~20. What it does not represent: MiniLM's rankings (10-nearest-"
     "neighbour overlap with MiniLM on the 500 PubMedQA abstracts: {overlap:.2f}) or a transformer's encoding "

@@ -29,7 +29,7 @@ def _token_tables(model_dir: Path) -> dict[str, np.ndarray]:
     import torch
     from transformers import AutoModel
 
-    from indexer.static_distill import token_vectors
+    from indexer.dense.static_distill import token_vectors
 
     tables = {"mean": token_vectors(model_dir, "mean"), "cls": token_vectors(model_dir, "cls")}
     with torch.inference_mode():
@@ -43,7 +43,7 @@ def make_static_views(work: Path, texts: list[str]) -> dict[str, Path]:
     from model2vec import StaticModel
     from tokenizers import Tokenizer
 
-    from indexer.static_distill import post_process, token_frequencies
+    from indexer.dense.static_distill import post_process, token_frequencies
     from medsnip.encoders import bundled_minilm_path, resolve_model_dir
 
     paths = {name: work / f"static-{name.replace('+', '-')}-768" for name in VIEWS}

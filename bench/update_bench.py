@@ -244,7 +244,7 @@ def _bm25_update_scaling(corpus, index: Path, here: Path) -> list[dict]:
     own change set cut to its first n ids of each kind, applied (UpdateIndex, deletions kept) to a
     hard-linked copy of a fully built index. The fixed part (JVM start, commit) and the part that grows
     with n (analysis of the added lines) show what a day costs at any corpus size."""
-    from indexer.bm25_update import _apply
+    from indexer.bm25.update import _apply
     from indexer.store import lines_of
     from medsnip.generations import link_tree
 

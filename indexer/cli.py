@@ -11,7 +11,7 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
-from indexer.bm25_sharded import LAYOUTS
+from indexer.bm25.sharded import LAYOUTS
 from medsnip import __version__
 from medsnip.buildrecord import read_build_record
 from medsnip.corpus import Corpus, LineageError, default_out
@@ -323,7 +323,7 @@ def dense(
     """Embeddings per shard (resumable) and one FAISS index per shard; builds the store if it is missing
     or of another corpus version (searching maps FAISS rows to snippets through it)."""
     from indexer.dense import EmbeddingError
-    from indexer.dense_job import DenseJob, DeviceError, run_dense
+    from indexer.dense.job import DenseJob, DeviceError, run_dense
 
     spec = encoder_spec(**spec_options)
     out = _index_out(corpus_dir, out, f"dense-{spec.name}", "indexer.dense")
@@ -377,8 +377,8 @@ def _exclusive(corpus_dir: Path, what: str):
 def distill_static(corpus_dir: Path, out: Path, model: str | None, pooling: str, remove_components: int) -> None:
     """A static embedding model (`--pooling static`) distilled from a transformer, with token
     frequencies from CORPUS_DIR's snippets: thousands of snippets/s on a CPU, rankings below the
-    transformer's (indexer/static_distill.py says what it keeps and loses)."""
-    from indexer.static_distill import distill
+    transformer's (indexer/dense/static_distill.py says what it keeps and loses)."""
+    from indexer.dense.static_distill import distill
     from medsnip.encoders import bundled_minilm_path
     from medsnip.snippet import iter_snippets
 

@@ -20,15 +20,22 @@ from medsnip.buildrecord import (
     tool_identity,
 )
 
-SERVED_INDEXES = ("store", "bm25", "dense-*")  # the index folders of a corpus folder a server loads, in order
 CHANGES = "changes.jsonl"  # a build's change set against its parent (corpusbuild.engine.changes writes it)
 KINDS = ("added", "changed", "removed")
+# an index folder holds its record, or (a dense build under way) the parameters it wrote first
+INDEX_MARKERS = ("build.json", "build-params.json")
 
 
 def served_index_folders(corpus_dir: Path) -> list[Path]:
-    """The index folders a server loads from a corpus folder (SERVED_INDEXES: the store, then BM25,
-    then every dense index by name), those present, finished or not."""
-    return [folder for pattern in SERVED_INDEXES for folder in sorted(corpus_dir.glob(pattern)) if folder.is_dir()]
+    """The index folders of a corpus folder, finished or not: every visible subfolder holding a build
+    record (or the parameters a dense build writes before its record), the store first, then by name.
+    Which kind each is, is its record's stage (indexer.kinds)."""
+    folders = [
+        folder
+        for folder in sorted(Path(corpus_dir).iterdir())
+        if folder.is_dir() and not folder.name.startswith(".") and any((folder / m).is_file() for m in INDEX_MARKERS)
+    ]
+    return sorted(folders, key=lambda folder: folder.name != "store")
 
 
 class LineageError(Exception):

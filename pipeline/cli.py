@@ -44,7 +44,7 @@ def build(
     uninterrupted build makes. Prints each stage's time and size."""
     from corpusbuild.cli import build_recipe_sources, load_recipe_or_exit, parse_variables
     from indexer.dense import EmbeddingError
-    from indexer.dense_job import DeviceError
+    from indexer.dense.job import DeviceError
     from medsnip.encoders import EncoderUnavailable
     from medsnip.executor_options import executor_from_options
     from medsnip.joblock import FolderBusy

@@ -4,7 +4,7 @@
    not change is reused from its kept work: its lineage stays the same, so its indexes stay current);
    ROOT/build.json lists them.
 2. indexer: for each source, the indexes its `indexes` list names ([indexes.NAME] tables, kinds in
-   indexer.declared), the store always first (searchd reads text through it). An index whose record
+   indexer.kinds), the store always first (searchd reads text through it). An index whose record
    cites the corpus's present lineage and the recipe's present options is reused; any other is built.
 3. ROOT/serve.json from [serve] (medsnip.serving): the retrievers and fusion searchd serves by default.
 
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from corpusbuild.recipe import Recipe
-from indexer.declared import STORE, DeclaredIndex, DeclaredIndexError, declared_index
+from indexer.kinds import STORE, DeclaredIndex, DeclaredIndexError, declared_index
 from medsnip.serving import ServePlan, ServePlanError
 
 

@@ -7,7 +7,7 @@ and a running searchd is told to swap generations.
 2. indexes: every index the corpus folder holds (store, bm25, dense-*) that cites an earlier version of
    the corpus is rebuilt with the parameters its own build.json records; dense embeds only snippets
    whose text was added or changed (vectors are keyed by text digest, indexer.dense), BM25 applies the
-   change set in Lucene by id (indexer.bm25_update), and the store re-reads only shards whose bytes
+   change set in Lucene by id (indexer.bm25.update), and the store re-reads only shards whose bytes
    changed. Each index replaced is kept as a generation until `medsnip prune` (medsnip.generations).
 3. searchd: SIGHUP to `--reload-pid`, which loads the new indexes beside the serving ones and switches
    with no failed call (searchd.hot_swap).
@@ -184,7 +184,7 @@ def dense_feeding(params: dict):
     """The batch plan and precision a dense index was built with, so an update embeds its new text the
     same way (an index recorded before batch plans existed: `batch_size` rows, as then)."""
     from indexer.dense import Feeding
-    from indexer.feeding import BatchPlan
+    from indexer.dense.feeding import BatchPlan
 
     plan = BatchPlan(**params["batch_plan"]) if "batch_plan" in params else None
     return Feeding(plan=plan, dtype=params.get("dtype_asked", "float32"))

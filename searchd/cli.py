@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -246,7 +247,6 @@ def reload(pid, pid_file, address, timeout) -> None:
 
     With --server, wait until the new generation serves (exit 0) or the load failed, the old one still
     serving (exit 1, with the error)."""
-    import json
     import signal
     import time
 
@@ -412,6 +412,39 @@ def batch(
                         run.write(f"{qid} Q0 {hit.id} {hit.rank} {hit.score:.6f} searchd\n")
                 progress.advance(task, len(chunk))
     console.print(f"{len(queries)} queries -> {out}")
+
+
+@main.command(name="call")
+@click.argument("method")
+@click.argument("request", default="{}")
+@click.option("--server", "address", default="127.0.0.1:50051", show_default=True)
+@click.option("--token-file", type=click.Path(path_type=Path, exists=True, dir_okay=False))
+@click.option("--tls", is_flag=True, help="Connect with TLS.")
+@click.option("--ca-file", type=click.Path(path_type=Path, exists=True, dir_okay=False))
+def call(method, request, address, token_file, tls, ca_file) -> None:
+    """Any method of the service, its request as JSON; prints the response as JSON (one line per
+    message of a stream). `searchd call Info`, `searchd call GetSnippets '{"ids": ["pubmed:1:0"]}'`.
+
+    Made from the service's descriptor: a method added to search.proto and the server is callable here
+    with no other code."""
+    import grpc
+    from google.protobuf import json_format
+
+    try:
+        fields = json.loads(request)
+    except json.JSONDecodeError as error:
+        raise click.BadParameter(f"not JSON: {error}", param_hint="REQUEST") from None
+    with _client(address, token_file, tls, ca_file) as client:
+        try:
+            answer = client.call(method, fields)
+            messages = answer if not hasattr(answer, "DESCRIPTOR") else [answer]
+            for message in messages:
+                click.echo(json.dumps(json_format.MessageToDict(message), ensure_ascii=False))
+        except (ValueError, json_format.ParseError) as error:  # an unknown method, or a request not its message
+            raise click.BadParameter(str(error)) from None
+        except grpc.RpcError as error:
+            console.print(f"[red]{error.code().name}[/red]: {escape(error.details() or '')}")
+            sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
+from google.protobuf import json_format
 
 from medsnip.v1 import search_pb2, search_pb2_grpc
 
@@ -146,3 +147,21 @@ class SearchClient:
 
     def info(self, timeout: float | None = None) -> search_pb2.InfoResponse:
         return self._call(self._stub.Info, search_pb2.InfoRequest(), timeout)
+
+    def call(self, method: str, request: dict | None = None, timeout: float | None = None):
+        """Any method of the service by its name, with its request as a dict (protobuf's JSON mapping):
+        `client.call("Info")`, `client.call("GetSnippets", {"ids": ["pubmed:1:0"]})`. Made from the
+        service's descriptor, so a method added to search.proto and the server is callable here (and by
+        `searchd call`) with no client code; a server-streaming method returns an iterator of responses."""
+        descriptor = SERVICE.methods_by_name.get(method)
+        if descriptor is None:
+            raise ValueError(f"no method {method!r}; the service has {', '.join(SERVICE.methods_by_name)}")
+        message = getattr(search_pb2, descriptor.input_type.name)()
+        json_format.ParseDict(request or {}, message)
+        stub_method = getattr(self._stub, method)
+        if descriptor.server_streaming:
+            return self._retrying(lambda: stub_method(message, metadata=self._metadata))
+        return self._call(stub_method, message, timeout)
+
+
+SERVICE = search_pb2.DESCRIPTOR.services_by_name["SearchService"]

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from indexer.bm25 import BM25Index
 from indexer.dense import DenseIndex
+from indexer.kinds import IndexKind, kind_of_record
 from indexer.store import SnippetStore
 from medsnip.buildrecord import BUILD_RECORD, read_build_record
 from medsnip.corpus import Corpus, LineageError, served_index_folders
@@ -61,21 +61,22 @@ class LoadedCorpus:
     name: str
     corpus: Corpus
     store: SnippetStore
-    bm25: BM25Index | None = None
+    text: dict[str, object] = field(default_factory=dict)  # text retrievers (BM25) by name (their folder)
+    text_kinds: dict[str, IndexKind] = field(default_factory=dict)
     dense: dict[str, DenseIndex] = field(default_factory=dict)  # retriever name (its folder) -> index
     dense_batchers: dict[str, MicroBatcher] = field(default_factory=dict)  # one per encoder, shared
 
     @property
     def retrievers(self) -> list[str]:
-        return ([BM25] if self.bm25 is not None else []) + sorted(self.dense)
+        return sorted(self.text) + sorted(self.dense)
 
-    def indexes(self) -> list[tuple[str, BM25Index | DenseIndex]]:
-        """(retriever name, index), BM25 first."""
-        return ([(BM25, self.bm25)] if self.bm25 is not None else []) + sorted(self.dense.items())
+    def indexes(self) -> list[tuple[str, object]]:
+        """(retriever name, index), the text retrievers (BM25) first."""
+        return sorted(self.text.items()) + sorted(self.dense.items())
 
     def wanted(self, retrievers: list[str]) -> list[str]:
         """This corpus's retrievers among those a request names ("dense": all of its dense ones)."""
-        return [r for r in self.retrievers if r in retrievers or (r != BM25 and ALL_DENSE in retrievers)]
+        return [r for r in self.retrievers if r in retrievers or (r in self.dense and ALL_DENSE in retrievers)]
 
 
 @dataclass
@@ -173,8 +174,9 @@ class SearchEngine:
         self._lucene_threads = lucene_threads
         encoders: dict[str, tuple[DenseEncoder, MicroBatcher]] = {}
         self._encoders = encoders
-        self._bm25_batcher = MicroBatcher(self._bm25_batch, max_batch, wait_ms, "bm25")
+        self._text_batcher = MicroBatcher(self._text_batch, max_batch, wait_ms, "bm25")
         self.unfinished: list[str] = []  # "corpus/index" folders without a build record, not served
+        serving = {"nprobe": nprobe, "device": device, "refine": refine}
         try:
             self.serve_plan = ServePlan.read(self.root)
             for path in discover_corpora(self.root, corpora):
@@ -186,24 +188,19 @@ class SearchEngine:
                 # an index folder without its record: a build under way, killed or out of disk. Served
                 # without it, but never silently: Info lists it and the generation health is NOT_SERVING
                 self.unfinished += [f"{path.name}/{f.name}" for f in folders if not (f / BUILD_RECORD).is_file()]
-                finished = [folder for folder in folders if (folder / BUILD_RECORD).is_file()]
-                if path / "bm25" in finished:
-                    loaded.bm25 = BM25Index(path / "bm25", corpus)
-                for dense_dir in (folder for folder in finished if folder.name.startswith("dense-")):
+                for folder in (f for f in folders if (f / BUILD_RECORD).is_file() and f.name != "store"):
+                    kind = kind_of_record(read_build_record(folder))
+                    if kind is None or kind.role == "store":
+                        raise ServingError(
+                            f"{folder}: a {read_build_record(folder).get('stage')} build, not an "
+                            "index searchd knows (indexer.kinds)"
+                        )
                     # --device places FAISS too: auto searches on the GPUs when faiss-gpu sees any
-                    index = DenseIndex(
-                        dense_dir, corpus, store=loaded.store, nprobe=nprobe, device=device, refine=refine
-                    )
-                    key = repr(sorted(index.record["encoder"].items()))
-                    if key not in encoders:  # one encoder per identity, shared by every index built with it
-                        reused = previous.encoder_models.get(key) if previous is not None else None
-                        encoder = reused or DenseEncoder(index.spec, device=device, queries_only=True)
-                        batcher = MicroBatcher(self._dense_batch(encoder), max_batch, wait_ms, "dense")
-                        encoders[key] = (encoder, batcher)
-                    index.encoder = encoders[key][0]
-                    index.check_encoder(encoders[key][0])
-                    loaded.dense[dense_dir.name] = index
-                    loaded.dense_batchers[dense_dir.name] = encoders[key][1]
+                    index = kind.open(folder, corpus, store=loaded.store, **serving)
+                    if kind.role == "text":
+                        loaded.text[folder.name], loaded.text_kinds[folder.name] = index, kind
+                    else:
+                        self._add_dense(loaded, folder.name, index, previous, device, max_batch, wait_ms)
                 if not loaded.retrievers:
                     raise ServingError(f"{path}: no index to search (run `indexer bm25` and/or `indexer dense`)")
                 self.corpora[path.name] = loaded
@@ -217,20 +214,39 @@ class SearchEngine:
             self.close()
             raise ServingError(str(error)) from error
 
+    def _add_dense(
+        self, loaded: LoadedCorpus, name: str, index: DenseIndex, previous, device: str, max_batch: int, wait_ms: float
+    ) -> None:
+        """A dense index served with the query encoder of its identity: one per identity, shared by every
+        index built with it (and taken over from the previous generation when it had one)."""
+        key = repr(sorted(index.record["encoder"].items()))
+        if key not in self._encoders:
+            reused = previous.encoder_models.get(key) if previous is not None else None
+            encoder = reused or DenseEncoder(index.spec, device=device, queries_only=True)
+            batcher = MicroBatcher(self._dense_batch(encoder), max_batch, wait_ms, "dense")
+            self._encoders[key] = (encoder, batcher)
+        index.encoder = self._encoders[key][0]
+        index.check_encoder(self._encoders[key][0])
+        loaded.dense[name] = index
+        loaded.dense_batchers[name] = self._encoders[key][1]
+
     # -- batch functions (each runs in its batcher's thread) --
 
-    def _bm25_batch(self, items: list[tuple[str, str, int, float | None, float | None]]) -> list:
-        """(corpus, text, depth, k1, b) items -> hits, one batch_search per (corpus, depth, k1, b)."""
+    def _text_batch(self, items: list[tuple[str, str, str, int, float | None, float | None]]) -> list:
+        """(corpus, retriever, text, depth, k1, b) items -> hits: one batched search per (corpus, retriever,
+        depth, k1, b), given the request options its kind takes (BM25: Lucene threads, k1, b)."""
         with self.stats.lock:
             self.stats.bm25_batches += 1
         groups: dict[tuple, list[int]] = defaultdict(list)
-        for position, (corpus, _, depth, k1, b) in enumerate(items):
-            groups[(corpus, depth, k1, b)].append(position)
+        for position, (corpus, retriever, _, depth, k1, b) in enumerate(items):
+            groups[(corpus, retriever, depth, k1, b)].append(position)
         results: list = [None] * len(items)
-        for (corpus, depth, k1, b), positions in groups.items():
-            texts = [items[p][1] for p in positions]
-            index = self.corpora[corpus].bm25
-            found = index.search(texts, depth, threads=self._lucene_threads, k1=k1, b=b)
+        for (corpus, retriever, depth, k1, b), positions in groups.items():
+            texts = [items[p][2] for p in positions]
+            loaded = self.corpora[corpus]
+            offered = {"threads": self._lucene_threads, "k1": k1, "b": b}
+            options = {key: offered[key] for key in loaded.text_kinds[retriever].search_options}
+            found = loaded.text[retriever].search(texts, depth, **options)
             for position, hits in zip(positions, found, strict=True):
                 results[position] = hits
         return results
@@ -272,9 +288,10 @@ class SearchEngine:
 
     @property
     def retrievers(self) -> list[str]:
-        """Every retriever some corpus has: "bm25" first, then the dense ones by name."""
-        names = {r for c in self.corpora.values() for r in c.retrievers}
-        return ([BM25] if BM25 in names else []) + sorted(names - {BM25})
+        """Every retriever some corpus has: the text ones ("bm25") first, then the dense ones by name."""
+        text = {r for c in self.corpora.values() for r in c.text}
+        dense = {r for c in self.corpora.values() for r in c.dense}
+        return sorted(text) + sorted(dense - text)
 
     @property
     def default_retrievers(self) -> list[str]:
@@ -288,15 +305,16 @@ class SearchEngine:
         scope.check()
         with self.stats.lock:
             self.stats.queries += 1
-        bm25 = {}
+        text = {}
         dense_targets: dict[int, tuple[MicroBatcher, list[tuple[str, str]]]] = {}
         for name in query.corpora:
             loaded = self.corpora[name]
             for retriever in loaded.wanted(query.retrievers):
-                if retriever == BM25:
-                    refuse_too_many_terms(query.text)
-                    item = (name, query.text, query.depth, query.k1, query.b)
-                    bm25[(name, BM25)] = scope.track(self._bm25_batcher.submit(item))
+                if retriever in loaded.text:
+                    if loaded.text_kinds[retriever].name == BM25:
+                        refuse_too_many_terms(query.text)
+                    item = (name, retriever, query.text, query.depth, query.k1, query.b)
+                    text[(name, retriever)] = scope.track(self._text_batcher.submit(item))
                 else:
                     batcher = loaded.dense_batchers[retriever]
                     dense_targets.setdefault(id(batcher), (batcher, []))[1].append((name, retriever))
@@ -306,11 +324,11 @@ class SearchEngine:
             )
             for batcher, targets in dense_targets.values()
         ]
-        scope.wait_all([*dense, *bm25.values()])
+        scope.wait_all([*dense, *text.values()])
         lists: dict[tuple[str, str], list[tuple[str, float]]] = {}
         for future in dense:
             lists.update(future.result(0))
-        for key, future in bm25.items():
+        for key, future in text.items():
             lists[key] = future.result(0)
         if query.fusion == "medrag":
             return fuse_medrag(lists, query.k, query.rrf_k, self.lower_is_better)
@@ -361,17 +379,19 @@ class SearchEngine:
         reference the batchers' threads and functions hold back to the engine is dropped too, so the
         generation is freed when its last holder lets go, not at some later garbage collection (each
         retired generation used to stay until one: searchd grew by a generation a reload)."""
-        if getattr(self, "_bm25_batcher", None) is not None:
-            self._bm25_batcher.close()
-            self._bm25_batcher = None
+        if getattr(self, "_text_batcher", None) is not None:
+            self._text_batcher.close()
+            self._text_batcher = None
         for _, batcher in getattr(self, "_encoders", {}).values():
             batcher.close()
         self._encoders = {}
         for loaded in self.corpora.values():
             loaded.store.close()
-            if loaded.bm25 is not None:  # Lucene's readers and their file maps go with the generation
-                loaded.bm25.close()
-                loaded.bm25 = None
-            loaded.dense.clear()  # FAISS indexes (memory-mapped) are freed with their last reference
+            for index in loaded.text.values():  # Lucene's readers and their file maps go with the generation
+                index.close()
+            loaded.text.clear()
+            for index in loaded.dense.values():  # FAISS indexes (memory-mapped) and mapped embeddings
+                index.close()
+            loaded.dense.clear()
             loaded.dense_batchers.clear()
         self.corpora.clear()

@@ -308,7 +308,7 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
             for name, loaded in engine.corpora.items():
                 indexes = []
                 for retriever, index in loaded.indexes():
-                    encoder = index.record.get("encoder") if retriever != "bm25" else None
+                    encoder = index.record.get("encoder")  # dense indexes record their encoder
                     indexes.append(
                         search_pb2.IndexInfo(
                             retriever=retriever,

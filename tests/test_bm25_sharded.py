@@ -1,4 +1,4 @@
-"""BM25 built per group of shards (indexer/bm25_sharded.py) on the real PubMedQA collection: merged
+"""BM25 built per group of shards (indexer/bm25/sharded.py) on the real PubMedQA collection: merged
 (addIndexes) or kept as parts (MultiReader), the hits and every float32 score equal the single
 IndexCollection run's, for the index's BM25 parameters and for overridden ones; a killed build resumes
 from the finished groups; groups run as tasks on a real local Ray cluster give the same index."""
@@ -13,7 +13,7 @@ import pytest
 
 from conftest import REPO, SAMPLES, copy_corpus, run_indexer
 from helpers import kill_when
-from indexer.bm25_sharded import shard_groups
+from indexer.bm25.sharded import shard_groups
 from medsnip.buildrecord import read_build_record
 from medsnip.corpus import Corpus
 from medsnip.queries import query_texts

@@ -51,7 +51,7 @@ def test_the_daily_update_equals_a_fresh_build_and_embeds_only_what_changed(tmp_
     assert shard_bytes(corpus) == shard_bytes(fresh)
 
     live, reference = Corpus.open(corpus), Corpus.open(fresh)
-    # BM25 took the change set by id (indexer.bm25_update) rather than indexing every snippet again
+    # BM25 took the change set by id (indexer.bm25.update) rather than indexing every snippet again
     assert read_build_record(corpus / "bm25")["run"]["update"]["parent"] == changes["parent"]
     assert BM25Index(corpus / "bm25", live).search(QUESTIONS, 10) == BM25Index(fresh / "bm25", reference).search(
         QUESTIONS, 10

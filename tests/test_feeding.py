@@ -1,4 +1,4 @@
-"""indexer dense's feeding pipeline (indexer.feeding, indexer.device_loop) on real PubMedQA abstracts:
+"""indexer dense's feeding pipeline (indexer.dense.feeding, indexer.dense.device_loop) on real PubMedQA abstracts:
 the vectors and cut flags equal the encoder's own `encode` (the path before the pipeline) in feeder
 processes or in-process, for texts and (title, content) pairs; batch plans are deterministic and keep
 their budget; a shard many times the queue's size is embedded with memory that follows the queue depth
@@ -18,9 +18,9 @@ from feeding_bench import null_dense_encoder
 
 from helpers import PUBMEDQA_CORPUS, pubmedqa_abstracts
 from indexer.dense import Feeding, close_feeders, embed_corpus
-from indexer.dense_job import DenseJob, feeding_for
-from indexer.device_loop import embed_windows
-from indexer.feeding import BatchPlan, Feeders, tokenize_window, tokenizer_settings
+from indexer.dense.device_loop import embed_windows
+from indexer.dense.feeding import BatchPlan, Feeders, tokenize_window, tokenizer_settings
+from indexer.dense.job import DenseJob, feeding_for
 from medsnip.corpus import Corpus
 from medsnip.encoders import DenseEncoder, preset
 
@@ -162,7 +162,7 @@ def test_a_stopped_or_killed_feeder_fails_the_job_in_bounded_time(minilm, abstra
     import signal
     import time
 
-    from indexer.feeding import FeederError
+    from indexer.dense.feeding import FeederError
 
     texts = [a["contents"] for a in abstracts]
     feeders = Feeders(tokenizer_settings(minilm), 2, depth=2, timeout=5)
@@ -183,7 +183,7 @@ def test_a_stopped_or_killed_feeder_fails_the_job_in_bounded_time(minilm, abstra
 
 @pytest.mark.parametrize("feeders", [0, 2])
 def test_a_text_that_cannot_be_tokenized_is_named(minilm, abstracts, feeders):
-    from indexer.feeding import FeederError
+    from indexer.dense.feeding import FeederError
 
     texts = [a["contents"] for a in abstracts[:6]]
     bad = texts[:3] + [None] + texts[3:]  # a line whose text is not a string

@@ -1,4 +1,4 @@
-"""Indexes updated with a corpus's change set (indexer.bm25_update, the store's shard reuse) equal a full
+"""Indexes updated with a corpus's change set (indexer.bm25.update, the store's shard reuse) equal a full
 rebuild, and what they replace is kept as a generation until pruned (medsnip.generations).
 
 The corpus is the 500 real PubMedQA abstracts: version 1 holds the first 450, version 2 drops 50 of
@@ -145,7 +145,7 @@ def copy_of_live(updated, target):
 def test_an_update_past_the_compaction_share_merges_deletions_away(updated, tmp_path):
     """With the compaction share at 0 every deletion is merged away: the index then scores like a fresh
     build in plain pyserini too."""
-    from indexer.bm25_update import update_bm25
+    from indexer.bm25.update import update_bm25
 
     v2 = copy_of_live(updated, tmp_path / "pubmedqa")
     corpus = Corpus.open(v2)
@@ -156,7 +156,7 @@ def test_an_update_past_the_compaction_share_merges_deletions_away(updated, tmp_
 
 
 def test_a_killed_update_leaves_the_index_as_it_was_and_a_rerun_finishes_it(updated, tmp_path, monkeypatch):
-    import indexer.bm25_update as bm25_update
+    import indexer.bm25.update as bm25_update
 
     v2 = copy_of_live(updated, tmp_path / "pubmedqa")
     before = {path.name: path.read_bytes() for path in (v2 / "bm25").rglob("*") if path.is_file()}

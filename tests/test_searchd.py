@@ -4,6 +4,7 @@ health, reflection, and the client CLI."""
 
 from __future__ import annotations
 
+import json
 import random
 import signal
 import subprocess
@@ -251,6 +252,34 @@ def test_batch_cli_writes_a_trec_run(server, tmp_path):
     assert q0 == "Q0" and rank == "1" and tag == "searchd"
     hits_own_abstract = sum(1 for line in lines if line.split()[2] == f"pubmedqa:{line.split()[0]}:0")
     assert hits_own_abstract >= 18  # each question's own abstract is in its top 20
+
+
+def test_every_method_is_callable_by_name_from_python_and_the_command_line(server):
+    """SearchClient.call and `searchd call` are made from the service descriptor: a method added to the
+    proto and the server needs no client code (docs/design.md, "A new gRPC method")."""
+    from click.testing import CliRunner
+
+    from searchd.cli import main as searchd_main
+
+    with SearchClient(server) as client:
+        assert list(client.call("Info").retrievers) == list(client.info().retrievers)
+        some_id = client.search("mitral valve", k=1).hits[0].id
+        assert [s.id for s in client.call("GetSnippets", {"ids": [some_id]}).snippets] == [some_id]
+        pages = list(client.call("ScanSnippets", {"corpora": ["textbooks"], "pageSize": 100}))
+        assert sum(len(page.snippets) for page in pages) == Corpus.open(search_root_of(client) / "textbooks").snippets
+        with pytest.raises(ValueError, match="no method 'Nope'"):
+            client.call("Nope")
+    result = CliRunner().invoke(
+        searchd_main, ["call", "GetSnippets", json.dumps({"ids": [some_id]}), "--server", server]
+    )
+    assert result.exit_code == 0 and json.loads(result.output)["snippets"][0]["id"] == some_id
+    bad = CliRunner().invoke(searchd_main, ["call", "Search", '{"qury": "x"}', "--server", server])
+    assert bad.exit_code == 2 and "qury" in bad.output
+
+
+def search_root_of(client: SearchClient) -> Path:
+    """The root a server serves (from Info: its corpora's paths)."""
+    return Path(json.loads(client.info().corpora[0].indexes[0].build_json)["upstream"]["path"]).parent
 
 
 def test_generated_code_matches_the_proto(tmp_path):

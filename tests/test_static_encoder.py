@@ -1,5 +1,5 @@
 """Static embedding models (`--pooling static`, model2vec's format) and the distillation that derives
-one from a transformer (indexer/static_distill.py). The models here are tiny: seeded random rows over
+one from a transformer (indexer/dense/static_distill.py). The models here are tiny: seeded random rows over
 the bundled MiniLM's tokenizer, or a distillation of a 2-layer random BERT, so the tests run in
 seconds; the real distillation of MiniLM is exercised by the scale benchmark."""
 
@@ -12,7 +12,7 @@ import pytest
 
 from conftest import SAMPLES, run_indexer
 from helpers import pubmedqa_abstracts
-from indexer.static_distill import distill, post_process, token_frequencies
+from indexer.dense.static_distill import distill, post_process, token_frequencies
 from medsnip.buildrecord import read_build_record
 from medsnip.encoders import DenseEncoder, EncoderSpec, bundled_minilm_path, resolve_model_dir
 from medsnip.snippet import join_contents

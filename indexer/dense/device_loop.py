@@ -1,4 +1,4 @@
-"""The device side of embedding: tokenized windows (indexer.feeding) through a transformer.
+"""The device side of embedding: tokenized windows (indexer.dense.feeding) through a transformer.
 
 Each batch is padded from the window's id arrays into host tensors (pinned when the device is a GPU)
 and copied with `non_blocking=True`, so the host pads batch n+1 while the device computes batch n.
@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 
 import numpy as np
 
-from indexer.feeding import BatchPlan, TokenizedWindow, pad_batch
+from indexer.dense.feeding import BatchPlan, TokenizedWindow, pad_batch
 
 
 def compile_model(encoder) -> None:

@@ -23,8 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from indexer.anserini_index import java_version, medsnip_java_command, run_java
-from indexer.bm25_folder import STAGE, index_dirs
+from indexer.bm25.anserini import java_version, medsnip_java_command, run_java
+from indexer.bm25.folder import STAGE, index_dirs
 from indexer.store import lines_of
 from medsnip.buildrecord import read_build_record, read_complete_record, write_build_record
 from medsnip.corpus import ChangeSet, Corpus, LineageError, index_record, replace_dir

@@ -3,10 +3,10 @@
 Indexing runs Anserini's own `IndexCollection` (JsonCollection reads `id` and `contents` from the
 shard lines as they are; the shards are linked, not copied, into a folder Anserini can list) in a
 child JVM, so the result is exactly what Anserini builds; with `groups` > 1, one run per group of
-shards on an executor, merged or kept as parts (indexer.bm25_sharded). Searching goes through
+shards on an executor, merged or kept as parts (indexer.bm25.sharded). Searching goes through
 pyserini's LuceneSearcher in this process's JVM (indexer.jvm), batched over threads.
 
-Updating (indexer.bm25_update): over an index of the corpus's parent build, only the change set is
+Updating (indexer.bm25.update): over an index of the corpus's parent build, only the change set is
 applied, in Lucene, by id; an updated index is searched through medsnip's LiveSearcher, whose statistics
 leave deleted documents out, so hits and scores equal a full rebuild's.
 """
@@ -18,9 +18,9 @@ import shutil
 import time
 from pathlib import Path
 
-from indexer.anserini_index import INDEX_FLAGS, index_collection, java_version, language_flags, link_shards
-from indexer.bm25_folder import STAGE, index_dirs
-from indexer.bm25_sharded import LAYOUTS, build_parts, merge_parts, shard_groups
+from indexer.bm25.anserini import INDEX_FLAGS, index_collection, java_version, language_flags, link_shards
+from indexer.bm25.folder import STAGE, index_dirs
+from indexer.bm25.sharded import LAYOUTS, build_parts, merge_parts, shard_groups
 from indexer.jvm import anserini_version, java_class, start_jvm
 from medsnip.buildrecord import write_build_record
 from medsnip.corpus import (
@@ -57,14 +57,14 @@ def build_bm25(
     `language` (Anserini's analyzer for it; default: the corpus's recorded language, else English).
 
     `groups` = 1: one IndexCollection run with `threads` threads (what pyserini users run). `groups` > 1:
-    one IndexCollection per group of shards as `executor` tasks (indexer.bm25_sharded), then `layout`
+    one IndexCollection per group of shards as `executor` tasks (indexer.bm25.sharded), then `layout`
     "merged" (one index, addIndexes) or "parts" (searched as one through a MultiReader).
 
     With `incremental` (the default), an index in `out` built from the corpus's parent build with the
-    same language is updated with the corpus's change set instead (indexer.bm25_update); its groups and
+    same language is updated with the corpus's change set instead (indexer.bm25.update); its groups and
     layout stay as they were built. The index replaced, if it belongs to another corpus version, is
     kept as a generation (medsnip.generations)."""
-    from indexer.bm25_update import updatable, update_bm25
+    from indexer.bm25.update import updatable, update_bm25
 
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")

@@ -1,6 +1,13 @@
-"""Indexes a recipe declares, by kind: what each kind takes, whether a built one is still current, how to
-build it. `medsnip build` reads a recipe's `[indexes.NAME]` tables through this table; a new index kind
-is a new entry in KINDS (its options, its record check and its build function) and nothing else.
+"""The index kinds, one row each: what a recipe may declare for it, whether a built one is still current,
+how to build it, and how searchd opens and searches it. `medsnip build` reads a recipe's
+`[indexes.NAME]` tables through this table and searchd loads every index folder of a corpus by the stage
+its build record names; a new index kind is a package in indexer/ plus one row of KINDS.
+
+Read side, by role: a "store" gives snippets by id and row; a "text" retriever answers
+`search(texts, k, **options) -> [[(snippet id, score), ...], ...]` (BM25; searchd micro-batches its
+queries per corpus and passes the request options the row names); a "dense" retriever is a DenseIndex
+(searchd encodes the queries once per encoder and calls `search_vectors`). Every opened index has its
+`record` (build.json: what Info reports as its lineage) and `close()`.
 
     [indexes.bm25]            # the folder name under each corpus: "store", "bm25" or "dense-<name>"
     kind = "bm25"
@@ -24,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from indexer.bm25_sharded import LAYOUTS
+from indexer.bm25.sharded import LAYOUTS
 from medsnip.buildrecord import read_complete_record
 from medsnip.corpus import Corpus
 from medsnip.encoders import POOLINGS
@@ -36,14 +43,19 @@ class DeclaredIndexError(ValueError):
 
 @dataclass(frozen=True)
 class IndexKind:
-    """One kind of index: the options a recipe may give it (name -> (type, default)), whether a built
-    one matches them, and how to build it."""
+    """One kind of index: the stage its build record names, its role when served, the options a recipe
+    may give it (name -> (type, default)), whether a built one matches them, how to build it and how to
+    open it for searching."""
 
     name: str
-    folder: Callable[[str], bool]  # which folder names the kind may have (searchd loads by name)
+    stage: str  # build.json's "stage"
+    role: str  # "store" | "text" | "dense" (see the module docstring)
+    folder: Callable[[str], bool]  # which folder names the kind may have (a retriever is named by its folder)
     options: dict[str, tuple[type, object]]
     current: Callable[[Corpus, Path, dict, dict], bool]  # (corpus, folder, options, its record)
     build: Callable[[Corpus, Path, dict, object, Callable], dict]  # (corpus, folder, options, executor, log)
+    open: Callable[..., object]  # (folder, corpus, **serving options) -> the index, searchable
+    search_options: tuple[str, ...] = ()  # the request options a text retriever's search takes
 
 
 @dataclass(frozen=True)
@@ -69,6 +81,12 @@ class DeclaredIndex:
 # -- store --
 
 
+def _open_store(folder: Path, corpus: Corpus, **_):
+    from indexer.store import SnippetStore
+
+    return SnippetStore(folder, corpus)
+
+
 def _store_current(corpus: Corpus, folder: Path, options: dict, record: dict) -> bool:
     return record.get("stage") == "indexer.store"
 
@@ -82,6 +100,12 @@ def _build_store(corpus: Corpus, folder: Path, options: dict, executor, log) -> 
 
 
 # -- bm25 --
+
+
+def _open_bm25(folder: Path, corpus: Corpus, **_):
+    from indexer.bm25 import BM25Index
+
+    return BM25Index(folder, corpus)
 
 
 def _bm25_current(corpus: Corpus, folder: Path, options: dict, record: dict) -> bool:
@@ -125,8 +149,8 @@ _SPEC_KEYS = (
 
 
 def dense_job(options: dict, name: str):
-    """The indexer.dense_job.DenseJob a dense table describes."""
-    from indexer.dense_job import DenseJob
+    """The indexer.dense.job.DenseJob a dense table describes."""
+    from indexer.dense.job import DenseJob
     from medsnip.encoders import EncoderSpec, preset
 
     overrides = {key: options[key] for key in _SPEC_KEYS if options.get(key) is not None}
@@ -177,22 +201,36 @@ def _dense_current(corpus: Corpus, folder: Path, options: dict, record: dict) ->
     return True
 
 
+def _open_dense(folder: Path, corpus: Corpus, *, store=None, nprobe=None, device="cpu", refine=None, **_):
+    from indexer.dense import DenseIndex
+
+    return DenseIndex(folder, corpus, store=store, nprobe=nprobe, device=device, refine=refine)
+
+
 def _build_dense(corpus: Corpus, folder: Path, options: dict, executor, log) -> dict:
-    from indexer.dense_job import run_dense
+    from indexer.dense.job import run_dense
 
     return run_dense(corpus, folder, dense_job(options, folder.name), executor, log=log)
 
 
 KINDS: dict[str, IndexKind] = {
-    "store": IndexKind("store", lambda name: name == "store", {}, _store_current, _build_store),
+    "store": IndexKind(
+        "store", "indexer.store", "store", lambda name: name == "store", {}, _store_current, _build_store, _open_store
+    ),
     "bm25": IndexKind(
         "bm25",
+        "indexer.bm25",
+        "text",
         lambda name: name == "bm25",
         {"threads": (int, 2), "language": (str, ""), "groups": (int, 1), "layout": (str, "merged")},
         _bm25_current,
         _build_bm25,
+        _open_bm25,
+        search_options=("threads", "k1", "b"),
     ),
     "dense": IndexKind(
+        "dense",
+        "indexer.dense",
         "dense",
         lambda name: name.startswith("dense-") and len(name) > len("dense-"),
         {
@@ -213,15 +251,23 @@ KINDS: dict[str, IndexKind] = {
             "devices": (str, ""),
             "batch_size": (int, 0),
             "batch_tokens": (int, 0),
-            "feeders": (int, -1),  # -1: the default for the devices (indexer.dense_job.feeding_for)
+            "feeders": (int, -1),  # -1: the default for the devices (indexer.dense.job.feeding_for)
             "feeder_timeout": (float, 300.0),
             "compile": (bool, False),
             "fp32": (bool, False),
         },
         _dense_current,
         _build_dense,
+        _open_dense,
     ),
 }
+
+
+def kind_of_record(record: dict) -> IndexKind | None:
+    """The kind whose builds name this record's stage (None: not an index this table knows)."""
+    return next((kind for kind in KINDS.values() if kind.stage == record.get("stage")), None)
+
+
 STORE = DeclaredIndex("store", "store")
 CHOICES = {"pooling": POOLINGS, "metric": ("ip", "l2"), "device": ("auto", "cpu", "cuda"), "layout": LAYOUTS}
 

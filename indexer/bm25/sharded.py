@@ -19,7 +19,7 @@ from pathlib import Path
 
 import orjson
 
-from indexer.anserini_index import INDEX_FLAGS, index_collection, link_shards, medsnip_java_command, run_java
+from indexer.bm25.anserini import INDEX_FLAGS, index_collection, link_shards, medsnip_java_command, run_java
 from medsnip.corpus import Corpus, LineageError, Shard
 
 LAYOUTS = ("merged", "parts")

@@ -27,8 +27,8 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from indexer.device_loop import compile_model, embed_windows
-from indexer.feeding import (
+from indexer.dense.device_loop import compile_model, embed_windows
+from indexer.dense.feeding import (
     FEEDER_TIMEOUT,
     BatchPlan,
     FeederError,
@@ -194,7 +194,7 @@ def embed_shard(encoder: DenseEncoder, task: dict) -> dict:
 def embed_shards(encoder: DenseEncoder, tasks: list[dict]) -> Iterator[tuple[dict, dict]]:
     """(task, result) per task: a shard's snippets in row order -> float16 `emb-NNNNN.npy`.
 
-    A transformer is fed by indexer.feeding: feeder processes read the shards in windows (parse, key
+    A transformer is fed by indexer.dense.feeding: feeder processes read the shards in windows (parse, key
     and tokenize their texts) ahead of the device, so the next shard is read while this one embeds, and
     batches are cut by a token budget (task["plan"], the same for every task of a build). Static and
     USE encoders read a shard whole, here.

@@ -1,6 +1,6 @@
 """What a BM25 index folder is: the stage name its build.json carries and where its Lucene indexes lie
 (`index/`, or `parts/part-*` for the "parts" layout). Shared by the full build (indexer.bm25) and the
-update by id (indexer.bm25_update), which each read folders the other wrote."""
+update by id (indexer.bm25.update), which each read folders the other wrote."""
 
 from __future__ import annotations
 
