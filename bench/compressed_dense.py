@@ -69,7 +69,7 @@ def build_root(work: Path, pq: int, refine: int, nprobe: int) -> tuple[Path, dic
     """The 2M root: corpus, store, BM25 and one dense index per static view; (root, seconds per stage)."""
     import scale_retrieval
     from recombined_pubmed import SentencePool
-    from static_views import make_static_views
+    from static_views import make_static_views, static_dense_args
 
     root = work / "root-2M"
     corpus = root / "pubmed"
@@ -102,19 +102,7 @@ def build_root(work: Path, pq: int, refine: int, nprobe: int) -> tuple[Path, dic
                     "indexer.cli",
                     "dense",
                     corpus,
-                    "--model",
-                    model,
-                    "--pooling",
-                    "static",
-                    "--normalize",
-                    "--max-length",
-                    512,
-                    "--query-max-length",
-                    512,
-                    "--batch-size",
-                    4096,
-                    "--index-factory",
-                    factory,
+                    *static_dense_args(model, factory),
                     "--refine",
                     refine,
                     "--nprobe",

@@ -21,6 +21,9 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from static_views import static_dense_args  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[1]
 RELOADS, WARM_UP, UPDATE_EVERY = 100, 10, 10
 SIZES = (600, 6_000)
@@ -55,15 +58,7 @@ def build_root(work: Path, citations: int, model: Path) -> Path:
             "indexer.cli",
             "dense",
             corpus,
-            "--model",
-            model,
-            "--pooling",
-            "static",
-            "--normalize",
-            "--max-length",
-            512,
-            "--query-max-length",
-            512,
+            *static_dense_args(model),
             "--out",
             corpus / "dense-static",
         ],

@@ -67,3 +67,12 @@ def make_static_views(work: Path, texts: list[str]) -> dict[str, Path]:
         model.save_pretrained(temp)
         os.replace(temp, path)
     return paths
+
+
+def static_dense_args(model: Path, factory: str | None = None) -> list:
+    """The `indexer dense` options that embed with one of these static views (unit-length mean of token
+    vectors, no transformer), with the batch size and index factory of the scale benches when given."""
+    args = ["--model", model, "--pooling", "static", "--normalize", "--max-length", 512, "--query-max-length", 512]
+    if factory is not None:
+        args += ["--batch-size", 4096, "--index-factory", factory]
+    return args

@@ -26,6 +26,9 @@ from pathlib import Path
 
 import orjson
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from static_views import static_dense_args  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[1]
 SHARDS = 16
 REVISIONS, NEW, DELETIONS = 20_000, 5_000, 5_000
@@ -38,24 +41,6 @@ def _run(command: list, log: Path) -> float:
     return time.perf_counter() - started
 
 
-def _dense_args(model: Path) -> list:
-    return [
-        "--model",
-        model,
-        "--pooling",
-        "static",
-        "--normalize",
-        "--max-length",
-        512,
-        "--query-max-length",
-        512,
-        "--batch-size",
-        4096,
-        "--index-factory",
-        "IVF4096,SQ8",
-    ]
-
-
 def _full_build(corpus: Path, files: list[Path], model: Path, log: Path) -> dict:
     shutil.rmtree(corpus, ignore_errors=True)
     seconds = {
@@ -66,7 +51,16 @@ def _full_build(corpus: Path, files: list[Path], model: Path, log: Path) -> dict
     seconds["store"] = _run(["-m", "indexer.cli", "store", corpus], log)
     seconds["bm25"] = _run(["-m", "indexer.cli", "bm25", corpus, "--threads", 2], log)
     seconds["dense"] = _run(
-        ["-m", "indexer.cli", "dense", corpus, *_dense_args(model), "--out", corpus / "dense-static"], log
+        [
+            "-m",
+            "indexer.cli",
+            "dense",
+            corpus,
+            *static_dense_args(model, "IVF4096,SQ8"),
+            "--out",
+            corpus / "dense-static",
+        ],
+        log,
     )
     # each stage's own time from its record (process start-up left out, as the update's stages are timed)
     seconds["corpusbuild_own"] = orjson.loads((corpus / "build.json").read_bytes())["run"]["seconds"]
