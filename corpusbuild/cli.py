@@ -2,27 +2,20 @@
 
 from __future__ import annotations
 
-import functools
-import os
-import shlex
 import sys
-import time
 from pathlib import Path
 
 import click
 from rich.markup import escape
 
+from corpusbuild.build import build_recipe_sources, exit_on_problems, run_build
 from corpusbuild.chunking import ChunkingParams, validate_chunking
-from corpusbuild.engine.report import BuildProgress, console, print_summary
-from corpusbuild.engine.shardbuild import BuildAborted, BuildLocked, BuildOutcome, run_sharded_build
-from corpusbuild.errors import OutputError
-from corpusbuild.inputs import expand_inputs, output_folder_problem
-from corpusbuild.recipe import RecipeError, check_checksums, load_recipe, root_record
+from corpusbuild.engine.report import console
+from corpusbuild.recipe import RecipeError, load_recipe
 from corpusbuild.sources import KINDS, SOURCE_NAME_RE, SourceKind, SourceOption
 from corpusbuild.sources.wikipedia.dump_ranges import RANGE_BYTES
 from medsnip import __version__
-from medsnip.buildrecord import write_build_record
-from medsnip.executor_options import executor_from_options, executor_options, with_options
+from medsnip.executor_options import executor_options, with_options
 from medsnip.languages import language_callback
 
 
@@ -68,76 +61,6 @@ def chunking_params(chunk_size: int, chunk_overlap: int, no_chunk: bool, separat
     except ValueError as error:
         raise click.BadParameter(str(error)) from error
     return ChunkingParams(chunk=not no_chunk, chunk_size=chunk_size, chunk_overlap=chunk_overlap, separators=separators)
-
-
-def _split_function(source_kind, options: dict):
-    """The source's input splitter with the command's range size, if the source can split inputs."""
-    if source_kind.split_function is None:
-        return None
-    range_bytes = int(options.get("range_mb", RANGE_BYTES / 2**20) * 2**20)
-    return functools.partial(source_kind.split_function, range_bytes=range_bytes)
-
-
-def run_build(*, kind: str, source: str, inputs, params: dict, options: dict) -> BuildOutcome:
-    """Build one source with progress bars and a summary; returns the outcome (the caller decides
-    the exit status)."""
-    source_kind = KINDS[kind]
-    files, problems = expand_inputs(inputs, source_kind.suffixes)
-    # absolute from here on: the record (and every parse kept for reuse) must name inputs that a later
-    # `medsnip update`, run from any directory, finds again
-    files = [Path(os.path.abspath(path)) for path in files]
-    out_problem = output_folder_problem(options["out_dir"], inputs, files)
-    if out_problem:
-        raise click.BadParameter(out_problem, param_hint="--out")
-    try:
-        with (
-            executor_from_options(options) as executor,
-            BuildProgress(enabled=not options["quiet"]) as progress,
-        ):
-            outcome = run_sharded_build(
-                source=source,
-                inputs=source_kind.order(files),
-                input_problems=problems,
-                out_dir=options["out_dir"],
-                num_shards=options["shards"],
-                params=params,
-                read=source_kind.read,
-                workers=executor.slots,
-                executor=executor,
-                strict=options["strict"],
-                keep_work=options["keep_work"],
-                on_duplicate=source_kind.on_duplicate,
-                position_name=source_kind.position_name,
-                split_function=_split_function(source_kind, options),
-                command=shlex.join(["corpusbuild", *sys.argv[1:]]),
-                callbacks=progress.callbacks(),
-            )
-    except BuildLocked as error:
-        console.print(f"[red]error[/red]: {escape(str(error))}")
-        sys.exit(1)
-    except BuildAborted as error:
-        console.print(f"[red]stopped (--strict)[/red]: {escape(str(error))}")
-        console.print("nothing was published; an earlier complete output in the folder is untouched")
-        sys.exit(1)
-    except OutputError as error:
-        console.print(f"[red]error[/red]: {escape(str(error))}")
-        console.print(
-            f"the build stopped and published nothing; an earlier build in {escape(str(options['out_dir']))} is"
-            " untouched (free some space, or choose another --out, and run the same command again: finished"
-            " work is reused)"
-        )
-        sys.exit(1)
-    print_summary(outcome.record, document_label=source_kind.document_label, kept_work_bytes=outcome.kept_work_bytes)
-    return outcome
-
-
-def exit_on_problems(outcome: BuildOutcome) -> None:
-    if not outcome.ok:
-        console.print(
-            f"[red]{len(outcome.problems)} problem(s)[/red]: the shards hold every file that could be read;"
-            " build.json lists the problems and says complete: false"
-        )
-        sys.exit(1)
 
 
 def check_source_name(name: str) -> None:
@@ -266,38 +189,6 @@ def load_recipe_or_exit(recipe_path: Path, overrides: dict[str, str]):
     except RecipeError as error:
         console.print(f"[red]recipe error[/red]: {escape(str(error))}")
         sys.exit(1)
-
-
-def build_recipe_sources(recipe, root: Path, options: dict, require_checksums: bool) -> tuple[dict, dict[str, float]]:
-    """Every source of `recipe` built into `root` (checksums first: a mismatch builds nothing), then the
-    root's build.json; returns (that record, seconds per source). Exits 1 on a checksum problem."""
-    problems = [p for source in recipe.sources for p in check_checksums(source, require_checksums)]
-    if problems:
-        for problem in problems:
-            console.print(f"[red]error[/red] {escape(problem)}")
-        console.print("nothing was built: fix the inputs or the recipe's checksums")
-        sys.exit(1)
-    records, seconds = {}, {}
-    for source in recipe.sources:
-        if not options["quiet"]:
-            console.rule(f"{source.name} ({source.kind})")
-        started = time.perf_counter()
-        outcome = run_build(
-            kind=source.kind,
-            source=source.name,
-            inputs=source.inputs,
-            params=source.params(),
-            options={**options, "out_dir": root / source.name, "shards": source.shards},
-        )
-        records[source.name] = outcome.record
-        seconds[source.name] = time.perf_counter() - started
-    record = root_record(recipe, root, records)
-    write_build_record(root, record)
-    console.print(
-        f"corpus root {root}: {len(records)} sources, "
-        f"{sum(s['snippets'] for s in record['sources']):,} snippets, complete: {record['complete']}"
-    )
-    return record, seconds
 
 
 @main.command()

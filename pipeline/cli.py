@@ -42,7 +42,8 @@ def build(
 
     What is still current is reused; a killed build, run again, resumes and ends with the root an
     uninterrupted build makes. Prints each stage's time and size."""
-    from corpusbuild.cli import build_recipe_sources, load_recipe_or_exit, parse_variables
+    from corpusbuild.build import build_recipe_sources
+    from corpusbuild.cli import load_recipe_or_exit, parse_variables
     from indexer.dense import EmbeddingError
     from indexer.dense.job import DeviceError
     from medsnip.encoders import EncoderUnavailable

@@ -93,8 +93,8 @@ def check_update_files(files: list[Path]) -> None:
 
 def rebuild_corpus(corpus_dir: Path, record: dict, new_files: list[Path], workers: int) -> dict:
     """corpusbuild pubmed over the recorded inputs plus `new_files`, with the recorded parameters."""
+    from corpusbuild.build import exit_on_problems, run_build
     from corpusbuild.chunking import ChunkingParams
-    from corpusbuild.cli import exit_on_problems, run_build
     from corpusbuild.sources import KINDS
 
     kind = KINDS["pubmed"]
