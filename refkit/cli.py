@@ -33,6 +33,7 @@ from medsnip import __version__
 from medsnip.languages import language_callback
 from medsnip.queries import FORMATS, QueryFileError, read_query_file
 from refkit.noise.options import ANSWER_CEILING, ANSWER_MARGIN, ENTITY_FLOOR, SIMILARITY_FLOOR
+from refkit.readers.options import reader_options, resolve_settings
 from searchd.cli import client_options
 
 console = Console(stderr=True, highlight=False)
@@ -48,10 +49,11 @@ def _friendly_errors(command):
         from medsnip.jsonl import InputFileError
         from refkit.connection import ServerError
         from refkit.lexicon import LexiconError
+        from refkit.readers.errors import ReaderError
 
         try:
             return command(*args, **kwargs)
-        except (QueryFileError, InputFileError, LexiconError, ServerError, ValueError) as error:
+        except (QueryFileError, InputFileError, LexiconError, ServerError, ReaderError, ValueError) as error:
             console.print(f"[red]error[/red]: {escape(str(error))}", soft_wrap=True)
             sys.exit(2)
 
@@ -434,6 +436,7 @@ def lexicon(
 @query_options
 @dedup_options
 @resume_options
+@reader_options
 @_friendly_errors
 def noise(
     queries_file,
@@ -468,9 +471,11 @@ def noise(
     shingle_words,
     restart,
     mix_generations,
+    reader_settings,
 ) -> None:
     """Entity/attribute substitutions and the filtered hard-negative references they retrieve. Written as it
-    goes: a killed run started again with the same arguments continues where it stopped (refkit.resume)."""
+    goes: a killed run started again with the same arguments continues where it stopped (refkit.resume).
+    With --reader, the user's model proposes swaps, judges rewrites and candidates (README: readers)."""
     from medsnip.jsonl import read_jsonl
     from refkit.collect import DedupOptions, RetrievalOptions
     from refkit.lexicon import read_lexicon
@@ -495,6 +500,13 @@ def noise(
 
         judge = Judge(judge_spec(judge_name, judge_threshold))
         provenance["judge"] = {"name": judge.spec.name, "model": judge.spec.model, "threshold": judge.spec.threshold}
+    reader = None
+    settings = resolve_settings(reader_settings, out)
+    if settings is not None:
+        from refkit.readers import open_reader
+
+        reader = open_reader(settings)
+        provenance["reader"] = reader.provenance()
     client, lineage = _connect(address, token_file, tls, ca_file, queries)
     with client:
         generator = NoiseGenerator(
@@ -519,6 +531,7 @@ def noise(
             collected,
             provenance,
             judge,
+            reader,
         )
         from refkit.resume import file_sha256
 
@@ -544,6 +557,9 @@ def noise(
         f"{len(records)} queries, {rewritten} rewritten: {kept} noisy references kept, "
         f"{rejected} candidates rejected -> {out}"
     )
+    if reader is not None:
+        source = f"replayed from {settings['replay']}" if settings.get("replay") else f"cache {settings['cache']}"
+        console.print(f"reader {reader.label}: {reader.asked} new answers ({source})")
 
 
 @main.command()
@@ -681,14 +697,24 @@ def _interrupt(*_) -> None:
 
 @main.command()
 @click.argument("judgements_paths", metavar="JUDGEMENTS...", nargs=-1, required=True, type=PathIn)
+@click.option(
+    "--noise",
+    "noise_path",
+    type=PathIn,
+    help="The noise.jsonl the judgements are of: also each reader's may-answer verdicts against each annotator.",
+)
 @_friendly_errors
-def agreement(judgements_paths) -> None:
-    """Agreement between annotators of `refkit review`: share judged alike and Cohen's kappa per pair."""
+def agreement(judgements_paths, noise_path) -> None:
+    """Agreement between annotators of `refkit review`: share judged alike and Cohen's kappa per pair; with
+    --noise, of each reader of the run with each annotator (answers or not), to see if a reader can be trusted."""
     from refkit.review import agreement as measure
-    from refkit.review import read_judgements
+    from refkit.review import read_judgements, reader_agreement
 
     judgements = [line for path in judgements_paths for line in read_judgements(path)]
-    click.echo(json.dumps(measure(judgements), indent=2))
+    result = measure(judgements)
+    if noise_path:
+        result["readers"] = reader_agreement(judgements, noise_path)
+    click.echo(json.dumps(result, indent=2))
 
 
 @main.command()

@@ -17,7 +17,7 @@ one file; a later line by the same annotator for the same candidate replaces the
 `refkit assemble --judgements` uses them (`reviewed_noise`): a noisy reference any annotator marked as
 answering is dropped, one the majority marked unrelated is dropped, the rest are kept.
 `agreement` reports, per pair of annotators, the share of common candidates judged alike and Cohen's
-kappa.
+kappa, and with the noise run, each reader's may-answer verdicts against each annotator (answers or not).
 """
 
 from __future__ import annotations
@@ -54,9 +54,20 @@ def review_items(noise_path: Path) -> list[dict]:
                     "title": reference.get("title", ""),
                     "content": reference.get("content", ""),
                     "why": reference.get("reason", ""),
+                    "reader": reader_verdict(reference.get("measured", {}).get("reader")),
                 }
             )
     return items
+
+
+def reader_verdict(read: dict | None) -> str:
+    """What the page shows of a reader's may-answer verdict beside the rules' decision ("" without one)."""
+    if not read:
+        return ""
+    answered = {"yes": "answers the question", "no": "does not answer", "malformed": "malformed answer"}
+    detail = f"score {read['score']} (yes from {read['threshold']})" if "score" in read else repr(read.get("raw", ""))
+    advice = "" if read.get("decides", True) else " (advice only)"
+    return f"{read['reader']}: {answered[read['answer']]}{advice}; {detail}"
 
 
 def read_judgements(path: Path) -> list[dict]:
@@ -289,3 +300,41 @@ def agreement(judgements: list[dict]) -> dict:
         }
     counts = {annotator: dict(sorted(Counter(v.values()).items())) for annotator, v in sorted(by_annotator.items())}
     return {"annotators": counts, "pairs": pairs}
+
+
+def reader_agreement(judgements: list[dict], noise_path: Path) -> dict:
+    """Per reader of the noise run and per annotator: the kept references both judged, the share where the
+    reader's may-answer verdict (yes / not yes) matches the annotator's (answers / related or unrelated),
+    and Cohen's kappa; a malformed answer counts as the reader's no, as it does in the run."""
+    verdicts: dict[str, dict[tuple[str, str], bool]] = defaultdict(dict)
+    for _, record in read_jsonl(noise_path, ("id", "noise")):
+        for reference in record["noise"]:
+            read = reference.get("measured", {}).get("reader")
+            if read:
+                verdicts[read["reader"]][(str(record["id"]), reference["snippet_id"])] = read["answer"] == "yes"
+    by_annotator: dict[str, dict[tuple[str, str], bool]] = defaultdict(dict)
+    for (query_id, snippet_id, annotator), judgement in latest(judgements).items():
+        by_annotator[annotator][(query_id, snippet_id)] = judgement == "answers"
+    result = {}
+    for reader, said in sorted(verdicts.items()):
+        for annotator, judged in sorted(by_annotator.items()):
+            common = sorted(set(said) & set(judged))
+            result[f"{reader} / {annotator}"] = _binary_agreement(
+                [said[k] for k in common], [judged[k] for k in common]
+            )
+    return result
+
+
+def _binary_agreement(a: list[bool], b: list[bool]) -> dict:
+    if not a:
+        return {"common": 0, "agreement": None, "kappa": None}
+    observed = sum(x == y for x, y in zip(a, b, strict=True)) / len(a)
+    expected = sum((a.count(v) / len(a)) * (b.count(v) / len(b)) for v in (True, False))
+    kappa = 1.0 if expected == 1 else (observed - expected) / (1 - expected)
+    return {
+        "common": len(a),
+        "agreement": round(observed, 4),
+        "kappa": round(kappa, 4),
+        "reader_says_answers": sum(a),
+        "annotator_says_answers": sum(b),
+    }

@@ -17,7 +17,9 @@ when any of these holds, tried cheapest first (`test` names which):
   by `answer_margin` or more: written about the original situation;
 - `gold`: it reads `GOLD_CEILING` or more close to a reference known to answer the question (`--refs`
   lines labelled relevant);
-- `judge`: the model given with `--judge` scores it at or above its threshold (refkit.judge).
+- `judge`: the model given with `--judge` scores it at or above its threshold (refkit.judge);
+- `reader`: the user's reader (`--reader`, refkit.readers), asked with the may-answer template, says yes (a
+  malformed answer counts as no; in advise mode its verdict is recorded and decides nothing).
 
 `measure_lexical` and `measure_semantic` record what a test needs in the candidate's `measured`;
 `decide_lexical` and `decide_semantic` read only that record and the thresholds, so a recorded run can be
@@ -57,10 +59,18 @@ class AnswerTest:
     """One question's measurements for the may-answer decision."""
 
     def __init__(
-        self, question: str, similarity: TextSimilarity, language: str = "en", gold: list[str] | None = None, judge=None
+        self,
+        question: str,
+        similarity: TextSimilarity,
+        language: str = "en",
+        gold: list[str] | None = None,
+        judge=None,
+        reader=None,
     ):
+        """`reader`: a refkit.readers.Reader whose tasks include may-answer, or None."""
         self.question, self.similarity, self.language = question, similarity, language
         self.gold, self.judge = gold or [], judge
+        self.reader = reader if reader is not None and "may-answer" in reader.tasks else None
         self._matchers: dict[tuple, NameMatcher | PhraseMatcher] = {}
 
     def _names(self, entity: Entity) -> NameMatcher:
@@ -101,6 +111,8 @@ class AnswerTest:
         if self.judge is not None:
             [score] = self.judge.scores(self.question, [text])
             measured["judge"] = self.judge.record(score)
+        if self.reader is not None:
+            measured["reader"] = self.reader.may_answer(self.question, text)
 
 
 def decide_lexical(measured: dict) -> Verdict | None:
@@ -158,6 +170,9 @@ def decide_semantic(measured: dict, options) -> Verdict | None:
             judged["score"],
             judged["threshold"],
         )
+    read = measured.get("reader")
+    if read is not None and read["decides"] and read["answer"] == "yes":
+        return Verdict(RULE, "reader", f"the reader ({read['reader']}) says it answers the original question")
     return None
 
 

@@ -1,9 +1,11 @@
 """refkit noise as one pipeline of named stages, question by question.
 
 1. targets: the question's mentions and the ones a swap may replace (refkit.noise.targets);
-2. swaps: per target, the siblings and aspects that pass the swap rules (refkit.noise.siblings, rewriter);
+2. swaps: per target, the siblings and aspects that pass the swap rules (refkit.noise.siblings, rewriter),
+   and the names a reader proposes (refkit.readers), checked by the same rules;
 3. retrieve and support: every candidate rewrite is searched; a swap is kept only if the corpus supports it
-   (refkit.support); the seed chooses among the supported ones;
+   (refkit.support), and, with a reader asked about sense, only if it calls the rewrite sensible; the seed
+   chooses among the accepted ones;
 4. filter: the hits of the chosen rewrites, round robin (rank 1 of each, then rank 2, ...), through the
    candidate filters (refkit.noise.filters) until `per_query` are kept;
 5. record: what each stage found, refused and why, every candidate's rule and measured values, and, when
@@ -61,15 +63,19 @@ class NoiseGenerator:
         collected: dict[str, list[dict]] | None = None,
         provenance: dict | None = None,
         judge=None,
+        reader=None,
     ):
         """`collected`: the question's references from `--refs` (never kept as noise; those labelled relevant
         are the known answers the `gold` test compares with); `judge` (refkit.judge.Judge): a model for the
-        may-answer decision's `judge` test."""
+        may-answer decision's `judge` test; `reader` (refkit.readers.Reader): the user's reader, for the tasks
+        it was given."""
         self.client, self.address, self.lineage = client, address, lineage
         self.rewriter, self.retrieval, self.options, self.dedup = rewriter, retrieval, options, dedup
         self.collected = collected or {}
         self.provenance = provenance or {}
-        self.judge = judge
+        self.judge, self.reader = judge, reader
+        if reader is not None and "swaps" in reader.tasks:
+            rewriter.proposer = lambda question, entity: reader.swaps(question, entity.name, entity.type)
         self.similarity = TextSimilarity()
         self.support = SupportTest(self.similarity)
 
@@ -87,9 +93,12 @@ class NoiseGenerator:
         if self.options.support:  # every candidate swap is searched before any is chosen
             self._search_into(searched, [r.query for swaps in candidates for r in swaps], batch, progress)
         supports: list[dict[str, dict]] = [{} for _ in queries]
+        senses: list[dict[str, dict]] = [{} for _ in queries]
         rewrites = []
         for index, (query, analysis) in enumerate(zip(queries, analyses, strict=True)):
             check = self._support_check(query, analysis, searched, supports[index]) if self.options.support else None
+            if self.reader is not None and "sense" in self.reader.tasks:
+                check = self._sense_check(query, analysis, check, senses[index])
             paired_first = (
                 (lambda r, records=supports[index]: 0 if records[r.query].get("level") == "paired" else 1)
                 if self.options.support
@@ -107,7 +116,8 @@ class NoiseGenerator:
                 {
                     "swaps_searched": len(supports[index]) if self.options.support else None,
                     "rewrites": [
-                        {**r.as_dict(n), "support": supports[index].get(r.query)} for n, r in enumerate(chosen, 1)
+                        {**r.as_dict(n), "support": supports[index].get(r.query), **_sense(senses[index], r)}
+                        for n, r in enumerate(chosen, 1)
                     ],
                     "noise": noise,
                     "rejected": rejected,
@@ -157,6 +167,32 @@ class NoiseGenerator:
             return records[rewrite.query]["supported"]
 
         return supported
+
+    def _sense_check(
+        self, query: QueryItem, analysis: Analysis, before: Callable[[Rewrite], bool] | None, verdicts: dict[str, dict]
+    ) -> Callable[[Rewrite], bool]:
+        """`before` (the support check), then the reader's sense verdict on what passed it: anything but yes
+        refuses the swap with rule `reader-sense` (in advise mode the verdict is only recorded)."""
+
+        def sensible(rewrite: Rewrite) -> bool:
+            if before is not None and not before(rewrite):
+                return False
+            if rewrite.query not in verdicts:
+                verdict = verdicts[rewrite.query] = self.reader.sense(query.query, rewrite.query)
+                if verdict["answer"] != "yes" and self.reader.mode == "decide":
+                    edit = rewrite.replaced[0]
+                    analysis.refused_swaps.append(
+                        {
+                            "target": edit["from"],
+                            "to": edit["to"],
+                            "rule": "reader-sense",
+                            "why": f"reader-sense: {verdict['reader']} answered {verdict['answer']} "
+                            f"to whether {rewrite.query!r} is a sensible question",
+                        }
+                    )
+            return verdicts[rewrite.query]["answer"] == "yes" or self.reader.mode != "decide"
+
+        return sensible
 
     def _evidence(self, rewrite: Rewrite, target: Entity, context: list[Entity]) -> Evidence:
         put_in = self._put_in(rewrite)
@@ -227,7 +263,7 @@ class NoiseGenerator:
             for r in self.collected.get(query.id, [])
             if r.get("label") == "relevant"
         ]
-        answers = AnswerTest(query.query, self.similarity, self.rewriter.language, gold, self.judge)
+        answers = AnswerTest(query.query, self.similarity, self.rewriter.language, gold, self.judge, self.reader)
         deduplicator = self.dedup.new()
         for reference in self.collected.get(query.id, []):
             deduplicator.add(reference["snippet_id"], reference.get("content", ""))
@@ -302,6 +338,11 @@ class NoiseGenerator:
             for snippet in response.snippets:
                 found[snippet.id] = json.loads(snippet.meta_json) if snippet.meta_json else {}
         return found
+
+
+def _sense(verdicts: dict[str, dict], rewrite: Rewrite) -> dict:
+    """The reader's sense verdict for a chosen rewrite's record (nothing when no reader was asked)."""
+    return {"sense": verdicts[rewrite.query]} if rewrite.query in verdicts else {}
 
 
 def _kept_reason(rewrite: Rewrite, rank: int, measured: dict, how: str) -> str:

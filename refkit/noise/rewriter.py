@@ -3,7 +3,10 @@
 `QueryRewriter.analyse` finds mentions and targets (refkit.noise.targets); `swap_candidates` proposes,
 per target, the siblings that pass the swap rules (refkit.noise.siblings), best first, and the aspect
 swaps the question's frame takes (refkit.sense.aspect_frame_problem and predicate_problem);
-`rewrites` chooses among those the corpus supports, in an order seeded by (seed, question id).
+`rewrites` chooses among those the corpus supports, in an order seeded by (seed, question id). With a
+reader that proposes swaps (`proposer`, refkit.readers), its names join the siblings under rule `reader`
+after the same checks: a name of the lexicon, of the target's type, passing every swap rule (so one no
+served record names is refused as not-in-corpus).
 """
 
 from __future__ import annotations
@@ -58,6 +61,8 @@ class QueryRewriter:
             for pair in zip(words, words[1:], strict=False)
         }
         self._phrase_cut = phrase_cut_test(bigrams)
+        # (question, target) -> (names or None when malformed, raw answer): a reader's swap proposals
+        self.proposer: Callable[[str, Entity], tuple[list[str] | None, str]] | None = None
 
     def analyse(self, query: str) -> Analysis:
         """Mentions, aspects and ranked targets (refkit.noise.targets)."""
@@ -109,6 +114,47 @@ class QueryRewriter:
             chosen = [c for c in chosen if c[0].translations.get(self.language)] or chosen
         return chosen[:SWAP_POOL]
 
+    def proposed_candidates(
+        self, question: str, original: Entity, present: set[str], found: list[tuple[Entity, str]], refused: list[dict]
+    ) -> list[tuple[Entity, str]]:
+        """The reader's proposals for `original` that are lexicon entities of its type passing the swap rules
+        and not among `found` already; every other proposal is refused with its rule."""
+        names, raw = self.proposer(question, original)
+        if names is None:
+            refused.append(
+                {
+                    "target": original.name,
+                    "to": "any",
+                    "rule": "reader-malformed",
+                    "why": f"reader-malformed: the reader's swap answer is not a JSON list of names: {raw[:120]!r}",
+                }
+            )
+            return []
+        taken = {entity.key for entity, _ in found} | {original.key}
+        chosen = []
+        for name in names:
+            entity = self.lexicon.get(name) or self._named_whole(name)
+            problem = None
+            if entity is None:
+                problem = f"reader-unknown: {name} is not a name of the lexicon"
+            elif entity.type != original.type:
+                problem = f"reader-type: {entity.name} is a {entity.type}, not a {original.type}"
+            elif entity.key in taken:
+                continue
+            else:
+                problem = self.siblings.swap_problem(original, entity, "reader", present)
+            if problem is not None:
+                refused.append({"target": original.name, "to": name, "rule": problem.partition(":")[0], "why": problem})
+                continue
+            taken.add(entity.key)
+            chosen.append((entity, "reader"))
+        return chosen
+
+    def _named_whole(self, name: str) -> Entity | None:
+        """The lexicon entity one of whose names (entry terms, translations) is all of `name`."""
+        whole = [m.payload for m in self.entity_matcher.find(name) if m.start == 0 and m.end == len(name)]
+        return whole[0] if whole else None
+
     def aspect_candidates(self, query: str, target: Target, refused: list[dict]) -> list[Aspect]:
         """The aspects that may replace the target's aspect: same entity type, and a frame and predicate
         that take them (English; other languages have no word-order rules)."""
@@ -141,7 +187,12 @@ class QueryRewriter:
                 if number == 0:
                     for aspect in self.aspect_candidates(query.query, target, analysis.refused_swaps):
                         swaps.append(self._aspect_swap(query.query, target, aspect, number))
-                for entity, rule in self.entity_candidates(target.entity, present, analysis.refused_swaps):
+                found = self.entity_candidates(target.entity, present, analysis.refused_swaps)
+                if self.proposer is not None:
+                    found += self.proposed_candidates(
+                        query.query, target.entity, present, found, analysis.refused_swaps
+                    )
+                for entity, rule in found:
                     if (
                         not self.english
                         and not target.mention.text.isascii()
