@@ -405,6 +405,7 @@ SECTIONS = (
     "compressed-dense",
     "multilingual",
     "daily-update",
+    "reader-agreement",
 )
 
 
@@ -473,6 +474,10 @@ def main() -> None:
         import multilingual_bench
 
         lines += multilingual_bench.multilingual_section(args.work)
+    if "reader-agreement" in wanted:
+        import reader_agreement
+
+        lines += reader_agreement.reader_agreement_section(args.work / "reader-agreement")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(lines), encoding="utf-8")
     print("\n".join(lines))
