@@ -38,6 +38,11 @@ def run_build(*, kind: str, source: str, inputs, params: dict, options: dict) ->
     the exit status)."""
     source_kind = KINDS[kind]
     files, problems = expand_inputs(inputs, source_kind.suffixes)
+    if not files:  # nothing to build: say why and write nothing (no empty shards beside a good build)
+        for problem in problems:
+            console.print(f"[red]error[/red]: {escape(problem.file)}: {escape(problem.message)}", soft_wrap=True)
+        console.print(f"nothing was built: no input file; {escape(str(options['out_dir']))} is untouched")
+        sys.exit(1)
     # absolute from here on: the record (and every parse kept for reuse) must name inputs that a later
     # `medsnip update`, run from any directory, finds again
     files = [Path(os.path.abspath(path)) for path in files]

@@ -583,7 +583,8 @@ def label(refs, qrels, out, unjudged) -> None:
     records = list(label_references(refs, read_qrels(qrels), unjudged))
     write_jsonl(out, records)
     labels = Counter(r["label"] for record in records for r in record["references"])
-    console.print(f"{len(records)} queries: {dict(sorted((str(k), v) for k, v in labels.items()))} -> {out}")
+    shown = ", ".join(f"{v:,} {k or 'unlabelled'}" for k, v in sorted(labels.items(), key=lambda kv: str(kv[0])))
+    console.print(f"{len(records)} queries, references: {shown or 'none'} -> {out}")
 
 
 @main.command()
@@ -660,7 +661,14 @@ def review(noise_path, judgements_path, annotator, port, host, open_browser) -> 
     if not annotator.strip():
         raise click.BadParameter("must not be empty", param_hint="--annotator")
     items = review_items(noise_path)
+    if not items:
+        console.print(
+            f"[yellow]warning[/yellow]: {escape(str(noise_path))} keeps no noisy reference: nothing to review "
+            "(refkit audit says which rules stopped each question)"
+        )
     log = JudgementLog(judgements_path)
+    # the file exists from the start, so `refkit assemble --judgements` works even before any judgement
+    Path(judgements_path).touch(exist_ok=True)
     from refkit.review import is_loopback
 
     if not is_loopback(host):

@@ -15,7 +15,7 @@ import grpc
 
 from medsnip.buildrecord import lineage_hash
 from searchd.auth import read_token
-from searchd.client import SearchClient
+from searchd.client import SearchClient, describe_rpc_error  # noqa: F401 (refkit's modules import it from here)
 
 
 class ServerError(RuntimeError):
@@ -53,15 +53,6 @@ def connect(options: ServerOptions, queries: list | None = None) -> tuple[Search
             f"{info.max_query_chars:,} (searchd serve --max-query-chars); {len(too_long)} such queries in all"
         )
     return client, lineage_summary(info)
-
-
-def describe_rpc_error(address: str, error: grpc.RpcError) -> str:
-    code = error.code()
-    if code == grpc.StatusCode.UNAVAILABLE:
-        return f"searchd at {address} is unreachable ({error.details()}); start it with `searchd serve --root ROOT`"
-    if code == grpc.StatusCode.UNAUTHENTICATED:
-        return f"searchd at {address} refused the call: {error.details()} (pass --token-file)"
-    return f"searchd at {address}: {code.name}: {error.details()}"
 
 
 def lineage_summary(info) -> dict:

@@ -321,6 +321,14 @@ def client_options(command):
     return command
 
 
+def _call_failed(address: str, error) -> None:
+    """The one line every searchd client command prints for a failed call (refkit says the same), exit 1."""
+    from searchd.client import describe_rpc_error
+
+    console.print(f"[red]error[/red]: {escape(describe_rpc_error(address, error))}", soft_wrap=True)
+    sys.exit(1)
+
+
 def _client(address, token_file, tls, ca_file):
     from searchd.auth import read_token
     from searchd.client import SearchClient
@@ -340,8 +348,7 @@ def query(text, address, token_file, tls, ca_file, retrievers, corpora, fusion, 
         try:
             response = client.search(text, k, retrievers=retrievers, corpora=corpora, rrf_k=rrf_k, fusion=fusion)
         except grpc.RpcError as error:
-            console.print(f"[red]{error.code().name}[/red]: {escape(error.details() or '')}")
-            sys.exit(1)
+            _call_failed(address, error)
     table = Table("#", "score", "id", "ranks", "title / content", title=f"{escape(text)} ({response.took_ms:.0f} ms)")
     for hit in response.hits:
         ranks = ", ".join(f"{r.corpus}/{r.retriever} {r.rank}" for r in hit.retrievers)
@@ -393,24 +400,35 @@ def batch(
         queries = [(item.id, item.query) for item in read_query_file(queries_file, query_format)]
     except QueryFileError as error:
         raise click.BadParameter(str(error), param_hint="QUERIES_FILE") from error
-    with _client(address, token_file, tls, ca_file) as client, open(out, "w", encoding="utf-8") as run:
-        with Progress(console=console) as progress:
-            task = progress.add_task("queries", total=len(queries))
-            for start in range(0, len(queries), batch_size):
-                chunk = queries[start : start + batch_size]
-                responses = client.batch_search(
-                    [t for _, t in chunk],
-                    k,
-                    retrievers=retrievers,
-                    corpora=corpora,
-                    rrf_k=rrf_k,
-                    fusion=fusion,
-                    return_text=False,
-                )
-                for (qid, _), response in zip(chunk, responses, strict=True):
-                    for hit in response.hits:
-                        run.write(f"{qid} Q0 {hit.id} {hit.rank} {hit.score:.6f} searchd\n")
-                progress.advance(task, len(chunk))
+    import grpc
+
+    partial = out.with_name(out.name + ".partial")  # the run appears whole at the end, or not at all
+    try:
+        with _client(address, token_file, tls, ca_file) as client, open(partial, "w", encoding="utf-8") as run:
+            with Progress(console=console, transient=True) as progress:
+                task = progress.add_task("queries", total=len(queries))
+                for start in range(0, len(queries), batch_size):
+                    chunk = queries[start : start + batch_size]
+                    responses = client.batch_search(
+                        [t for _, t in chunk],
+                        k,
+                        retrievers=retrievers,
+                        corpora=corpora,
+                        rrf_k=rrf_k,
+                        fusion=fusion,
+                        return_text=False,
+                    )
+                    for (qid, _), response in zip(chunk, responses, strict=True):
+                        for hit in response.hits:
+                            run.write(f"{qid} Q0 {hit.id} {hit.rank} {hit.score:.6f} searchd\n")
+                    progress.advance(task, len(chunk))
+        os.replace(partial, out)
+    except grpc.RpcError as error:
+        partial.unlink(missing_ok=True)
+        _call_failed(address, error)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
     console.print(f"{len(queries)} queries -> {out}")
 
 
@@ -443,8 +461,7 @@ def call(method, request, address, token_file, tls, ca_file) -> None:
         except (ValueError, json_format.ParseError) as error:  # an unknown method, or a request not its message
             raise click.BadParameter(str(error)) from None
         except grpc.RpcError as error:
-            console.print(f"[red]{error.code().name}[/red]: {escape(error.details() or '')}")
-            sys.exit(1)
+            _call_failed(address, error)
 
 
 if __name__ == "__main__":

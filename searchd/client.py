@@ -165,3 +165,13 @@ class SearchClient:
 
 
 SERVICE = search_pb2.DESCRIPTOR.services_by_name["SearchService"]
+
+
+def describe_rpc_error(address: str, error: grpc.RpcError) -> str:
+    """One sentence for a failed call, the same in every command: who, what went wrong, what to do."""
+    code = error.code()
+    if code == grpc.StatusCode.UNAVAILABLE:
+        return f"searchd at {address} is unreachable ({error.details()}); start it with `searchd serve --root ROOT`"
+    if code == grpc.StatusCode.UNAUTHENTICATED:
+        return f"searchd at {address} refused the call: {error.details()} (pass --token-file)"
+    return f"searchd at {address}: {code.name}: {error.details()}"

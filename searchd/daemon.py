@@ -173,7 +173,10 @@ def serve_forever(running: RunningServer, grace: float = 10.0, bound: float = 10
     reloading: threading.Thread | None = None
     next_watch = next_lease = time.monotonic()
 
+    received = []
+
     def on_signal(signum, frame):
+        received.append(signal.Signals(signum).name)
         stop.set()
 
     signal.signal(signal.SIGTERM, on_signal)
@@ -196,11 +199,13 @@ def serve_forever(running: RunningServer, grace: float = 10.0, bound: float = 10
         if now >= next_lease:
             next_lease = now + LEASE_REFRESH_SECONDS
             engines.refresh_leases()
+    log.info('{"shutdown": "%s: finishing the calls in flight (grace %.0f s), then stopping"}', received[0], grace)
     running.health.enter_graceful_shutdown()
     stopped = running.server.stop(grace)
     if running.servicer.wait_idle(grace + bound):
         stopped.wait(bound)
         engines.close()
+        log.info('{"shutdown": "stopped"}')
         return
     log.error(
         '{"shutdown": "%d calls or jobs still running %.0f s after the grace period; exiting without closing '

@@ -142,6 +142,12 @@ def discover_corpora(root: Path, names: list[str] | None = None) -> list[Path]:
         if record_path.is_file() and str(read_build_record(child).get("stage", "")).startswith("corpusbuild."):
             found.append(child)
     if not found:
+        own = root / "build.json"
+        if own.is_file() and str(read_build_record(root).get("stage", "")).startswith("corpusbuild."):
+            raise ServingError(
+                f"{root} is a corpus folder, not a root: serve its parent (searchd serve --root {root.parent}), "
+                f"or one corpus of it with --corpora {root.name}"
+            )
         raise ServingError(f"{root}: no corpus folders (ROOT/<source>/build.json from corpusbuild)")
     return found
 

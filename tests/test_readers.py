@@ -108,6 +108,8 @@ def searchd(search_root):
     yield address
     process.send_signal(signal.SIGTERM)
     assert process.wait(timeout=60) == 0
+    log = process.log_path.read_text()  # searchd says why and when it stops
+    assert '"shutdown": "SIGTERM: finishing the calls in flight' in log and '"shutdown": "stopped"' in log
 
 
 @pytest.fixture(scope="module")

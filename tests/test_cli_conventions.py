@@ -1,0 +1,83 @@
+"""The commands behave as one tool on a user's first mistakes: one line saying what is wrong and what to do,
+an exit status, and no output file left behind or half written."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def run(*args, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", *map(str, args)], cwd=REPO, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_searchd_batch_to_an_unreachable_server_says_so_once_and_writes_no_run(tmp_path):
+    queries = tmp_path / "queries.tsv"
+    queries.write_text("q1\tWhat causes scurvy?\n")
+    out = tmp_path / "run.trec"
+    address = f"127.0.0.1:{free_port()}"
+    result = run("searchd.cli", "batch", queries, "--out", out, "--server", address)
+    said = one_line(result.stdout + result.stderr)
+    assert result.returncode == 1 and "Traceback" not in said
+    assert f"error: searchd at {address} is unreachable" in said and "searchd serve --root ROOT" in said
+    assert list(tmp_path.iterdir()) == [queries]  # neither run.trec nor its partial
+    query = run("searchd.cli", "query", "scurvy", "--server", address)
+    assert query.returncode == 1 and f"error: searchd at {address} is unreachable" in one_line(
+        query.stdout + query.stderr
+    )
+
+
+def test_corpusbuild_with_no_input_file_builds_nothing(tmp_path):
+    out = tmp_path / "pubmed"
+    result = run("corpusbuild", "pubmed", tmp_path / "nosuchdir", "--out", out, "--quiet")
+    said = one_line(result.stdout + result.stderr)
+    assert result.returncode == 1 and f"error: {tmp_path / 'nosuchdir'}: no such file or directory" in said
+    assert "nothing was built" in said and not out.exists()
+
+
+def test_searchd_serve_given_a_corpus_folder_names_its_parent(search_root):
+    corpus = search_root / "pubmedqa"
+    result = run("searchd.cli", "serve", "--root", corpus, "--port", 0)
+    said = one_line(result.stdout + result.stderr)
+    assert result.returncode == 1 and f"{corpus} is a corpus folder, not a root" in said
+    assert f"--root {search_root}" in said and "--corpora pubmedqa" in said
+
+
+def test_review_of_a_run_without_noise_warns_and_leaves_a_judgements_file(tmp_path):
+    """Nothing to review is said, and the judgements file exists from the start, so the README's next step
+    (refkit assemble --judgements) works even when nobody judged anything."""
+    noise = tmp_path / "noise.jsonl"
+    noise.write_text('{"id": "q1", "query": "What causes scurvy?", "rewrites": [], "noise": []}\n')
+    judgements = tmp_path / "judgements.jsonl"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "refkit.cli", "review", noise, "--judgements", judgements, "--annotator", "ab"]
+        + ["--port", "0", "--no-open"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not judgements.exists() and time.monotonic() < deadline and process.poll() is None:
+        time.sleep(0.1)
+    process.terminate()
+    output, _ = process.communicate(timeout=30)
+    assert judgements.exists() and judgements.read_text() == ""
+    assert "keeps no noisy reference: nothing to review" in one_line(output)
