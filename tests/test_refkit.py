@@ -804,11 +804,12 @@ def test_entity_swaps_go_to_siblings_never_to_ancestors(tmp_path):
 
 
 def test_siblings_a_clinician_would_pick():
-    """Drugs by INN stem first (losartan: the other "-sartan"s), then by the most specific pharmacological
-    action they share (the angiotensin receptor blockers before every antihypertensive), the stem alone for a
-    drug the vocabulary has no action for (tucatinib: another "-tinib"); never by MeSH's chemical-structure
-    trees (losartan's tree siblings are tetrazoles). Genes by symbol family (VPS4A -> VPS4B). A disease alone under its parent gets its cousins
-    at the same depth. Names spelt nearly alike and names no served record uses are refused, and say so."""
+    """Drugs by INN stem first (losartan: the other "-sartan"s), then by the most specific pharmacological action
+    they share (the angiotensin receptor blockers before every antihypertensive), the stem alone for a drug the
+    vocabulary has no action for (tucatinib: another "-tinib"); never by MeSH's chemical-structure trees
+    (losartan's tree siblings are tetrazoles). Genes by symbol family (VPS4A -> VPS4B). A disease alone under
+    its parent gets its cousins at the same depth. Names spelt nearly alike and names no served record uses are
+    refused, and say so."""
     from refkit.lexicon import Entity, Lexicon
     from refkit.mesh_names import read_mesh_names
 
