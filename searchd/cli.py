@@ -340,8 +340,10 @@ def _client(address, token_file, tls, ca_file):
 @click.argument("text")
 @client_options
 @click.option("--k", default=10, show_default=True, type=click.IntRange(1))
-def query(text, address, token_file, tls, ca_file, retrievers, corpora, fusion, rrf_k, k) -> None:
-    """One query; prints the fused hits with each retriever's rank."""
+@click.option("--json", "as_json", is_flag=True, help="One JSON object (the SearchResponse) instead of a table.")
+def query(text, address, token_file, tls, ca_file, retrievers, corpora, fusion, rrf_k, k, as_json) -> None:
+    """One query; prints the fused hits with each retriever's rank (a table, or with --json one JSON
+    object: the SearchResponse in protobuf's JSON mapping)."""
     import grpc
 
     with _client(address, token_file, tls, ca_file) as client:
@@ -349,6 +351,11 @@ def query(text, address, token_file, tls, ca_file, retrievers, corpora, fusion, 
             response = client.search(text, k, retrievers=retrievers, corpora=corpora, rrf_k=rrf_k, fusion=fusion)
         except grpc.RpcError as error:
             _call_failed(address, error)
+    if as_json:
+        from google.protobuf import json_format
+
+        click.echo(json.dumps(json_format.MessageToDict(response), ensure_ascii=False))
+        return
     table = Table("#", "score", "id", "ranks", "title / content", title=f"{escape(text)} ({response.took_ms:.0f} ms)")
     for hit in response.hits:
         ranks = ", ".join(f"{r.corpus}/{r.retriever} {r.rank}" for r in hit.retrievers)
@@ -359,7 +366,8 @@ def query(text, address, token_file, tls, ca_file, retrievers, corpora, fusion, 
             escape(ranks),
             f"[bold]{escape(hit.title)}[/bold]\n{escape(hit.content[:240])}",
         )
-    Console().print(table)
+    # a pipe gets the whole table at a wide width instead of 80 wrapped columns
+    (Console() if Console().is_terminal else Console(width=200)).print(table)
 
 
 @main.command()

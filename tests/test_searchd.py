@@ -275,6 +275,9 @@ def test_every_method_is_callable_by_name_from_python_and_the_command_line(serve
     assert result.exit_code == 0 and json.loads(result.output)["snippets"][0]["id"] == some_id
     bad = CliRunner().invoke(searchd_main, ["call", "Search", '{"qury": "x"}', "--server", server])
     assert bad.exit_code == 2 and "qury" in bad.output
+    asked = CliRunner().invoke(searchd_main, ["query", "mitral valve", "--k", "3", "--json", "--server", server])
+    hits = json.loads(asked.output)["hits"]
+    assert asked.exit_code == 0 and len(hits) == 3 and hits[0]["id"] == some_id and hits[0]["retrievers"]
 
 
 def search_root_of(client: SearchClient) -> Path:

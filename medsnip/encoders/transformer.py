@@ -37,6 +37,17 @@ def pick_device(device: str = "auto") -> str:
     return device
 
 
+def quiet_model_loading() -> None:
+    """transformers' own progress bars ("Loading weights") off: medsnip's commands report their progress
+    themselves, and a bar per model load fills a log. MEDSNIP_VERBOSE=1 keeps them."""
+    import os
+
+    if not os.environ.get("MEDSNIP_VERBOSE"):
+        from transformers.utils import logging as transformers_logging
+
+        transformers_logging.disable_progress_bar()
+
+
 class TextEncoder:
     """One transformer + pooling; batches sorted by length so little compute goes to padding.
 
@@ -53,6 +64,7 @@ class TextEncoder:
             raise ValueError(f"pooling must be one of {', '.join(POOLINGS)}, got {pooling!r}")
         self.model_dir = resolve_model_dir(model)
         self.device = pick_device(device)
+        quiet_model_loading()
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir)
         if pooling == "last-token" and self.tokenizer.pad_token is None:  # decoders often have none
             self.tokenizer.pad_token = self.tokenizer.eos_token

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from medsnip.buildrecord import sha256_file
 from medsnip.encoders import weights_sha256
+from medsnip.encoders.transformer import quiet_model_loading
 from refkit.readers.errors import ReaderError
 
 
@@ -22,6 +23,7 @@ class CausalLM:
         if not path.exists():
             raise ReaderError(f"reader model {model}: no such folder or .gguf file (nothing is downloaded)")
         folder, extra = (path.parent, {"gguf_file": path.name}) if path.is_file() else (path, {})
+        quiet_model_loading()
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True, **extra)
             self.model = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True, **extra).to(device)
