@@ -780,7 +780,16 @@ def score(items_path, responses_path, out) -> None:
             f"[yellow]warning[/yellow]: {len(unknown)} response(s) match no item and were not scored: "
             f"{escape(', '.join(unknown[:10]))}{' ...' if len(unknown) > 10 else ''}"
         )
-    click.echo(text)
+    empty = [row["id"] for row in result["per_query"] if not sum(row["counts"].values())]
+    if empty:
+        console.print(
+            f"[yellow]warning[/yellow]: {len(empty)} item(s) have no references, so their scores say nothing: "
+            f"{escape(', '.join(empty[:10]))}{' ...' if len(empty) > 10 else ''} (refkit assemble's shortfall)"
+        )
+    if out:
+        console.print(f"scores -> {out}")
+    else:
+        click.echo(text)
 
 
 @main.command()
