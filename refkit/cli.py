@@ -550,6 +550,7 @@ def noise(
             # snippet lookups too: one generation from start to end
             generated = _checked_at_end(generator.run(queries[done:], progress=advance), client, address, lineage)
             records = _write_all(writer, generated)
+    _noise_summary(records)
     rewritten = sum(1 for r in records if r["rewrites"])
     kept = sum(len(r["noise"]) for r in records)
     rejected = sum(len(r["rejected"]) for r in records)
@@ -560,6 +561,30 @@ def noise(
     if reader is not None:
         source = f"replayed from {settings['replay']}" if settings.get("replay") else f"cache {settings['cache']}"
         console.print(f"reader {reader.label}: {reader.asked} new answers ({source})")
+
+
+SUMMARY_ROWS = 40  # questions listed one per line; a longer run is summarised by the rule that stopped them
+
+
+def _noise_summary(records: list[dict]) -> None:
+    """On stderr: per question, its rewrites, kept references and the stage/rule that stopped it short (a
+    table for a short run; counts by rule for a long one). The records say everything in detail."""
+    stopped = Counter(f"{r['stopped']['stage']}/{r['stopped']['rule']}" for r in records if r.get("stopped"))
+    err = Console(stderr=True, width=None if Console(stderr=True).is_terminal else 160)
+    if len(records) <= SUMMARY_ROWS:
+        table = Table("question", "rewrites", "kept", "stopped by")
+        for record in records:
+            why = record.get("stopped")
+            table.add_row(
+                escape(str(record["id"])),
+                str(len(record["rewrites"])),
+                str(len(record["noise"])),
+                escape(f"{why['stage']}/{why['rule']}") if why else "",
+            )
+        err.print(table)
+    elif stopped:
+        shown = ", ".join(f"{rule} {count}" for rule, count in stopped.most_common(8))
+        err.print(f"questions stopped short, by stage/rule: {escape(shown)}")
 
 
 @main.command()

@@ -205,6 +205,7 @@ def test_a_recorded_cache_replays_with_no_reader(searchd, lexicon, questions, tm
         *noise_args(questions, lexicon, searchd), "--out", out, "--replay", recorded, "--reader-mode", "advise"
     )
     assert "0 new answers" in said(result)
+    assert "question rewrites kept stopped by" in said(result).replace("┃", "").replace("  ", " ")  # per question
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert records[0]["params"]["reader"]["model"] == "SmolLM2-135M-Instruct"
     missing = tmp_path / "missing.jsonl"
