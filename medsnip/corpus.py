@@ -4,6 +4,7 @@ make an index refuse a corpus it was not built from."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,16 +25,21 @@ CHANGES = "changes.jsonl"  # a build's change set against its parent (corpusbuil
 KINDS = ("added", "changed", "removed")
 # an index folder holds its record, or (a dense build under way) the parameters it wrote first
 INDEX_MARKERS = ("build.json", "build-params.json")
+# the folder names the indexer's own kinds take: such a folder is an index under way even before it holds
+# a file (a new kind's folders are found by their record)
+INDEX_FOLDER_NAMES = re.compile(r"^(store|bm25|dense-.+)$")
 
 
 def served_index_folders(corpus_dir: Path) -> list[Path]:
     """The index folders of a corpus folder, finished or not: every visible subfolder holding a build
-    record (or the parameters a dense build writes before its record), the store first, then by name.
-    Which kind each is, is its record's stage (indexer.kinds)."""
+    record (or the parameters a dense build writes before its record) or named as the indexer names its
+    indexes, the store first, then by name. Which kind each is, is its record's stage (indexer.kinds)."""
     folders = [
         folder
         for folder in sorted(Path(corpus_dir).iterdir())
-        if folder.is_dir() and not folder.name.startswith(".") and any((folder / m).is_file() for m in INDEX_MARKERS)
+        if folder.is_dir()
+        and not folder.name.startswith(".")
+        and (INDEX_FOLDER_NAMES.match(folder.name) or any((folder / m).is_file() for m in INDEX_MARKERS))
     ]
     return sorted(folders, key=lambda folder: folder.name != "store")
 
