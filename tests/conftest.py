@@ -2,6 +2,14 @@
 
 from __future__ import annotations
 
+import os
+
+# Two pytest-xdist workers share two cores, and FAISS and torch each start an OpenMP team per process: with
+# OpenMP's default of spinning between operations, the teams of the two workers (and of the commands they
+# run) burn each other's cores, and a FAISS training that takes seconds alone took minutes. Set before any
+# of them loads its OpenMP runtime; the commands the tests start inherit it.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 import shutil
 from pathlib import Path
 
