@@ -18,7 +18,12 @@ from conftest import REPO, SAMPLES
 GOLDEN = orjson.loads((REPO / "tests" / "golden" / "sample_builds.json").read_bytes())["builds"]
 COMMANDS = {
     "pubmed": ["pubmed", SAMPLES / "pubmed"],
-    "wikipedia": ["wikipedia", *sorted((SAMPLES / "wikipedia").glob("*.bz2"))],
+    # the two real dump slices (the demo's first-80-pages file is cut from the first of them)
+    "wikipedia": [
+        "wikipedia",
+        SAMPLES / "wikipedia" / "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2",
+        SAMPLES / "wikipedia" / "enwiki-table-markup.xml.bz2",
+    ],
     "statpearls": ["statpearls", SAMPLES / "nxml"],
     "textbooks": ["textbooks", SAMPLES / "textbooks" / "books"],
     "jsonl": ["jsonl", SAMPLES / "ir" / "pubmedqa-beir" / "corpus.jsonl", "--source", "pubmedqa", "--no-chunk"],
