@@ -5,7 +5,8 @@ asks about (targets), swap in a sibling a clinician would pick or another aspect
 takes (swaps), search the rewrites and keep only swaps the corpus supports, then keep the retrieved texts
 that pass every filter: not a collected reference, not a duplicate, may not answer the original question,
 related to it. Every stage records what it refused and by which rule; `refkit audit` and the review page
-read those records.
+read those records. With `--reader`, the user's model (refkit.readers) proposes swaps and judges rewrites and
+candidates inside the same stages, under the same rules.
 
 | module | stage |
 |---|---|
