@@ -69,7 +69,7 @@ def build_root(work: Path, pq: int, refine: int, nprobe: int) -> tuple[Path, dic
     """The 2M root: corpus, store, BM25 and one dense index per static view; (root, seconds per stage)."""
     import scale_retrieval
     from recombined_pubmed import SentencePool
-    from static_views import make_static_views, static_dense_args
+    from static_views import make_static_views, static_dense_command
 
     root = work / "root-2M"
     corpus = root / "pubmed"
@@ -96,24 +96,8 @@ def build_root(work: Path, pq: int, refine: int, nprobe: int) -> tuple[Path, dic
         factory = f"IVF{{lists}},PQ{pq}"
         wanted = (factory, refine, nprobe, METRICS[view])
         if (params.get("index_factory"), params.get("refine"), params.get("nprobe"), params.get("metric")) != wanted:
-            _run(
-                [
-                    "-m",
-                    "indexer.cli",
-                    "dense",
-                    corpus,
-                    *static_dense_args(model, factory),
-                    "--refine",
-                    refine,
-                    "--nprobe",
-                    nprobe,
-                    "--metric",
-                    METRICS[view],
-                    "--out",
-                    out,
-                ],
-                log,
-            )
+            command = static_dense_command(corpus, model, factory, out)
+            _run([*command, "--refine", refine, "--nprobe", nprobe, "--metric", METRICS[view]], log)
         run = orjson.loads(record.read_bytes())["run"]["seconds"]
         seconds.setdefault(f"dense-{view}", {"embed": run["embed"], "index": run["index"]})
     seconds_path.write_bytes(orjson.dumps(seconds))

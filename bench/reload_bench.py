@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from static_views import static_dense_args  # noqa: E402
+from static_views import static_dense_command  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 RELOADS, WARM_UP, UPDATE_EVERY = 100, 10, 10
@@ -52,18 +52,7 @@ def build_root(work: Path, citations: int, model: Path) -> Path:
     _run(["-m", "corpusbuild", "pubmed", source, "--out", corpus, "--shards", 4, "--workers", 2, "--quiet"], log)
     _run(["-m", "indexer.cli", "store", corpus], log)
     _run(["-m", "indexer.cli", "bm25", corpus], log)
-    _run(
-        [
-            "-m",
-            "indexer.cli",
-            "dense",
-            corpus,
-            *static_dense_args(model),
-            "--out",
-            corpus / "dense-static",
-        ],
-        log,
-    )
+    _run(static_dense_command(corpus, model), log)
     return root
 
 

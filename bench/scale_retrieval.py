@@ -34,7 +34,7 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from recombined_pubmed import SentencePool  # noqa: E402
 from searchd_bench import _load  # noqa: E402
-from static_views import static_dense_args  # noqa: E402
+from static_views import static_dense_command  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 QUERIES = REPO / "samples" / "ir" / "pubmedqa-beir" / "queries.tsv"
@@ -117,18 +117,7 @@ def _build(root: Path, files: list[Path], model: Path, result: dict, log: Path) 
     result["nlist"] = nlist = _nlist(snippets)
     if "dense" not in stages:
         factory = f"IVF{nlist},SQ8"
-        stages["dense"] = _run(
-            [
-                "-m",
-                "indexer.cli",
-                "dense",
-                corpus,
-                *static_dense_args(model, factory),
-                "--out",
-                corpus / "dense-static",
-            ],
-            log,
-        )
+        stages["dense"] = _run(static_dense_command(corpus, model, factory), log)
         record = orjson.loads((corpus / "dense-static" / "build.json").read_bytes())
         stages["dense_embed"], stages["dense_index"] = (
             record["run"]["seconds"]["embed"],
@@ -151,7 +140,7 @@ def _variant(corpus: Path, model: Path, name: str, factory: str, log: Path) -> d
         for source in (corpus / "dense-static").iterdir():
             if source.name.startswith(("emb-", "encoder.json")) and not (out / source.name).exists():
                 os.link(source, out / source.name)
-        _run(["-m", "indexer.cli", "dense", corpus, *static_dense_args(model, factory), "--out", out], log)
+        _run(static_dense_command(corpus, model, factory, out), log)
     record = orjson.loads((out / "build.json").read_bytes())
     return {"factory": factory, "seconds": record["run"]["seconds"]["index"], "bytes": _bytes(out, "faiss-*")}
 

@@ -69,10 +69,11 @@ def make_static_views(work: Path, texts: list[str]) -> dict[str, Path]:
     return paths
 
 
-def static_dense_args(model: Path, factory: str | None = None) -> list:
-    """The `indexer dense` options that embed with one of these static views (unit-length mean of token
-    vectors, no transformer), with the batch size and index factory of the scale benches when given."""
+def static_dense_command(corpus: Path, model: Path, factory: str | None = None, out: Path | None = None) -> list:
+    """`python -m indexer.cli dense` over `corpus` with one of these static views (unit-length mean of token
+    vectors, no transformer) into `out` (default CORPUS/dense-static), with the batch size and index
+    factory of the scale benches when a factory is given."""
     args = ["--model", model, "--pooling", "static", "--normalize", "--max-length", 512, "--query-max-length", 512]
     if factory is not None:
         args += ["--batch-size", 4096, "--index-factory", factory]
-    return args
+    return ["-m", "indexer.cli", "dense", corpus, *args, "--out", out or corpus / "dense-static"]

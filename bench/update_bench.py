@@ -27,7 +27,7 @@ from pathlib import Path
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from static_views import static_dense_args  # noqa: E402
+from static_views import static_dense_command  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SHARDS = 16
@@ -50,18 +50,7 @@ def _full_build(corpus: Path, files: list[Path], model: Path, log: Path) -> dict
     }
     seconds["store"] = _run(["-m", "indexer.cli", "store", corpus], log)
     seconds["bm25"] = _run(["-m", "indexer.cli", "bm25", corpus, "--threads", 2], log)
-    seconds["dense"] = _run(
-        [
-            "-m",
-            "indexer.cli",
-            "dense",
-            corpus,
-            *static_dense_args(model, "IVF4096,SQ8"),
-            "--out",
-            corpus / "dense-static",
-        ],
-        log,
-    )
+    seconds["dense"] = _run(static_dense_command(corpus, model, "IVF4096,SQ8"), log)
     # each stage's own time from its record (process start-up left out, as the update's stages are timed)
     seconds["corpusbuild_own"] = orjson.loads((corpus / "build.json").read_bytes())["run"]["seconds"]
     seconds["store_own"] = orjson.loads((corpus / "store" / "build.json").read_bytes())["run"]["seconds"]
