@@ -40,7 +40,7 @@ def medcorp_data(folder: Path) -> Path:
     shutil.copytree(SAMPLES / "textbooks" / "books", folder / "textbooks" / "en")
     (folder / "wikipedia").mkdir()
     shutil.copy(
-        SAMPLES / "wikipedia" / "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2",
+        SAMPLES / "wikipedia" / "enwiki-2016-first-80-pages.xml.bz2",  # a real dump's head: 829 snippets
         folder / "wikipedia" / "enwiki-20261101-pages-articles-multistream.xml.bz2",
     )
     return folder
