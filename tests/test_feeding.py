@@ -157,8 +157,10 @@ def _alive(pid: int) -> bool:
 
 @pytest.mark.parametrize("fault", ["SIGSTOP", "SIGKILL"])
 def test_a_stopped_or_killed_feeder_fails_the_job_in_bounded_time(minilm, abstracts, fault):
-    """The last hostile pass stopped a feeder and the build sat for more than 450 s. Now: a FeederError
-    naming the window within the timeout, and no feeder left behind."""
+    """The last hostile pass stopped a feeder and the build sat for more than 450 s. Now, within bounded
+    time: a FeederError naming the window the feeder owed; or, for a stopped feeder that happened to owe
+    nothing (the other one took every window), a finished stream and the stopped feeder killed at the end.
+    Never a wait without end, and no feeder left behind."""
     import signal
     import time
 
@@ -172,12 +174,19 @@ def test_a_stopped_or_killed_feeder_fails_the_job_in_bounded_time(minilm, abstra
     pids = feeders.pids
     os.kill(pids[0], getattr(signal, fault))
     started = time.monotonic()
-    with pytest.raises(FeederError) as failure:
+    failure = None
+    try:
         for _ in stream:
             pass
+    except FeederError as error:
+        failure = error
+    if failure is None:  # the stopped feeder owed nothing: the stream ended, and closing must not wait on it
+        assert fault == "SIGSTOP", "a killed feeder breaks the pool: the stream cannot end normally"
+        feeders.close(grace=2)
+    else:
+        assert ("no feeder answered in 5 s" if fault == "SIGSTOP" else "died") in str(failure)
+        assert failure.key in [key for key, _ in windows]
     assert time.monotonic() - started < 20
-    assert ("no feeder answered in 5 s" if fault == "SIGSTOP" else "died") in str(failure.value)
-    assert failure.value.key in [key for key, _ in windows]
     assert not any(_alive(pid) for pid in pids)
 
 
