@@ -21,17 +21,12 @@ JUDGED = REPO / "docs" / "noise-review-judged.jsonl"
 TASKS = {"sense": "sensible", "may-answer": "answers"}
 
 
-def _kappa(reader: list[bool], sheet: list[bool]) -> tuple[float, float | None]:
-    observed = sum(a == b for a, b in zip(reader, sheet, strict=True)) / len(sheet)
-    expected = sum((reader.count(v) / len(reader)) * (sheet.count(v) / len(sheet)) for v in (True, False))
-    return observed, None if expected == 1 else (observed - expected) / (1 - expected)
-
-
 def reader_agreement_section(work: Path) -> list[str]:
     from refkit.readers.cache import ReaderCache
     from refkit.readers.causal_lm import CausalLM
     from refkit.readers.prompts import load_templates
     from refkit.readers.reader import Reader
+    from refkit.review import cohen_kappa
 
     work.mkdir(parents=True, exist_ok=True)
     gguf = (
@@ -61,11 +56,10 @@ def reader_agreement_section(work: Path) -> list[str]:
         counts = Counter(v["answer"] for v in verdicts)
         said = [v["answer"] == "yes" for v in verdicts]
         sheet = [judged[i["item"]][column] == "yes" for i in sample]
-        alike, kappa = _kappa(said, sheet)
-        shown = "undefined (one side says one thing only)" if kappa is None else f"{kappa:.2f}"
+        alike, kappa = cohen_kappa(said, sheet)
         lines.append(
             f"| {task} | {counts['yes']} / {counts['no']} / {counts['malformed']} | {sum(sheet)} of {len(sheet)} "
-            f"| {alike:.0%} | {shown} |"
+            f"| {alike:.0%} | {kappa:.2f} |"
         )
     lines += [
         "",

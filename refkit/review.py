@@ -277,6 +277,14 @@ def reviewed_noise(noise: dict[str, list[dict]], judgements: list[dict]) -> tupl
     return kept, dropped
 
 
+def cohen_kappa(a: list, b: list) -> tuple[float, float]:
+    """(share of items two raters labelled alike, Cohen's kappa) over the same non-empty list of items; 1.0
+    when chance agreement is already total (both gave one and the same label throughout)."""
+    observed = sum(x == y for x, y in zip(a, b, strict=True)) / len(a)
+    expected = sum((a.count(label) / len(a)) * (b.count(label) / len(b)) for label in set(a) | set(b))
+    return observed, 1.0 if expected == 1 else (observed - expected) / (1 - expected)
+
+
 def agreement(judgements: list[dict]) -> dict:
     """Per pair of annotators: candidates both judged, the share judged alike, and Cohen's kappa."""
     by_annotator: dict[str, dict[tuple[str, str], str]] = defaultdict(dict)
@@ -290,9 +298,7 @@ def agreement(judgements: list[dict]) -> dict:
             continue
         a = [by_annotator[first][key] for key in common]
         b = [by_annotator[second][key] for key in common]
-        observed = sum(x == y for x, y in zip(a, b, strict=True)) / len(common)
-        expected = sum((a.count(label) / len(a)) * (b.count(label) / len(b)) for label in JUDGEMENTS)
-        kappa = 1.0 if expected == 1 else (observed - expected) / (1 - expected)
+        observed, kappa = cohen_kappa(a, b)
         pairs[f"{first} / {second}"] = {
             "common": len(common),
             "agreement": round(observed, 4),
@@ -328,9 +334,7 @@ def reader_agreement(judgements: list[dict], noise_path: Path) -> dict:
 def _binary_agreement(a: list[bool], b: list[bool]) -> dict:
     if not a:
         return {"common": 0, "agreement": None, "kappa": None}
-    observed = sum(x == y for x, y in zip(a, b, strict=True)) / len(a)
-    expected = sum((a.count(v) / len(a)) * (b.count(v) / len(b)) for v in (True, False))
-    kappa = 1.0 if expected == 1 else (observed - expected) / (1 - expected)
+    observed, kappa = cohen_kappa(a, b)
     return {
         "common": len(a),
         "agreement": round(observed, 4),
