@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -161,3 +162,27 @@ def tiny_static_model(folder: Path, dimension: int = 16, seed: int = 20261124) -
     rows = np.random.default_rng(seed).standard_normal((tokenizer.get_vocab_size(), dimension)).astype(np.float32)
     StaticModel(rows, tokenizer, normalize=True, max_length=None).save_pretrained(folder)
     return folder
+
+
+def refkit(*args, ok: bool = True):
+    """`refkit ARGS...` in this process (str() of each argument); asserts exit 0 unless `ok` is False."""
+    from click.testing import CliRunner
+
+    from refkit.cli import main as refkit_main
+
+    result = CliRunner().invoke(refkit_main, [str(a) for a in args], catch_exceptions=False)
+    if ok:
+        assert result.exit_code == 0, result.output
+    return result
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on (bound and released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def one_line(text: str) -> str:
+    """A command's output with rich's line wrapping (and every other run of whitespace) undone."""
+    return " ".join(text.split())

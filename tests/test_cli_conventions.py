@@ -3,11 +3,12 @@ an exit status, and no output file left behind or half written."""
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from helpers import free_port, one_line
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -16,16 +17,6 @@ def run(*args, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", *map(str, args)], cwd=REPO, capture_output=True, text=True, timeout=timeout
     )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def one_line(text: str) -> str:
-    return " ".join(text.split())
 
 
 def test_searchd_batch_to_an_unreachable_server_says_so_once_and_writes_no_run(tmp_path):

