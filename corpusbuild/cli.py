@@ -6,20 +6,19 @@ import sys
 from pathlib import Path
 
 import click
-from rich.markup import escape
 
 from corpusbuild.build import build_recipe_sources, exit_on_problems, run_build
 from corpusbuild.chunking import ChunkingParams, validate_chunking
-from corpusbuild.engine.report import console
 from corpusbuild.recipe import RecipeError, load_recipe
 from corpusbuild.sources import KINDS, SOURCE_NAME_RE, SourceKind, SourceOption
 from corpusbuild.sources.wikipedia.dump_ranges import RANGE_BYTES
 from medsnip import __version__
+from medsnip.cli_errors import ToolGroup, fail
 from medsnip.executor_options import executor_options, with_options
 from medsnip.languages import language_callback
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=ToolGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="corpusbuild")
 def main() -> None:
     """Build reproducible ~1000-character snippet shards from biomedical sources."""
@@ -187,8 +186,7 @@ def load_recipe_or_exit(recipe_path: Path, overrides: dict[str, str]):
     try:
         return load_recipe(recipe_path, overrides)
     except RecipeError as error:
-        console.print(f"[red]recipe error[/red]: {escape(str(error))}")
-        sys.exit(1)
+        fail(str(error))
 
 
 @main.command()
@@ -218,8 +216,7 @@ def export(directory: Path, fmt: str, out_path: Path) -> None:
     try:
         written = export_corpus(directory, fmt, out_path)
     except ExportError as error:
-        console.print(f"[red]export failed[/red]: {escape(str(error))}")
-        sys.exit(1)
+        fail(f"export failed: {error}")
     click.echo(f"wrote {written:,} snippets to {out_path} ({fmt})")
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 import time
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from rich.markup import escape
 from indexer.bm25.sharded import LAYOUTS
 from medsnip import __version__
 from medsnip.buildrecord import read_build_record
+from medsnip.cli_errors import ToolGroup, fail
 from medsnip.corpus import Corpus, LineageError, default_out
 from medsnip.encoders import POOLINGS, PRESETS, EncoderSpec, EncoderUnavailable, preset
 from medsnip.executor_options import executor_from_options, executor_options, with_options
@@ -27,8 +27,7 @@ def _log(message: str) -> None:
 
 
 def _fail(message: str) -> None:
-    console.print(f"[red]error[/red]: {escape(message)}")
-    sys.exit(1)
+    fail(message)
 
 
 def _open_corpus(path: Path, verify: str = "full") -> Corpus:
@@ -70,7 +69,7 @@ def _index_out(corpus_dir: Path, out: Path | None, name: str, stage: str) -> Pat
     return out
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=ToolGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="indexer")
 def main() -> None:
     """Build BM25, dense (FAISS) and snippet-store indexes of a corpusbuild output."""

@@ -184,6 +184,10 @@ class RayUnavailable(RuntimeError):
     """`--executor ray` without the `ray` package, or a cluster that cannot be reached."""
 
 
+class RayUnreachable(RayUnavailable):
+    """A --ray-address where no cluster answers."""
+
+
 RAY_CONNECT_TIMEOUT = 30.0  # seconds; MEDSNIP_RAY_CONNECT_TIMEOUT overrides it
 
 
@@ -209,7 +213,7 @@ def wait_for_listener(address: str, timeout: float) -> None:
                 return
         except OSError as error:
             if time.monotonic() >= deadline:
-                raise RayUnavailable(
+                raise RayUnreachable(
                     f"cannot reach a Ray cluster at {address}: nothing answered within {timeout:.0f} s ({error}); "
                     "is `ray start --head` running there? (MEDSNIP_RAY_CONNECT_TIMEOUT sets the wait)"
                 ) from None
@@ -239,7 +243,7 @@ class RayExecutor:
                     ray.init(address="local", num_cpus=num_cpus or os.cpu_count() or 1, **options)
             except (ConnectionError, RuntimeError, ValueError) as error:
                 where = address or "a new local one"
-                raise RayUnavailable(f"cannot reach a Ray cluster at {where}: {error}") from error
+                raise RayUnreachable(f"cannot reach a Ray cluster at {where}: {error}") from error
             finally:
                 restore_fault_handlers(self._fault_handlers)
 

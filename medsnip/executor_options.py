@@ -9,7 +9,8 @@ from contextlib import contextmanager
 
 import click
 
-from medsnip.executor import EXECUTORS, RayExecutor, RayUnavailable, make_executor
+from medsnip.cli_errors import Unreachable
+from medsnip.executor import EXECUTORS, RayExecutor, RayUnavailable, RayUnreachable, make_executor
 
 
 def with_options(options: list):
@@ -60,12 +61,14 @@ def executor_options(what: str, workers: int | None = None, workers_help: str | 
 @contextmanager
 def executor_from_options(options: dict, initializer: Callable[[], None] | None = None) -> Iterator:
     """The executor the options ask for, shut down (a private Ray cluster) when the block ends; a bad
-    combination is a usage error (exit status 2)."""
+    combination is a usage error (exit status 2), a cluster that does not answer exit status 3."""
     try:
         workers = options.get("workers") or os.cpu_count() or 1
         executor = make_executor(
             options.get("executor", "local"), workers, options.get("ray_address"), initializer=initializer
         )
+    except RayUnreachable as error:
+        raise Unreachable(str(error)) from None
     except (RayUnavailable, ValueError) as error:
         raise click.UsageError(str(error)) from error
     try:

@@ -4,17 +4,17 @@
 from __future__ import annotations
 
 import json
-import sys
 import time
 from pathlib import Path
 
 import click
 
 from medsnip import __version__
+from medsnip.cli_errors import ToolGroup, fail
 from medsnip.executor_options import executor_options, with_options
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=ToolGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="medsnip")
 def main() -> None:
     """Jobs that run corpusbuild, indexer and searchd in order."""
@@ -76,8 +76,7 @@ def build(
                 recipe, root, build_sources=build_sources, executor=runner, log=lambda line: click.echo(line, err=True)
             )
     except (RecipeBuildError, EncoderUnavailable, FolderBusy, EmbeddingError, DeviceError) as error:
-        click.echo(f"error: {error}", err=True)
-        sys.exit(1)
+        fail(str(error))
     print_stage_table(runs, recipe.name, root, time.perf_counter() - started)
 
 
@@ -132,8 +131,7 @@ def update(corpus_dir: Path, folders: tuple[Path, ...], workers: int, reload_pid
                 log=lambda line: click.echo(line, err=True),
             )
     except (UpdateError, ProcessLookupError, FolderBusy) as error:
-        click.echo(f"error: {error}", err=True)
-        sys.exit(1)
+        fail(str(error))
     click.echo(json.dumps(summary))  # the last line of the output: what the job did, as JSON
 
 
@@ -162,8 +160,7 @@ def prune(folders: tuple[Path, ...], dry_run: bool, lease_timeout: float) -> Non
             with folder_job(corpus_folder, "prune"):
                 removed = prune_folder(folder, dry_run=dry_run, lease_timeout=lease_timeout)
         except FolderBusy as error:
-            click.echo(f"error: {error}", err=True)
-            sys.exit(1)
+            fail(str(error))
         for kept in removed:
             click.echo(
                 f"{'would delete' if dry_run else 'deleted'} {kept.path} ({kept.bytes_only_here:,} bytes only there)"

@@ -30,6 +30,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from medsnip import __version__
+from medsnip.cli_errors import ToolGroup, Unreachable, fail
 from medsnip.languages import language_callback
 from medsnip.queries import FORMATS, QueryFileError, read_query_file
 from refkit.noise.options import ANSWER_CEILING, ANSWER_MARGIN, ENTITY_FLOOR, SIMILARITY_FLOOR
@@ -42,7 +43,8 @@ PathOut = click.Path(path_type=Path, dir_okay=False)
 
 
 def _friendly_errors(command):
-    """Known input and server problems become one red line and exit status 2 (no traceback)."""
+    """Known input, server and reader problems become one `error:` line: exit 3 for a server or reader
+    endpoint that cannot be reached, 1 for the rest (medsnip.cli_errors)."""
 
     @functools.wraps(command)
     def run(*args, **kwargs):
@@ -54,8 +56,9 @@ def _friendly_errors(command):
         try:
             return command(*args, **kwargs)
         except (QueryFileError, InputFileError, LexiconError, ServerError, ReaderError, ValueError) as error:
-            console.print(f"[red]error[/red]: {escape(str(error))}", soft_wrap=True)
-            sys.exit(2)
+            if getattr(error, "unreachable", False):
+                raise Unreachable(str(error)) from None
+            fail(str(error))
 
     return run
 
@@ -147,7 +150,7 @@ def _connect(address, token_file, tls, ca_file, queries=None):
     return connect(ServerOptions(address, token_file, tls, ca_file), queries)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=ToolGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="refkit")
 def main() -> None:
     """Reproducible reference collection, noise generation, benchmark assembly and citation scoring."""

@@ -16,7 +16,7 @@ import grpc
 
 from medsnip.queries import QueryItem
 from medsnip.serving import DEFAULT_RRF_K
-from refkit.connection import ServerError, check_same_generation, describe_rpc_error
+from refkit.connection import check_same_generation, server_error
 from refkit.dedup import Deduplicator
 from searchd.client import SearchClient
 
@@ -113,7 +113,7 @@ def search_many(
                 return_text=True,
             )
         except grpc.RpcError as error:
-            raise ServerError(describe_rpc_error(address, error)) from error
+            raise server_error(address, error) from error
         results.extend(list(response.hits) for response in responses)
         if lineage is not None:
             check_same_generation(client, address, lineage)

@@ -19,7 +19,16 @@ from searchd.client import SearchClient, describe_rpc_error  # noqa: F401 (refki
 
 
 class ServerError(RuntimeError):
-    """The server cannot be reached or refused the call (the message says which and why)."""
+    """The server cannot be reached (`unreachable`) or refused the call (the message says which and why)."""
+
+    unreachable = False
+
+
+def server_error(address: str, error: grpc.RpcError) -> ServerError:
+    """A failed call as refkit's error, with searchd's one sentence for it."""
+    problem = ServerError(describe_rpc_error(address, error))
+    problem.unreachable = error.code() == grpc.StatusCode.UNAVAILABLE
+    return problem
 
 
 @dataclass
@@ -43,7 +52,7 @@ def connect(options: ServerOptions, queries: list | None = None) -> tuple[Search
         info = client.info(timeout=10)
     except grpc.RpcError as error:
         client.close()
-        raise ServerError(describe_rpc_error(options.address, error)) from error
+        raise server_error(options.address, error) from error
     too_long = [q for q in queries or () if len(q.query) > info.max_query_chars]
     if too_long:
         client.close()
@@ -79,7 +88,7 @@ def check_same_generation(client, address: str, lineage: dict) -> None:
     try:
         current = lineage_summary(client.info())
     except grpc.RpcError as error:
-        raise ServerError(describe_rpc_error(address, error)) from error
+        raise server_error(address, error) from error
     if current["corpora"] != lineage["corpora"]:
         changed = sorted(
             name

@@ -49,7 +49,7 @@ class Record:
 def _server_records(sources: LexiconSources, client) -> Callable[[bool], Iterator[Record]]:
     import grpc
 
-    from refkit.connection import ServerError, describe_rpc_error
+    from refkit.connection import server_error
 
     def records(first_chunk_only: bool) -> Iterator[Record]:
         try:
@@ -59,7 +59,7 @@ def _server_records(sources: LexiconSources, client) -> Callable[[bool], Iterato
                 meta = json.loads(snippet.meta_json) if snippet.meta_json and snippet.chunk == 0 else {}
                 yield Record(f"{snippet.title} {snippet.content}".strip(), meta, snippet.chunk == 0)
         except grpc.RpcError as error:
-            raise ServerError(describe_rpc_error(sources.address, error)) from error
+            raise server_error(sources.address, error) from error
 
     return records
 

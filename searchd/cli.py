@@ -15,12 +15,13 @@ from rich.markup import escape
 from rich.table import Table
 
 from medsnip import __version__
+from medsnip.cli_errors import CommandError, ToolGroup, Unreachable, fail
 from medsnip.queries import FORMATS as QUERY_FORMATS
 
 console = Console(stderr=True, soft_wrap=True)  # never wrap: paths must stay copyable
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=ToolGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="searchd")
 def main() -> None:
     """Hybrid BM25 + dense search over medsnip corpora, served over gRPC."""
@@ -193,8 +194,7 @@ def serve(
     try:
         engine = load()
     except ServingError as error:
-        console.print(f"[red]refusing to start[/red]: {escape(str(error))}")
-        sys.exit(1)
+        fail(f"refusing to start: {error}")
     token = read_token(token_file) if token_file else None
     tls = (tls_key.read_bytes(), tls_cert.read_bytes()) if tls_cert else None
     limits = Limits(max_k, max_query_chars, max_batch, max_in_flight, max_call_seconds, int(max_reply_mb * 2**20))
@@ -210,8 +210,7 @@ def serve(
         )
     except BindError as error:
         engine.close()
-        console.print(f"[red]refusing to start[/red]: {escape(str(error))}")
-        sys.exit(1)
+        fail(f"refusing to start: {error}")
     bound = running.port
     if pid_file:
         from searchd.process_check import write_pid_file
@@ -262,8 +261,7 @@ def reload(pid, pid_file, address, timeout) -> None:
             raise click.UsageError(str(error)) from error
     problem = searchd_problem(pid, root)
     if problem:
-        console.print(f"[red]error[/red]: {escape(problem)}; nothing was signalled")
-        sys.exit(1)
+        fail(f"{problem}; nothing was signalled")
     before = None
     if address:
         with _client(address, None, False, None) as client:
@@ -271,8 +269,7 @@ def reload(pid, pid_file, address, timeout) -> None:
     try:
         os.kill(pid, signal.SIGHUP)
     except ProcessLookupError:
-        console.print(f"[red]error[/red]: no process {pid}")
-        sys.exit(1)
+        fail(f"no process {pid}")
     if not address:
         return
     deadline = time.monotonic() + timeout
@@ -283,14 +280,9 @@ def reload(pid, pid_file, address, timeout) -> None:
                 console.print(f"generation {status['generation']} serving")
                 return
             if status["last_error"] and status["last_error"] != before["last_error"]:
-                console.print(
-                    f"[red]reload failed[/red], generation {status['generation']} still serving: "
-                    f"{escape(status['last_error']['error'])}"
-                )
-                sys.exit(1)
+                fail(f"reload failed, generation {status['generation']} still serving: {status['last_error']['error']}")
             time.sleep(0.2)
-    console.print(f"[red]error[/red]: no new generation within {timeout:.0f} s")
-    sys.exit(1)
+    fail(f"no new generation within {timeout:.0f} s")
 
 
 def client_options(command):
@@ -322,11 +314,19 @@ def client_options(command):
 
 
 def _call_failed(address: str, error) -> None:
-    """The one line every searchd client command prints for a failed call (refkit says the same), exit 1."""
+    """The one line every searchd client command prints for a failed call (refkit says the same): exit 3
+    for a server that cannot be reached, 1 for a call it refused."""
+    raise rpc_command_error(address, error)
+
+
+def rpc_command_error(address: str, error) -> CommandError:
+    """A failed call as the command-line error of every client command (refkit's too)."""
+    import grpc
+
     from searchd.client import describe_rpc_error
 
-    console.print(f"[red]error[/red]: {escape(describe_rpc_error(address, error))}", soft_wrap=True)
-    sys.exit(1)
+    message = describe_rpc_error(address, error)
+    return Unreachable(message) if error.code() == grpc.StatusCode.UNAVAILABLE else CommandError(message)
 
 
 def _client(address, token_file, tls, ca_file):

@@ -26,11 +26,11 @@ def test_searchd_batch_to_an_unreachable_server_says_so_once_and_writes_no_run(t
     address = f"127.0.0.1:{free_port()}"
     result = run("searchd.cli", "batch", queries, "--out", out, "--server", address)
     said = one_line(result.stdout + result.stderr)
-    assert result.returncode == 1 and "Traceback" not in said
+    assert result.returncode == 3 and "Traceback" not in said
     assert f"error: searchd at {address} is unreachable" in said and "searchd serve --root ROOT" in said
     assert list(tmp_path.iterdir()) == [queries]  # neither run.trec nor its partial
     query = run("searchd.cli", "query", "scurvy", "--server", address)
-    assert query.returncode == 1 and f"error: searchd at {address} is unreachable" in one_line(
+    assert query.returncode == 3 and f"error: searchd at {address} is unreachable" in one_line(
         query.stdout + query.stderr
     )
 

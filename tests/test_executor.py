@@ -150,7 +150,7 @@ def test_a_ray_address_where_nothing_listens_fails_fast_and_says_so(tmp_path):
         timeout=120,
         env={**os.environ, "MEDSNIP_RAY_CONNECT_TIMEOUT": "3"},
     )
-    assert result.returncode == 2, result.stderr
+    assert result.returncode == 3, result.stderr
     assert f"cannot reach a Ray cluster at 127.0.0.1:{port}: nothing answered within 3 s" in result.stderr
     assert time.monotonic() - started < 60
     assert not (tmp_path / "out" / "build.json").exists()

@@ -195,7 +195,7 @@ def test_a_recorded_cache_replays_with_no_reader(searchd, lexicon, questions, tm
     result = refkit(
         *noise_args(questions, lexicon, searchd), "--out", tmp_path / "x.jsonl", "--replay", missing, ok=False
     )
-    assert result.exit_code == 2 and "replay has no answer for" in one_line(result.output)
+    assert result.exit_code == 1 and "replay has no answer for" in one_line(result.output)
 
 
 def test_a_causal_lm_in_process_and_its_replay(in_process_lm, tmp_path):
@@ -358,7 +358,7 @@ def test_an_unreachable_endpoint_stops_noise_with_one_line(searchd, lexicon, que
         0,
         ok=False,
     )
-    assert result.exit_code == 2 and f"reader endpoint {url}: unreachable" in one_line(result.output)
+    assert result.exit_code == 3 and f"reader endpoint {url}: unreachable" in one_line(result.output)
     assert "Traceback" not in result.output and not out.exists()
 
 

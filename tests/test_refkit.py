@@ -627,17 +627,17 @@ def test_scan_snippets_streams_every_snippet_and_needs_the_token(server, refkit_
 def test_bad_input_gives_a_clear_error_and_writes_nothing(server, lexicon_path, questions, tmp_path):
     out = tmp_path / "refs.jsonl"
     unreachable = refkit("collect", questions, "--server", "127.0.0.1:1", "--out", out, ok=False)
-    assert unreachable.exit_code == 2 and "unreachable" in unreachable.output and not out.exists()
+    assert unreachable.exit_code == 3 and "unreachable" in unreachable.output and not out.exists()
     empty = tmp_path / "empty.jsonl"
     empty.write_text('{"id": "q1", "query": "asthma"}\n{"id": "q2", "query": ""}\n', encoding="utf-8")
     result = refkit("collect", empty, "--server", server, "--out", out, ok=False)
-    assert result.exit_code == 2 and "empty.jsonl:2: empty query (id q2)" in result.output and not out.exists()
+    assert result.exit_code == 1 and "empty.jsonl:2: empty query (id q2)" in result.output and not out.exists()
     bad_lexicon = tmp_path / "lexicon.tsv"
     bad_lexicon.write_text("name\ttype\tcolour\nAspirin\tdrug\tred\n", encoding="utf-8")
     result = refkit(
         "noise", questions, "--server", server, "--lexicon", bad_lexicon, "--seed", 1, "--out", out, ok=False
     )
-    assert result.exit_code == 2 and "unknown lexicon column 'colour'" in result.output and not out.exists()
+    assert result.exit_code == 1 and "unknown lexicon column 'colour'" in result.output and not out.exists()
     previous = tmp_path / "items.jsonl"
     previous.write_bytes(b"earlier output\n")
     labeled = tmp_path / "labeled.jsonl"
@@ -656,7 +656,7 @@ def test_bad_input_gives_a_clear_error_and_writes_nothing(server, lexicon_path, 
         previous,
         ok=False,
     )
-    assert result.exit_code == 2 and "labeled.jsonl:1: references[0].label is 'maybe'" in result.output
+    assert result.exit_code == 1 and "labeled.jsonl:1: references[0].label is 'maybe'" in result.output
     assert previous.read_bytes() == b"earlier output\n"  # an earlier output is never damaged
     result = refkit(
         "assemble",
@@ -676,7 +676,7 @@ def test_bad_input_gives_a_clear_error_and_writes_nothing(server, lexicon_path, 
     huge = tmp_path / "huge.tsv"  # before: a _csv.Error traceback while reading
     huge.write_text("q1\tasthma and fast food\nq2\t" + "asthma " * 150_000 + "\n", encoding="utf-8")
     result = refkit("collect", huge, "--server", server, "--out", out, ok=False)
-    assert result.exit_code == 2 and not out.exists()
+    assert result.exit_code == 1 and not out.exists()
     assert "query q2 has 1,049,999 characters, more than searchd's limit of 4,096" in result.output
 
 
@@ -1270,7 +1270,7 @@ def test_a_killed_run_resumes_to_the_bytes_of_an_unkilled_one(server, names_lexi
     state["lineage"] = {name: {**lineage, "corpus": "0" * 64} for name, lineage in state["lineage"].items()}
     sidecar.write_text(json.dumps(state))  # as if a daily update had landed since the kill
     refused = refkit(*arguments, "--out", resumed, ok=False)
-    assert refused.exit_code == 2 and "another generation" in refused.output and "--mix-generations" in refused.output
+    assert refused.exit_code == 1 and "another generation" in refused.output and "--mix-generations" in refused.output
     assert not resumed.exists() and partial.exists()
     refkit(*arguments, "--out", resumed, "--restart")
     assert resumed.read_bytes() == whole.read_bytes()

@@ -2,4 +2,10 @@
 
 
 class ReaderError(RuntimeError):
-    pass
+    unreachable = False
+
+
+class ReaderUnreachable(ReaderError):
+    """The endpoint did not answer at all (no server there, or not at that address)."""
+
+    unreachable = True

@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 import time
 
-from refkit.readers.errors import ReaderError
+from refkit.readers.errors import ReaderError, ReaderUnreachable
 
 
 class OpenAIChat:
@@ -53,7 +53,7 @@ class OpenAIChat:
             raise ReaderError(f"reader endpoint {self.url}: no answer within {self.timeout:g} s ({tries})") from None
         except openai.APIConnectionError as error:
             cause = error.__cause__ or error
-            raise ReaderError(
+            raise ReaderUnreachable(
                 f"reader endpoint {self.url}: unreachable ({type(cause).__name__}: {cause}); is the server running "
                 "and is --reader-url its /v1 address?"
             ) from None

@@ -100,10 +100,10 @@ def resolve_settings(settings: dict, out: Path) -> dict | None:
     given.update({k: v for k, v in settings.items() if v is not None and k != "config"})
     if not given.get("kind") and not given.get("replay"):
         if given:
-            raise ReaderError(f"reader options given without --reader: {', '.join(sorted(given))}")
+            raise click.UsageError(f"reader options given without --reader: {', '.join(sorted(given))}")
         return None
     if given.get("kind") and given.get("replay"):
-        raise ReaderError("--replay answers without a reader: give --replay or --reader, not both")
+        raise click.UsageError("--replay answers without a reader: give --replay or --reader, not both")
     tasks = given.get("tasks")
     if isinstance(tasks, str):
         tasks = [t.strip() for t in tasks.split(",") if t.strip()]

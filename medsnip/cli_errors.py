@@ -1,0 +1,113 @@
+"""The one error convention of the five command-line tools (corpusbuild, indexer, searchd, refkit, medsnip).
+
+A problem the user can fix is one line on stderr, `error: WHAT (WHERE): WHAT TO DO`, and an exit status
+that says its class (EXIT_CODES, the table the README prints); a Python traceback appears only with
+`--debug`. Every tool's group is a ToolGroup, so a command raises CommandError (or a subclass) and never
+formats or exits by itself.
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from enum import IntEnum
+
+import click
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    FAILED = 1  # an input, a record or a folder's state stopped the job; the line names which
+    USAGE = 2  # an option or argument refused before any work (click's own usage errors use 2 as well)
+    UNREACHABLE = 3  # a server the command calls (searchd, a reader endpoint) did not answer
+    INTERNAL = 70  # a bug (sysexits' EX_SOFTWARE): the line says so; --debug prints the traceback
+    INTERRUPTED = 130  # Ctrl-C: 128 + SIGINT, what a shell reports for a job stopped that way
+
+
+EXIT_CODES: dict[ExitCode, str] = {
+    ExitCode.OK: "done",
+    ExitCode.FAILED: "an input, a record or a folder's state stopped the job (missing or unreadable file, "
+    "bad record, folder busy or changed since its build); the line names the file, line and field",
+    ExitCode.USAGE: "an option or argument is wrong (refused before any work)",
+    ExitCode.UNREACHABLE: "a server the command calls (searchd, a reader endpoint, a Ray cluster) cannot be reached",
+    ExitCode.INTERNAL: "internal error (a bug): run again with --debug for the traceback and report it",
+    ExitCode.INTERRUPTED: "interrupted (Ctrl-C); no output file was created or replaced "
+    "(a resumable job keeps its progress)",
+}
+
+
+class CommandError(click.ClickException):
+    """A problem the user can fix: printed as `error: MESSAGE`, exit status `code`."""
+
+    def __init__(self, message: str, code: ExitCode = ExitCode.FAILED) -> None:
+        super().__init__(message)
+        self.exit_code = int(code)
+
+    def show(self, file=None) -> None:
+        click.echo(f"error: {self.format_message()}", err=True)
+
+
+class Unreachable(CommandError):
+    """A server that did not answer (the message is the sentence every command uses for it)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, ExitCode.UNREACHABLE)
+
+
+def fail(message: str, code: ExitCode = ExitCode.FAILED):
+    """Stop the command with one error line and the exit status of its class."""
+    raise CommandError(message, code)
+
+
+def _debug_callback(ctx: click.Context, _param, value: bool) -> None:
+    ctx.meta["medsnip.debug"] = value
+
+
+class ToolGroup(click.Group):
+    """A click group that applies the convention to all its commands: --debug, one line per known
+    problem, Ctrl-C as exit 130, and any other exception as an internal error (traceback only with
+    --debug)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.params.insert(
+            0,
+            click.Option(
+                ["--debug"],
+                is_flag=True,
+                expose_value=False,
+                is_eager=True,
+                envvar="MEDSNIP_DEBUG",
+                callback=_debug_callback,
+                help="Print the Python traceback of an error (for reporting a bug).",
+            ),
+        )
+
+    def invoke(self, ctx: click.Context):
+        debug = ctx.meta.get("medsnip.debug", False)
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.ClickException):
+            if debug:
+                traceback.print_exc()
+            raise
+        except (KeyboardInterrupt, click.Abort):
+            if debug:
+                traceback.print_exc()
+            click.echo(file=sys.stderr)  # past the terminal's ^C
+            click.echo(f"error: {EXIT_CODES[ExitCode.INTERRUPTED]}", err=True)
+            raise click.exceptions.Exit(ExitCode.INTERRUPTED) from None
+        except SystemExit:
+            raise
+        except OSError as error:
+            # a file the command was told to read or write: the OS says what is wrong with it
+            if debug:
+                traceback.print_exc()
+            where = f"{error.filename}: " if error.filename else ""
+            raise CommandError(f"{where}{error.strerror or error}") from None
+        except Exception as error:
+            if debug:
+                traceback.print_exc()
+            name = type(error).__name__
+            click.echo(f"error: internal error, {name}: {error} (run again with --debug for the traceback)", err=True)
+            raise click.exceptions.Exit(ExitCode.INTERNAL) from None
