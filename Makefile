@@ -34,8 +34,10 @@ demo-multilingual: setup
 
 # Two workers, a test file each at a time (its module fixtures, servers and roots stay in one process):
 # many tests wait on a JVM, a server or Ray starting, so two run in about 3/4 of one's time on 2 cores.
+# --no-loadscope-reorder keeps tests/conftest.py's order (the longest files first) instead of xdist's
+# (files with the most tests first, which left the few long Ray files running alone at the end).
 test: setup
-	$(PY) -m pytest -q -n 2 --dist loadfile tests
+	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder tests
 
 bench: setup
 	$(PY) bench/run_benchmarks.py --out docs/benchmarks.md

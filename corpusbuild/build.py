@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import os
 import shlex
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -14,8 +15,8 @@ from pathlib import Path
 import click
 from rich.markup import escape
 
-from corpusbuild.engine.report import BuildProgress, console, print_summary
-from corpusbuild.engine.shardbuild import BuildAborted, BuildLocked, BuildOutcome, run_sharded_build
+from corpusbuild.engine.report import BuildProgress, console, print_summary, problem_text, summary_fields
+from corpusbuild.engine.shardbuild import BuildAborted, BuildLocked, BuildOutcome, NothingRead, run_sharded_build
 from corpusbuild.errors import OutputError
 from corpusbuild.inputs import expand_inputs, output_folder_problem
 from corpusbuild.recipe import check_checksums, root_record
@@ -23,6 +24,7 @@ from corpusbuild.sources import KINDS
 from corpusbuild.sources.wikipedia.dump_ranges import RANGE_BYTES
 from medsnip.buildrecord import write_build_record
 from medsnip.executor_options import executor_from_options
+from medsnip.jsonout import emit_json
 
 
 def _split_function(source_kind, options: dict):
@@ -46,6 +48,7 @@ def run_build(*, kind: str, source: str, inputs, params: dict, options: dict) ->
     # absolute from here on: the record (and every parse kept for reuse) must name inputs that a later
     # `medsnip update`, run from any directory, finds again
     files = [Path(os.path.abspath(path)) for path in files]
+    created = _first_missing(Path(options["out_dir"]))  # (a run that publishes nothing removes it again)
     out_problem = output_folder_problem(options["out_dir"], inputs, files)
     if out_problem:
         raise click.BadParameter(out_problem, param_hint="--out")
@@ -75,8 +78,15 @@ def run_build(*, kind: str, source: str, inputs, params: dict, options: dict) ->
     except BuildLocked as error:
         console.print(f"[red]error[/red]: {escape(str(error))}")
         sys.exit(1)
+    except NothingRead as error:
+        for problem in error.unreported:  # (the files that failed to parse were named as they failed)
+            console.print(f"[red]error[/red]: {escape(problem_text(problem))}")
+        if created is not None:  # the folders this run made hold only its lock and scratch space
+            shutil.rmtree(created, ignore_errors=True)
+        console.print(f"nothing was built: no input file could be read; {escape(str(options['out_dir']))} is untouched")
+        sys.exit(1)
     except BuildAborted as error:
-        console.print(f"[red]stopped (--strict)[/red]: {escape(str(error))}")
+        console.print(f"[red]error[/red]: stopped (--strict): {escape(str(error))}")
         console.print("nothing was published; an earlier complete output in the folder is untouched")
         sys.exit(1)
     except OutputError as error:
@@ -87,8 +97,24 @@ def run_build(*, kind: str, source: str, inputs, params: dict, options: dict) ->
             " work is reused)"
         )
         sys.exit(1)
-    print_summary(outcome.record, document_label=source_kind.document_label, kept_work_bytes=outcome.kept_work_bytes)
+    as_json = options.get("as_json", False)  # --json: the table to stderr, its numbers as one line on stdout
+    print_summary(
+        outcome.record,
+        out_console=console if as_json else None,
+        document_label=source_kind.document_label,
+        kept_work_bytes=outcome.kept_work_bytes,
+    )
+    if as_json:
+        emit_json(summary_fields(outcome.record, options["out_dir"], outcome.kept_work_bytes))
     return outcome
+
+
+def _first_missing(folder: Path) -> Path | None:
+    """The outermost of `folder` and its parents that does not exist yet (None if `folder` exists)."""
+    missing = None
+    while not os.path.lexists(folder) and folder != folder.parent:
+        missing, folder = folder, folder.parent
+    return missing
 
 
 def exit_on_problems(outcome: BuildOutcome) -> None:
@@ -106,7 +132,7 @@ def build_recipe_sources(recipe, root: Path, options: dict, require_checksums: b
     problems = [p for source in recipe.sources for p in check_checksums(source, require_checksums)]
     if problems:
         for problem in problems:
-            console.print(f"[red]error[/red] {escape(problem)}")
+            console.print(f"[red]error[/red]: {escape(problem)}")
         console.print("nothing was built: fix the inputs or the recipe's checksums")
         sys.exit(1)
     records, seconds = {}, {}
@@ -125,8 +151,16 @@ def build_recipe_sources(recipe, root: Path, options: dict, require_checksums: b
         seconds[source.name] = time.perf_counter() - started
     record = root_record(recipe, root, records)
     write_build_record(root, record)
-    console.print(
-        f"corpus root {root}: {len(records)} sources, "
-        f"{sum(s['snippets'] for s in record['sources']):,} snippets, complete: {record['complete']}"
-    )
+    snippets = sum(s["snippets"] for s in record["sources"])
+    console.print(f"corpus root {root}: {len(records)} sources, {snippets:,} snippets, complete: {record['complete']}")
+    if options.get("as_json"):
+        emit_json(
+            {
+                "type": "root",
+                "root": str(root),
+                "sources": len(records),
+                "snippets": snippets,
+                "complete": record["complete"],
+            }
+        )
     return record, seconds

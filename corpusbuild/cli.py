@@ -15,6 +15,7 @@ from corpusbuild.sources.wikipedia.dump_ranges import RANGE_BYTES
 from medsnip import __version__
 from medsnip.cli_errors import ToolGroup, fail
 from medsnip.executor_options import executor_options, with_options
+from medsnip.jsonout import emit_json, json_option
 from medsnip.languages import language_callback
 
 
@@ -22,6 +23,14 @@ from medsnip.languages import language_callback
 @click.version_option(__version__, prog_name="corpusbuild")
 def main() -> None:
     """Build reproducible ~1000-character snippet shards from biomedical sources."""
+
+
+SOURCE_JSON = (
+    'the summary table as one object with type "source" (source, out, complete, input_files, '
+    "input_files_reused, input_files_failed, documents_read, documents_kept, deletions, replaced, deleted, "
+    "delete_unmatched, skipped, bad_records, ids_normalised, snippets, shards, shard_bytes, kept_work_bytes, "
+    "errors, seconds, workers); the table goes to stderr"
+)
 
 
 def build_options(command):
@@ -50,6 +59,7 @@ def build_options(command):
             help="Keep parsed parts in OUT/.work so re-runs with more inputs re-parse only the new ones.",
         ),
         click.option("--quiet", is_flag=True, help="No progress bars."),
+        json_option(SOURCE_JSON),
     ]
     return with_options(options)(command)
 
@@ -114,7 +124,9 @@ def source_command(kind: SourceKind) -> click.Command:
                 "--source",
                 "source_name",
                 required=kind.name_required,
-                default=None if kind.name_required else kind.kind,
+                # no default at all when required: click 8.3+ takes an explicit default=None for a given
+                # value, and a missing --source reached the command as None (an internal error)
+                **({} if kind.name_required else {"default": kind.kind}),
                 show_default=not kind.name_required,
                 help="Source name in ids (ids are SOURCE:id:chunk; one per collection or "
                 "language, so ids of two never meet).",
@@ -150,8 +162,12 @@ for _kind in KINDS.values():
 @click.option("--strict", is_flag=True, help="Stop at the first error; publish nothing.")
 @click.option("--keep-work/--no-keep-work", default=True, show_default=True)
 @click.option("--quiet", is_flag=True, help="No progress bars.")
+@json_option(
+    'one object per source, as a source command prints it (type "source"), then the root\'s (type "root": '
+    "root, sources, snippets, complete)"
+)
 def build(
-    recipe_path, root, variables, workers, executor, ray_address, require_checksums, strict, keep_work, quiet
+    recipe_path, root, variables, workers, executor, ray_address, require_checksums, strict, keep_work, quiet, as_json
 ) -> None:
     """Build every source of a TOML recipe into one corpus root (ROOT/<source>/ + ROOT/build.json).
 
@@ -165,6 +181,7 @@ def build(
         "quiet": quiet,
         "executor": executor,
         "ray_address": ray_address,
+        "as_json": as_json,
     }
     record = build_recipe_sources(recipe, root, options, require_checksums)[0]
     if not record["complete"]:
@@ -192,24 +209,48 @@ def load_recipe_or_exit(recipe_path: Path, overrides: dict[str, str]):
 @main.command()
 @click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--inputs", "check_inputs", is_flag=True, help="Also re-hash the input files.")
-def verify(directory: Path, check_inputs: bool) -> None:
+@json_option(
+    "directory, ok, differences (one sentence each), shards and snippets (as build.json records them; null "
+    "where it cannot be read); the text goes to stderr"
+)
+def verify(directory: Path, check_inputs: bool, as_json: bool) -> None:
     """Recompute checksums and counts against DIRECTORY/build.json and say exactly what differs."""
     from corpusbuild.engine.verify import verify_build
 
     differences, summary = verify_build(directory, check_inputs=check_inputs)
+    if as_json:
+        from medsnip.buildrecord import read_build_record
+
+        try:
+            record = read_build_record(directory)
+            shards, snippets = len(record["outputs"]), record["counts"]["snippets"]
+        except (OSError, ValueError, KeyError, TypeError):
+            shards = snippets = None
+        emit_json(
+            {
+                "directory": str(directory),
+                "ok": not differences,
+                "differences": differences,
+                "shards": shards,
+                "snippets": snippets,
+            }
+        )
     if differences:
         for line in differences:
-            click.echo(f"DIFFERS {line}")
-        click.echo(f"{directory}: {len(differences)} difference(s) from build.json")
-        sys.exit(1)
-    click.echo(f"{directory}: OK ({summary})")
+            click.echo(f"DIFFERS {line}", err=as_json)
+        fail(  # the one error line (stderr, exit 1) after the report of what differs
+            f"{directory}: {len(differences)} difference(s) from build.json (DIFFERS above); rebuild it with the "
+            "same corpusbuild command, or restore what changed"
+        )
+    click.echo(f"{directory}: OK ({summary})", err=as_json)
 
 
 @main.command()
 @click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--format", "fmt", type=click.Choice(["medrag", "jsonl", "parquet"]), required=True)
 @click.option("--out", "out_path", required=True, type=click.Path(path_type=Path), help="Output file.")
-def export(directory: Path, fmt: str, out_path: Path) -> None:
+@json_option("snippets, out, format; the text goes to stderr")
+def export(directory: Path, fmt: str, out_path: Path, as_json: bool) -> None:
     """Export a built corpus: MedRAG JSONL (id,title,content,contents), full JSONL, or Parquet."""
     from corpusbuild.engine.export import ExportError, export_corpus
 
@@ -217,7 +258,9 @@ def export(directory: Path, fmt: str, out_path: Path) -> None:
         written = export_corpus(directory, fmt, out_path)
     except ExportError as error:
         fail(f"export failed: {error}")
-    click.echo(f"wrote {written:,} snippets to {out_path} ({fmt})")
+    click.echo(f"wrote {written:,} snippets to {out_path} ({fmt})", err=as_json)
+    if as_json:
+        emit_json({"snippets": written, "out": str(out_path), "format": fmt})
 
 
 if __name__ == "__main__":

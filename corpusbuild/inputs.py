@@ -106,13 +106,15 @@ def output_folder_problem(out_dir: Path, specs: Sequence[str], files: Sequence[P
             inside.parts[0] == ".work" or inside.name == "build.json" or fnmatch.fnmatch(inside.name, SHARD_GLOB)
         ):
             return f"the input {path} is one of the files the build writes in {out}; choose another --out"
+    existing = out  # made by the build itself: a build refused or stopped before it starts leaves no folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
     try:
-        out.mkdir(parents=True, exist_ok=True)
-        probe = out / f".write-test-{os.getpid()}"
+        probe = existing / f".write-test-{os.getpid()}"
         probe.touch()
         probe.unlink()
     except OSError as error:
-        return f"cannot write to {out}: {error.strerror or error}"
+        return f"cannot write to {existing}: {error.strerror or error}"
     return None
 
 

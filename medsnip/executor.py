@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import socket
 import time
 from collections.abc import Callable, Sequence
@@ -90,6 +91,9 @@ class LocalExecutor:
                         task = pending.pop(future)
                         if not on_result(task, future.result()):
                             return
+            except KeyboardInterrupt:
+                _stop_now(pool)
+                raise
             finally:
                 for other in pending:
                     other.cancel()
@@ -133,6 +137,7 @@ class LocalExecutor:
                 task = waiting.pop(0)
                 pending[pool.submit(_device_call, function, task)] = (task, pool)
 
+        interrupted = False
         try:
             for pool in pools:
                 hand_out(pool)
@@ -143,8 +148,14 @@ class LocalExecutor:
                     if not on_result(task, future.result()):
                         return
                     hand_out(pool)
+        except KeyboardInterrupt:
+            interrupted = True
+            raise
         finally:
             for pool in pools:
+                if interrupted:  # the workers go at once, and their feeders with them (die_with_parent)
+                    _stop_now(pool)
+                    continue
                 if teardown is not None:  # a worker's own processes end before it does
                     try:
                         pool.submit(_device_call, _torn_down, teardown).result()
@@ -158,6 +169,7 @@ _device_state: Any = None  # in a device worker: what setup(device) returned
 
 def _device_worker_start(parent: int, setup: Callable[[str], Any], device: str) -> None:
     global _device_state
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the driver's to handle (_stop_now)
     drop_inherited_locks()
     die_with_parent(parent)
     _device_state = setup(device)
@@ -173,11 +185,24 @@ def _torn_down(state: Any, teardown: Callable[[Any], None]) -> None:
 
 def _local_worker_start(parent: int, initializer: Callable[[], None] | None) -> None:
     """In each forked worker: hold none of the driver's folder locks and die with the driver, so a killed
-    build leaves no worker writing behind it nor keeping its folder locked."""
+    build leaves no worker writing behind it nor keeping its folder locked. Ctrl-C, which a terminal sends to
+    every process of the job, is the driver's to handle: it stops the workers (_stop_now), so none prints a
+    traceback of its own."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     drop_inherited_locks()
     if initializer is not None:
         initializer()
     die_with_parent(parent)
+
+
+def _stop_now(pool: ProcessPoolExecutor) -> None:
+    """Ctrl-C in the driver: kill the pool's workers rather than wait for their tasks (which may run for
+    minutes, and ignore SIGINT). A killed task leaves only scratch the next run redoes: tasks write their
+    completion marker last."""
+    workers = list((getattr(pool, "_processes", None) or {}).values())  # CPython's: no public way to stop one
+    pool.shutdown(wait=False, cancel_futures=True)
+    for worker in workers:
+        worker.kill()
 
 
 class RayUnavailable(RuntimeError):

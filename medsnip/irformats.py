@@ -5,13 +5,25 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from medsnip.buildrecord import atomic_write_bytes
+from medsnip.jsonl import InputFileError
+
 
 def read_qrels(path: Path) -> dict[str, dict[str, int]]:
-    """TREC qrels (`qid 0 docid rel`) or BEIR's `query-id<TAB>corpus-id<TAB>score` (with header)."""
+    """TREC qrels (`qid 0 docid rel`) or BEIR's `query-id<TAB>corpus-id<TAB>score` (with header); a file
+    that is not one is an InputFileError naming the file and the line."""
     qrels: dict[str, dict[str, int]] = {}
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            parts = line.split()
+    try:
+        handle = open(path, "rb")
+    except OSError as error:
+        raise InputFileError(f"{path}: cannot read ({error.strerror or error})") from error
+    expected = "expected 'qid 0 docid relevance' or 'qid docid relevance'"
+    with handle:
+        for number, raw in enumerate(handle, 1):
+            try:
+                parts = raw.decode("utf-8-sig" if number == 1 else "utf-8").split()
+            except UnicodeDecodeError as error:
+                raise InputFileError(f"{path}:{number}: not UTF-8 text ({error.reason}); not a qrels file?") from None
             if not parts or (number == 1 and parts[0].lower() in ("query-id", "qid", "query_id")):
                 continue
             if len(parts) == 4:
@@ -19,14 +31,20 @@ def read_qrels(path: Path) -> dict[str, dict[str, int]]:
             elif len(parts) == 3:
                 qid, docid, rel = parts
             else:
-                raise ValueError(f"{path}:{number}: expected 'qid 0 docid relevance' or 'qid docid relevance'")
-            qrels.setdefault(qid, {})[docid] = int(rel)
+                raise InputFileError(f"{path}:{number}: {expected}")
+            try:
+                qrels.setdefault(qid, {})[docid] = int(rel)
+            except ValueError:
+                raise InputFileError(f"{path}:{number}: relevance {rel!r} is not an integer; {expected}") from None
     return qrels
 
 
 def write_trec_run(path: Path, run: dict[str, list[tuple[str, float]]], tag: str) -> None:
-    """TREC run lines `qid Q0 docid rank score tag`, ranks from 1."""
-    with open(path, "w", encoding="utf-8") as handle:
-        for qid, hits in run.items():
-            for rank, (docid, score) in enumerate(hits, 1):
-                handle.write(f"{qid} Q0 {docid} {rank} {score:.6f} {tag}\n")
+    """TREC run lines `qid Q0 docid rank score tag`, ranks from 1; written whole (a temp file renamed over
+    `path`), so a failed or interrupted command leaves the previous file or none."""
+    lines = [
+        f"{qid} Q0 {docid} {rank} {score:.6f} {tag}\n"
+        for qid, hits in run.items()
+        for rank, (docid, score) in enumerate(hits, 1)
+    ]
+    atomic_write_bytes(Path(path), "".join(lines).encode("utf-8"))

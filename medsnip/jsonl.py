@@ -45,10 +45,14 @@ def loads_object(line: bytes) -> dict[str, Any]:
 
 
 def read_jsonl(
-    path: Path, required: tuple[str, ...] = (), error: type[InputFileError] = InputFileError
+    path: Path,
+    required: tuple[str, ...] = (),
+    error: type[InputFileError] = InputFileError,
+    complete_lines_only: bool = False,
 ) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, object) for each non-blank line; a line that is not a JSON object, or lacks a
-    `required` field, raises `error` naming the file, the line and the field."""
+    `required` field, raises `error` naming the file, the line and the field. `complete_lines_only`
+    leaves out a last line without its newline (a writer killed in the middle of it)."""
     path = Path(path)
     try:
         handle = open(path, "rb")
@@ -56,6 +60,8 @@ def read_jsonl(
         raise error(f"{path}: cannot read ({problem.strerror})") from problem
     with handle:
         for number, line in enumerate(handle, 1):
+            if complete_lines_only and not line.endswith(b"\n"):
+                break
             if number == 1 and line.startswith(codecs.BOM_UTF8):  # a byte-order mark is not JSON
                 line = line[len(codecs.BOM_UTF8) :]
             if not line.strip():

@@ -12,6 +12,7 @@ import click
 from medsnip import __version__
 from medsnip.cli_errors import ToolGroup, fail
 from medsnip.executor_options import executor_options, with_options
+from medsnip.jsonout import emit_json, human_output_to_stderr, json_option
 
 
 @click.group(cls=ToolGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -27,6 +28,10 @@ def main() -> None:
 @with_options(executor_options("corpusbuild's parse and merge tasks, BM25 groups and embedding workers"))
 @click.option("--require-checksums", is_flag=True, help="Refuse inputs without a pinned sha256 in the recipe.")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
+@json_option(
+    'the stage table: one object per stage (type "stage": stage, corpus, status, seconds, bytes, detail), then '
+    'type "total": recipe, root, seconds, bytes; the sources\' tables go to stderr'
+)
 def build(
     recipe_path: Path,
     root: Path,
@@ -36,6 +41,7 @@ def build(
     ray_address: str | None,
     require_checksums: bool,
     quiet: bool,
+    as_json: bool,
 ) -> None:
     """Build everything a recipe names into one served root: its corpora, each corpus's indexes
     ([indexes.NAME] tables: store, BM25, dense) and what searchd serves ([serve] -> ROOT/serve.json).
@@ -71,13 +77,37 @@ def build(
 
     started = time.perf_counter()
     try:
-        with executor_from_options(options) as runner:
+        with human_output_to_stderr(as_json), executor_from_options(options) as runner:
             runs = build_root(
                 recipe, root, build_sources=build_sources, executor=runner, log=lambda line: click.echo(line, err=True)
             )
     except (RecipeBuildError, EncoderUnavailable, FolderBusy, EmbeddingError, DeviceError) as error:
         fail(str(error))
-    print_stage_table(runs, recipe.name, root, time.perf_counter() - started)
+    seconds = time.perf_counter() - started
+    if as_json:
+        for run in runs:
+            emit_json(
+                {
+                    "type": "stage",
+                    "stage": run.stage,
+                    "corpus": run.corpus,
+                    "status": run.status,
+                    "seconds": round(run.seconds, 3),
+                    "bytes": run.bytes,
+                    "detail": run.detail,
+                }
+            )
+        emit_json(
+            {
+                "type": "total",
+                "recipe": recipe.name,
+                "root": str(root),
+                "seconds": round(seconds, 3),
+                "bytes": sum(run.bytes for run in runs),
+            }
+        )
+    else:
+        print_stage_table(runs, recipe.name, root, seconds)
 
 
 def print_stage_table(runs, name: str, root: Path, seconds: float) -> None:
@@ -112,17 +142,23 @@ def _size(count: int) -> str:
 )
 @click.option("--workers", default=2, show_default=True, type=click.IntRange(1), help="corpusbuild workers.")
 @click.option("--reload-pid", type=int, help="searchd's process id: sent SIGHUP once the indexes are rebuilt.")
-def update(corpus_dir: Path, folders: tuple[Path, ...], workers: int, reload_pid: int | None) -> None:
+@json_option(
+    "only the summary the last line always is (applied, seconds, changes, indexes, and reloaded with "
+    "--reload-pid); the corpus build's table goes to stderr"
+)
+def update(corpus_dir: Path, folders: tuple[Path, ...], workers: int, reload_pid: int | None, as_json: bool) -> None:
     """Apply new PubMed update files to a built corpus, rebuild its indexes, reload searchd.
 
     Files the corpus already read are skipped; the corpus records its change set; dense indexes embed
     only added or changed snippets. Run it again after a failure: every stage resumes."""
+    from medsnip.buildrecord import NotACorpus, read_corpus_record
     from medsnip.joblock import FolderBusy, folder_job
     from pipeline.update import UpdateError
     from pipeline.update import update as run_update
 
     try:
-        with folder_job(corpus_dir, "update"):
+        read_corpus_record(corpus_dir)  # a folder that is no corpus is refused before its job lock is made
+        with folder_job(corpus_dir, "update"), human_output_to_stderr(as_json):
             summary = run_update(
                 corpus_dir,
                 list(folders),
@@ -130,9 +166,12 @@ def update(corpus_dir: Path, folders: tuple[Path, ...], workers: int, reload_pid
                 reload_pid=reload_pid,
                 log=lambda line: click.echo(line, err=True),
             )
-    except (UpdateError, ProcessLookupError, FolderBusy) as error:
+    except (UpdateError, NotACorpus, ProcessLookupError, FolderBusy) as error:
         fail(str(error))
-    click.echo(json.dumps(summary))  # the last line of the output: what the job did, as JSON
+    if as_json:
+        emit_json(summary)
+    else:
+        click.echo(json.dumps(summary))  # the last line of the output: what the job did, as JSON
 
 
 @main.command()
@@ -145,15 +184,27 @@ def update(corpus_dir: Path, folders: tuple[Path, ...], workers: int, reload_pid
     type=click.FloatRange(0),
     help="Seconds after which a lease written by a server on another host counts as gone.",
 )
-def prune(folders: tuple[Path, ...], dry_run: bool, lease_timeout: float) -> None:
+@json_option(
+    'one object per generation deleted (type "deleted", or "would_delete" with --dry-run: path, bytes_only_here) '
+    'and per generation kept for a running searchd (type "kept": path, leased_by), then type "total": folders, '
+    "deleted, bytes_only_there, dry_run"
+)
+def prune(folders: tuple[Path, ...], dry_run: bool, lease_timeout: float, as_json: bool) -> None:
     """Delete the kept generations of corpus (or index) folders that no running searchd uses.
 
     An update keeps the corpus version and indexes it replaces under FOLDER/.generations (hard links);
     searchd leases what it serves. A generation is deleted once no live lease names it."""
+    from medsnip.buildrecord import read_build_record
     from medsnip.generations import kept_generations
     from medsnip.generations import prune as prune_folder
     from medsnip.joblock import FolderBusy, folder_job
 
+    for folder in folders:  # every folder checked before any is pruned (or given a job lock)
+        try:
+            read_build_record(folder)
+        except (FileNotFoundError, ValueError) as error:
+            fail(f"{error}: not a corpus or index folder (what updates keep generations of); nothing was pruned")
+    deleted = freed = 0
     for folder in folders:
         corpus_folder = folder.parent if (folder.parent / "build.json").is_file() else folder  # an index's corpus
         try:
@@ -162,12 +213,30 @@ def prune(folders: tuple[Path, ...], dry_run: bool, lease_timeout: float) -> Non
         except FolderBusy as error:
             fail(str(error))
         for kept in removed:
+            deleted += 1
+            freed += kept.bytes_only_here
+            if as_json:
+                what = "would_delete" if dry_run else "deleted"
+                emit_json({"type": what, "path": str(kept.path), "bytes_only_here": kept.bytes_only_here})
+                continue
             click.echo(
                 f"{'would delete' if dry_run else 'deleted'} {kept.path} ({kept.bytes_only_here:,} bytes only there)"
             )
         for kept in kept_generations(folder, lease_timeout):
-            if kept.leased_by:
+            if kept.leased_by and as_json:
+                emit_json({"type": "kept", "path": str(kept.path), "leased_by": list(kept.leased_by)})
+            elif kept.leased_by:
                 click.echo(f"kept {kept.path}: served by {', '.join(kept.leased_by)}")
+    if as_json:
+        emit_json(
+            {
+                "type": "total",
+                "folders": len(folders),
+                "deleted": deleted,
+                "bytes_only_there": freed,
+                "dry_run": dry_run,
+            }
+        )
 
 
 if __name__ == "__main__":

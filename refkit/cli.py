@@ -8,8 +8,8 @@
         --seed 13 --out items.jsonl
     refkit score items.jsonl responses.jsonl
 
-Every command writes its output whole or not at all, and exits 2 with a message naming the file,
-line and field (or the server) when an input is unusable.
+Every command writes its output whole or not at all, and exits 1 with a message naming the file,
+line and field when an input is unusable (3, naming the address, when the server does not answer).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from rich.table import Table
 
 from medsnip import __version__
 from medsnip.cli_errors import ToolGroup, Unreachable, fail
+from medsnip.jsonout import emit_json, json_option
 from medsnip.languages import language_callback
 from medsnip.queries import FORMATS, QueryFileError, read_query_file
 from refkit.noise.options import ANSWER_CEILING, ANSWER_MARGIN, ENTITY_FLOOR, SIMILARITY_FLOOR
@@ -164,6 +165,7 @@ def main() -> None:
 @query_options
 @dedup_options
 @resume_options
+@json_option("queries, references (kept), duplicates (dropped), out")
 @_friendly_errors
 def collect(
     queries_file,
@@ -183,6 +185,7 @@ def collect(
     shingle_words,
     restart,
     mix_generations,
+    as_json,
 ) -> None:
     """Candidate references per query, with provenance, deduplicated by content. Written as it goes: a killed
     run started again with the same arguments continues where it stopped (refkit.resume)."""
@@ -209,6 +212,8 @@ def collect(
     kept = sum(len(r["references"]) for r in records)
     dropped = sum(len(r["duplicates"]) for r in records)
     console.print(f"{len(records)} queries: {kept} references, {dropped} duplicates dropped -> {out}")
+    if as_json:
+        emit_json({"queries": len(records), "references": kept, "duplicates": dropped, "out": str(out)})
 
 
 @main.command()
@@ -291,6 +296,10 @@ def collect(
     "drug names by INN stem, gene symbols, author keywords) and count the records naming each entity "
     "(refkit.corpus_names).",
 )
+@json_option(
+    "entities, types (type: count), documents, records, corpus_names (kind: count), translations "
+    "(language: entities joined), out"
+)
 @_friendly_errors
 def lexicon(
     out,
@@ -309,6 +318,7 @@ def lexicon(
     drug_terms_path,
     translation_specs,
     corpus_names,
+    as_json,
 ) -> None:
     """An entity lexicon: MeSH (--mesh, --mesh-names) merged with what the indexed records say (--server or
     --corpus: headings, chemicals, the names their texts give, how many records name each entity); either alone
@@ -326,10 +336,10 @@ def lexicon(
     translations = {}
     for spec in translation_specs:
         language, sep, path = spec.partition("=")
-        if not sep or not Path(path).is_file():
-            raise click.BadParameter(
-                f"expected LANG=PATH of an existing file, got {spec!r}", param_hint="--translations"
-            )
+        if not sep:
+            raise click.BadParameter(f"expected LANG=PATH, got {spec!r}", param_hint="--translations")
+        if not Path(path).is_file():  # a missing input file: exit 1, as for every other input
+            fail(f"{path}: no such file (--translations {spec}); check the path")
         translations[language_callback(None, None, language)] = Path(path)
     sources = LexiconSources(
         address=address,
@@ -357,6 +367,18 @@ def lexicon(
         f"{summary['documents']} documents, {summary['records']:,} records read: {len(built)} entities "
         f"({summary['types']}){f'; from the texts: {names}' if names else ''} -> {out}"
     )
+    if as_json:
+        emit_json(
+            {
+                "entities": len(built),
+                "types": summary["types"],
+                "documents": summary["documents"],
+                "records": summary["records"],
+                "corpus_names": summary["corpus_names"],
+                "translations": summary.get("translations", {}),
+                "out": str(out),
+            }
+        )
 
 
 @main.command()
@@ -440,6 +462,11 @@ def lexicon(
 @dedup_options
 @resume_options
 @reader_options
+@json_option(
+    'one object per question (type "question": id, rewrites, kept, rejected, stopped: the stage, rule and why '
+    'that stopped it short, or null), then the run\'s (type "totals": queries, rewritten, kept, rejected, out, '
+    "reader: label, asked, source, or null)"
+)
 @_friendly_errors
 def noise(
     queries_file,
@@ -475,6 +502,7 @@ def noise(
     restart,
     mix_generations,
     reader_settings,
+    as_json,
 ) -> None:
     """Entity/attribute substitutions and the filtered hard-negative references they retrieve. Written as it
     goes: a killed run started again with the same arguments continues where it stopped (refkit.resume).
@@ -564,6 +592,30 @@ def noise(
     if reader is not None:
         source = f"replayed from {settings['replay']}" if settings.get("replay") else f"cache {settings['cache']}"
         console.print(f"reader {reader.label}: {reader.asked} new answers ({source})")
+    if as_json:
+        for record in records:
+            why = record.get("stopped")
+            emit_json(
+                {
+                    "type": "question",
+                    "id": str(record["id"]),
+                    "rewrites": len(record["rewrites"]),
+                    "kept": len(record["noise"]),
+                    "rejected": len(record["rejected"]),
+                    "stopped": {key: why.get(key) for key in ("stage", "rule", "why")} if why else None,
+                }
+            )
+        emit_json(
+            {
+                "type": "totals",
+                "queries": len(records),
+                "rewritten": rewritten,
+                "kept": kept,
+                "rejected": rejected,
+                "out": str(out),
+                "reader": {"label": reader.label, "asked": reader.asked, "source": source} if reader else None,
+            }
+        )
 
 
 SUMMARY_ROWS = 40  # questions listed one per line; a longer run is summarised by the rule that stopped them
@@ -601,8 +653,9 @@ def _noise_summary(records: list[dict]) -> None:
     type=click.Choice(["skip", "irrelevant"]),
     help="Unjudged references: left unlabelled (skip), or called irrelevant (complete qrels only).",
 )
+@json_option("queries, references (label: count; unlabelled for those left without one), out")
 @_friendly_errors
-def label(refs, qrels, out, unjudged) -> None:
+def label(refs, qrels, out, unjudged, as_json) -> None:
     """Label collected references from relevance judgements (by document id or snippet id)."""
     from medsnip.irformats import read_qrels
     from medsnip.jsonl import write_jsonl
@@ -613,6 +666,9 @@ def label(refs, qrels, out, unjudged) -> None:
     labels = Counter(r["label"] for record in records for r in record["references"])
     shown = ", ".join(f"{v:,} {k or 'unlabelled'}" for k, v in sorted(labels.items(), key=lambda kv: str(kv[0])))
     console.print(f"{len(records)} queries, references: {shown or 'none'} -> {out}")
+    if as_json:
+        references = {str(k or "unlabelled"): v for k, v in sorted(labels.items(), key=lambda kv: str(kv[0]))}
+        emit_json({"queries": len(records), "references": references, "out": str(out)})
 
 
 @main.command()
@@ -628,15 +684,20 @@ def label(refs, qrels, out, unjudged) -> None:
 @click.option("--n-irrelevant", required=True, help="C..D irrelevant references per item.")
 @click.option("--seed", required=True, type=int)
 @click.option("--out", required=True, type=PathOut, help="items.jsonl to write.")
+@json_option("items, short (items below a minimum), out, dropped (with --judgements: answers, unrelated; else null)")
 @_friendly_errors
-def assemble(labeled_path, noise_path, judgements_path, n_relevant, n_irrelevant, seed, out) -> None:
+def assemble(labeled_path, noise_path, judgements_path, n_relevant, n_irrelevant, seed, out, as_json) -> None:
     """CRAB-style items: the query and numbered references in a seeded order, labels hidden in answer_key."""
     from medsnip.jsonl import write_jsonl
     from refkit.assemble import CountRange, assemble, read_labeled, read_noise
 
-    relevant = CountRange.parse(n_relevant, "--n-relevant")
-    irrelevant = CountRange.parse(n_irrelevant, "--n-irrelevant")
+    try:
+        relevant = CountRange.parse(n_relevant, "--n-relevant")
+        irrelevant = CountRange.parse(n_irrelevant, "--n-irrelevant")
+    except ValueError as error:  # an option's value: a usage error (exit 2), before any file is read
+        raise click.UsageError(str(error)) from None
     noise = read_noise(noise_path) if noise_path else {}
+    dropped = None
     if judgements_path:
         from refkit.review import read_judgements, reviewed_noise
 
@@ -648,6 +709,8 @@ def assemble(labeled_path, noise_path, judgements_path, n_relevant, n_irrelevant
     write_jsonl(out, items)
     short = sum(1 for item in items if item["shortfall"])
     console.print(f"{len(items)} items ({short} below a minimum, see their 'shortfall') -> {out}")
+    if as_json:
+        emit_json({"items": len(items), "short": short, "out": str(out), "dropped": dropped})
 
 
 @main.command()
@@ -739,8 +802,9 @@ def _interrupt(*_) -> None:
     type=PathIn,
     help="The noise.jsonl the judgements are of: also each reader's may-answer verdicts against each annotator.",
 )
+@json_option("the agreement object (annotators, pairs, and readers with --noise) on one line")
 @_friendly_errors
-def agreement(judgements_paths, noise_path) -> None:
+def agreement(judgements_paths, noise_path, as_json) -> None:
     """Agreement between annotators of `refkit review`: share judged alike and Cohen's kappa per pair; with
     --noise, of each reader of the run with each annotator (answers or not), to see if a reader can be trusted."""
     from refkit.review import agreement as measure
@@ -750,15 +814,24 @@ def agreement(judgements_paths, noise_path) -> None:
     result = measure(judgements)
     if noise_path:
         result["readers"] = reader_agreement(judgements, noise_path)
-    click.echo(json.dumps(result, indent=2))
+    if as_json:
+        emit_json(result)
+    else:
+        click.echo(json.dumps(result, indent=2))
 
 
 @main.command()
 @click.argument("items_path", metavar="ITEMS", type=PathIn)
 @click.argument("responses_path", metavar="RESPONSES", type=PathIn)
 @click.option("--out", type=PathOut, help="Write the scores as JSON here too.")
+@json_option(
+    'one object per item (type "query": id, cited, invalid_citations, counts, relevance_precision, '
+    "irrelevance_suppression, curation_efficiency, relevant_class, irrelevant_class), one per category "
+    '(type "category": category and the same scores), then type "overall": the overall scores, counts, items, '
+    "mean_per_query, unknown_responses"
+)
 @_friendly_errors
-def score(items_path, responses_path, out) -> None:
+def score(items_path, responses_path, out, as_json) -> None:
     """Relevance Precision, Irrelevance Suppression and Curation Efficiency from the responses' citations."""
     from medsnip.buildrecord import atomic_write_bytes
     from refkit.score import read_items, read_responses
@@ -816,7 +889,20 @@ def score(items_path, responses_path, out) -> None:
         )
     if out:
         console.print(f"scores -> {out}")
-    else:
+    if as_json:
+        for row in result["per_query"]:
+            emit_json({"type": "query", **row})
+        for name, scores in result["per_category"].items():
+            emit_json({"type": "category", "category": name, **scores})
+        emit_json(
+            {
+                "type": "overall",
+                **overall,
+                "mean_per_query": result["mean_per_query"],
+                "unknown_responses": result["unknown_responses"],
+            }
+        )
+    elif not out:
         click.echo(text)
 
 
@@ -841,8 +927,9 @@ def score(items_path, responses_path, out) -> None:
 )
 @click.option("--by-rule", is_flag=True, help="Print how many candidates each rule rejected, per question (markdown).")
 @click.option("--out", type=PathOut, help="Write the audit JSON here instead of to stdout.")
+@json_option("the audit object (the keys --out writes) on one line, with --out too; --by-rule's table goes to stderr")
 @_friendly_errors
-def audit(noise_path, qrels, min_noise, lexicon_path, by_rule, out) -> None:
+def audit(noise_path, qrels, min_noise, lexicon_path, by_rule, out, as_json) -> None:
     """What a `refkit noise` run decided, from its own records: coverage in hard negatives and what stopped each
     short question, rejections per rule, the sense of its rewrites, and its leak rate against relevance
     judgements."""
@@ -876,8 +963,10 @@ def audit(noise_path, qrels, min_noise, lexicon_path, by_rule, out) -> None:
         f"candidates rejected by rule {result['rejected_by_rule']}"
     )
     if by_rule:
-        click.echo("\n".join(by_rule_table(result)))
-    elif not out:
+        click.echo("\n".join(by_rule_table(result)), err=as_json)
+    if as_json:
+        emit_json(result)
+    elif not by_rule and not out:
         click.echo(text)
 
 

@@ -44,8 +44,10 @@ from __future__ import annotations
 import csv
 import gzip
 import re
+import zlib
 from collections import Counter
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
 
@@ -147,11 +149,22 @@ def type_from_qualifiers(qualifiers: Iterable[str], nodes_by_qualifier: dict[str
     return type_from_trees(sorted(node for node in nodes if node.startswith(category)))
 
 
+@contextmanager
+def _decoding(path: Path) -> Iterator[None]:
+    """A table that is not UTF-8 text or not whole gzip: a ValueError naming the file (what refkit prints)."""
+    try:
+        yield
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path}: not UTF-8 text ({error.reason}); is it the table the option asks for?") from None
+    except (EOFError, gzip.BadGzipFile, zlib.error) as error:
+        raise ValueError(f"{path}: truncated or corrupt gzip ({error}); download or copy it again") from None
+
+
 def read_names_rows(path: Path) -> Iterator[tuple[str, str, list[str]]]:
     """(descriptor UI, name, allowed qualifier UIs) per descriptor of invenio's subjects_mesh.csv."""
     names: dict[str, str] = {}
     qualifiers: dict[str, list[str]] = {}
-    with open(path, encoding="utf-8", newline="") as handle:
+    with _decoding(path), open(path, encoding="utf-8", newline="") as handle:
         reader = csv.reader(handle)
         header = next(reader, None)
         if header is None or [h.strip() for h in header[:3]] != ["id", "scheme", "subject"]:
@@ -174,7 +187,10 @@ def read_tree_numbers(path: Path | None = None) -> dict[str, list[str]]:
     (the shipped MeSH 2015 table by default)."""
     path = Path(path or SHIPPED_TREE_NUMBERS)
     trees: dict[str, list[str]] = {}
-    with (gzip.open if path.suffix == ".gz" else open)(path, "rt", encoding="utf-8", newline="") as handle:
+    with (
+        _decoding(path),
+        (gzip.open if path.suffix == ".gz" else open)(path, "rt", encoding="utf-8", newline="") as handle,
+    ):
         header = handle.readline().rstrip("\r\n").split("\t")
         if header != TREE_COLUMNS:
             raise ValueError(f"{path}:1: expected the columns {', '.join(TREE_COLUMNS)}, got {header}")
@@ -193,7 +209,10 @@ def read_pharmacological_actions(path: Path | None = None) -> dict[str, list[str
     columns `ACTION_COLUMNS` (the shipped MeSH 2018 table by default)."""
     path = Path(path or SHIPPED_ACTIONS)
     actions: dict[str, list[str]] = {}
-    with (gzip.open if path.suffix == ".gz" else open)(path, "rt", encoding="utf-8", newline="") as handle:
+    with (
+        _decoding(path),
+        (gzip.open if path.suffix == ".gz" else open)(path, "rt", encoding="utf-8", newline="") as handle,
+    ):
         header = handle.readline().rstrip("\r\n").split("\t")
         if header != ACTION_COLUMNS:
             raise ValueError(f"{path}:1: expected the columns {', '.join(ACTION_COLUMNS)}, got {header}")
@@ -215,7 +234,10 @@ def read_drug_entry_terms(path: Path | None = None) -> dict[str, list[str]]:
     systematic chemical names are left out."""
     path = Path(path or SHIPPED_DRUG_TERMS)
     terms: dict[str, list[str]] = {}
-    with (gzip.open if path.suffix == ".gz" else open)(path, "rt", encoding="utf-8", newline="") as handle:
+    with (
+        _decoding(path),
+        (gzip.open if path.suffix == ".gz" else open)(path, "rt", encoding="utf-8", newline="") as handle,
+    ):
         header = handle.readline().rstrip("\r\n").split("\t")
         if header != DRUG_TERM_COLUMNS:
             raise ValueError(f"{path}:1: expected the columns {', '.join(DRUG_TERM_COLUMNS)}, got {header}")

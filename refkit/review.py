@@ -76,17 +76,9 @@ def read_judgements(path: Path) -> list[dict]:
     path = Path(path)
     if not path.exists():
         return []
-    data = path.read_bytes()
-    if data and not data.endswith(b"\n"):  # a torn last line: never acknowledged, so never a judgement
-        cut = data.rfind(b"\n") + 1
-        complete = path.with_name(path.name + ".complete")
-        complete.write_bytes(data[:cut])
-        try:
-            return read_judgements(complete)
-        finally:
-            complete.unlink()
     judgements = []
-    for number, line in read_jsonl(path, ("id", "snippet_id", "annotator", "judgement")):
+    # a torn last line was never acknowledged, so it is never a judgement
+    for number, line in read_jsonl(path, ("id", "snippet_id", "annotator", "judgement"), complete_lines_only=True):
         if line["judgement"] not in JUDGEMENTS:
             raise InputFileError(
                 f"{path}:{number}: judgement is {line['judgement']!r}, expected one of {', '.join(JUDGEMENTS)}"

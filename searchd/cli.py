@@ -217,7 +217,9 @@ def serve(
 
         write_pid_file(pid_file, os.getpid(), root)
     if port_file:
-        port_file.write_text(str(bound))
+        from medsnip.buildrecord import atomic_write_bytes
+
+        atomic_write_bytes(port_file, str(bound).encode())  # whole or absent: a launcher polls for it
     served = ", ".join(
         f"{name} ({c.corpus.snippets:,} snippets: {'+'.join(c.retrievers)})" for name, c in engine.corpora.items()
     )
@@ -257,15 +259,20 @@ def reload(pid, pid_file, address, timeout) -> None:
     if pid_file is not None:
         try:
             pid, root = read_pid_file(pid_file)
-        except ValueError as error:
-            raise click.UsageError(str(error)) from error
+        except ValueError as error:  # an input file that is not what it should be: exit 1, like any other
+            fail(f"{error}; give the file `searchd serve --pid-file` wrote, or --pid")
     problem = searchd_problem(pid, root)
     if problem:
         fail(f"{problem}; nothing was signalled")
+    import grpc
+
     before = None
     if address:
         with _client(address, None, False, None) as client:
-            before = json.loads(client.info().stats_json)["generation"]
+            try:  # before any signal: an unreachable --server is exit 3 with nothing signalled
+                before = json.loads(client.info().stats_json)["generation"]
+            except grpc.RpcError as error:
+                _call_failed(address, error)
     try:
         os.kill(pid, signal.SIGHUP)
     except ProcessLookupError:
@@ -275,7 +282,10 @@ def reload(pid, pid_file, address, timeout) -> None:
     deadline = time.monotonic() + timeout
     with _client(address, None, False, None) as client:
         while time.monotonic() < deadline:
-            status = json.loads(client.info().stats_json)["generation"]
+            try:
+                status = json.loads(client.info().stats_json)["generation"]
+            except grpc.RpcError as error:
+                _call_failed(address, error)
             if status["generation"] > before["generation"]:
                 console.print(f"generation {status['generation']} serving")
                 return
@@ -406,8 +416,8 @@ def batch(
 
     try:
         queries = [(item.id, item.query) for item in read_query_file(queries_file, query_format)]
-    except QueryFileError as error:
-        raise click.BadParameter(str(error), param_hint="QUERIES_FILE") from error
+    except QueryFileError as error:  # an unusable input file: exit 1 (the message names file, line, field)
+        fail(str(error))
     import grpc
 
     partial = out.with_name(out.name + ".partial")  # the run appears whole at the end, or not at all

@@ -29,12 +29,19 @@ def searchd_problem(pid: int, root: Path | None = None) -> str | None:
 
 
 def write_pid_file(path: Path, pid: int, root: Path) -> None:
-    """The pid, then the root it serves (what `searchd reload --pid-file` checks)."""
-    path.write_text(f"{pid}\n{Path(root).resolve()}\n")
+    """The pid, then the root it serves (what `searchd reload --pid-file` checks); written whole (a temp
+    file renamed over `path`), so a reader never sees half of it."""
+    from medsnip.buildrecord import atomic_write_bytes
+
+    atomic_write_bytes(Path(path), f"{pid}\n{Path(root).resolve()}\n".encode())
 
 
 def read_pid_file(path: Path) -> tuple[int, Path | None]:
-    lines = path.read_text().split("\n")
+    """(pid, root) from a pid file; ValueError naming the file for anything else."""
+    try:
+        lines = path.read_text(encoding="utf-8").split("\n")
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not a searchd pid file (not UTF-8 text)") from None
     try:
         return int(lines[0].strip()), (Path(lines[1].strip()) if len(lines) > 1 and lines[1].strip() else None)
     except ValueError:

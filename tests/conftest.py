@@ -161,18 +161,26 @@ def copy_corpus(corpus: Path, folder: Path, *leave_out: str) -> Path:
 
 
 # The files whose fixtures and tests take longest (servers, Ray clusters, CPU embedding), longest
-# first, measured with --durations=0: `make test` hands whole files to its two workers in collection
-# order, so starting these first lets both workers finish together instead of one running the
-# longest file alone at the end.
+# first, measured with --durations=0: `make test` hands whole files to its two workers in this order
+# (--no-loadscope-reorder), so the long ones start first and both workers finish together instead of one
+# running a long file alone at the end. The second file is one that does not need `search_root`, so
+# its worker works while the first builds that root.
 LONGEST_FILES = (
     "test_refkit.py",
-    "test_indexer.py",
-    "test_searchd.py",
-    "test_executor.py",
     "test_dense_devices.py",
+    "test_executor.py",
+    "test_readers.py",
+    "test_indexer.py",
     "test_searchd_limits.py",
+    "test_searchd.py",
+    "test_hot_swap.py",
     "test_multilingual.py",
-    "test_ivf_nprobe.py",
+    "test_medcorp_recipe.py",
+    "test_feeding.py",
+    "test_bm25_sharded.py",
+    "test_wikipedia.py",
+    "test_watch_records.py",
+    "test_searchd_retrievers.py",
 )
 
 

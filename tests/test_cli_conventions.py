@@ -3,6 +3,7 @@ an exit status, and no output file left behind or half written."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -72,3 +73,57 @@ def test_review_of_a_run_without_noise_warns_and_leaves_a_judgements_file(tmp_pa
     output, _ = process.communicate(timeout=30)
     assert judgements.exists() and judgements.read_text() == ""
     assert "keeps no noisy reference: nothing to review" in one_line(output)
+
+
+TOOL_MAINS = {
+    "corpusbuild": "corpusbuild.cli",
+    "indexer": "indexer.cli",
+    "searchd": "searchd.cli",
+    "refkit": "refkit.cli",
+    "medsnip": "pipeline.cli",
+}
+
+
+def test_the_readme_prints_the_exit_code_table_the_tools_use():
+    """Every row of medsnip.cli_errors.EXIT_CODES, as the README's table writes it, and every tool applies it."""
+    import importlib
+
+    from medsnip.cli_errors import EXIT_CODES, ToolGroup
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    for code, meaning in EXIT_CODES.items():
+        assert f"| {int(code)} | {meaning} |" in readme, f"the README's table lacks exit {int(code)}: {meaning}"
+    for tool, module in TOOL_MAINS.items():
+        group = importlib.import_module(module).main
+        assert isinstance(group, ToolGroup), tool
+        assert {"--debug", "--verbose"} <= {opt for param in group.params for opt in param.opts}, tool
+
+
+def test_an_internal_error_is_one_line_and_exit_70_with_its_traceback_only_under_debug(tmp_path, monkeypatch):
+    """A bug (here: an exception nobody expected from corpusbuild verify's checker) is said in one line with
+    exit 70 and no traceback; with --debug the traceback is printed too."""
+    from click.testing import CliRunner
+
+    import corpusbuild.engine.verify
+    from corpusbuild.cli import main
+
+    def broken(*args, **kwargs):
+        raise ZeroDivisionError("a bug")
+
+    monkeypatch.setattr(corpusbuild.engine.verify, "verify_build", broken)
+    plain = CliRunner().invoke(main, ["verify", str(tmp_path)])
+    assert plain.exit_code == 70 and "Traceback" not in plain.output
+    assert "error: internal error, ZeroDivisionError: a bug (run again with --debug" in one_line(plain.output)
+    debug = CliRunner().invoke(main, ["--debug", "verify", str(tmp_path)])
+    assert debug.exit_code == 70 and "Traceback" in debug.output and 'raise ZeroDivisionError("a bug")' in debug.output
+
+
+def test_verbose_keeps_the_progress_bars_of_model_loading(monkeypatch):
+    """--verbose sets MEDSNIP_VERBOSE (read where models load, here and in the processes a command starts)."""
+    from click.testing import CliRunner
+
+    from refkit.cli import main
+
+    monkeypatch.setenv("MEDSNIP_VERBOSE", "")  # off, and restored after the test
+    assert CliRunner().invoke(main, ["--verbose", "score", "--help"]).exit_code == 0
+    assert os.environ["MEDSNIP_VERBOSE"] == "1"

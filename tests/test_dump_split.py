@@ -95,14 +95,12 @@ def test_errors_in_a_split_dump_name_the_file_and_its_line(tmp_path, run_corpusb
     out = tmp_path / "out"
     result = run_corpusbuild("wikipedia", broken, "--out", out, "--workers", 2, "--quiet", "--range-mb", 1)
     assert result.exit_code == 1
-    record = read_build_record(out)
-    [error] = record["errors"]
-    assert error["file"] == str(broken)
-    assert error["message"].startswith("malformed XML: Opening and ending tag mismatch")
-    assert error["line"] == xml[:late_title].count(b"\n") + 1  # the file's own line, not the range's
-    assert "part " in error["element"]
-    assert record["inputs"][0]["status"] == "failed"
-    assert not list(out.glob("shard-*")) or all(p.stat().st_size == 0 for p in out.glob("shard-*"))
+    # the only input failed: nothing is published, and the one error line names the file, its line and the range
+    [error] = [line for line in result.output.splitlines() if line.startswith("error: ")]
+    line = xml[:late_title].count(b"\n") + 1  # the file's own line, not the range's
+    assert error.startswith(f"error: {broken}:{line} (") and "part " in error, error
+    assert "): malformed XML: Opening and ending tag mismatch" in error
+    assert "nothing was built" in result.output and not out.exists()
 
 
 def test_killed_split_build_resumes_to_the_identical_result(tmp_path, multistream, whole):

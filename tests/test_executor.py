@@ -21,30 +21,21 @@ from medsnip.executor import LocalExecutor, RayExecutor
 WIKIPEDIA = SAMPLES / "wikipedia" / "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
 
 
-@pytest.mark.parametrize(
-    "kind, inputs",
-    [
-        ("pubmed", [SAMPLES / "pubmed"]),
-        ("wikipedia", [WIKIPEDIA]),
-    ],
-)
-def test_ray_builds_the_same_shards_as_the_local_pool(tmp_path, kind, inputs):
-    """`--executor ray` on a private 2-CPU cluster (real Ray processes) against the local pool."""
-    outputs = {}
-    for executor in ("local", "ray"):
-        out = tmp_path / executor
-        process = start_corpusbuild(kind, inputs, out, "--shards", 4, "--workers", 2, "--executor", executor)
-        assert process.wait(timeout=300) == 0
-        outputs[executor] = out
-    assert shard_bytes(outputs["ray"]) == shard_bytes(outputs["local"]) and shard_bytes(outputs["ray"])
-    assert record_without_run(outputs["ray"]) == record_without_run(outputs["local"])
-    assert read_build_record(outputs["ray"])["run"]["executor"] == "ray"
+@pytest.fixture(scope="module")
+def outlived_by():
+    """Ray processes a test expects to end on their own, checked when this file's tests are done: a killed
+    private cluster's agents take about a minute (their last report to the dead GCS times out), which the
+    file's other tests use instead of waiting it out."""
+    expected: list[tuple[set[int], set[int]]] = []  # (processes before the test, those to outlive it)
+    yield expected
+    for before, leftovers in expected:
+        assert not wait_gone(before, "ray::|raylet|gcs_server", 150) & leftovers, "a killed cluster outlived it"
 
 
-def test_a_killed_ray_build_resumes_to_the_identical_result(tmp_path, pubmed_samples):
+def test_a_killed_ray_build_resumes_to_the_identical_result(tmp_path, pubmed_samples, outlived_by):
     """SIGKILL the driver once a parse task's marker is written: its private cluster goes with it (the
-    raylet and GCS at once, Ray's agents once they notice, about a minute here), and the next Ray run
-    reuses the finished tasks and publishes the same bytes as an uninterrupted local build."""
+    raylet and GCS at once, Ray's agents once they notice: checked when the file's tests end), and the next
+    Ray run reuses the finished tasks and publishes the same bytes as an uninterrupted local build."""
     folder = tmp_path / "in"
     folder.mkdir()
     inputs = []
@@ -68,7 +59,27 @@ def test_a_killed_ray_build_resumes_to_the_identical_result(tmp_path, pubmed_sam
     assert shard_bytes(out) == shard_bytes(reference)
     assert record_without_run(out) == record_without_run(reference)
     assert read_build_record(out)["run"]["reused_file_tasks"] >= 1
-    assert not wait_gone(before, "ray::|raylet|gcs_server", 150) & (killed_agents | ray_processes())
+    outlived_by.append((before, killed_agents | ray_processes()))
+
+
+@pytest.mark.parametrize(
+    "kind, inputs",
+    [
+        ("pubmed", [SAMPLES / "pubmed"]),
+        ("wikipedia", [WIKIPEDIA]),
+    ],
+)
+def test_ray_builds_the_same_shards_as_the_local_pool(tmp_path, kind, inputs):
+    """`--executor ray` on a private 2-CPU cluster (real Ray processes) against the local pool."""
+    outputs = {}
+    for executor in ("local", "ray"):
+        out = tmp_path / executor
+        process = start_corpusbuild(kind, inputs, out, "--shards", 4, "--workers", 2, "--executor", executor)
+        assert process.wait(timeout=300) == 0
+        outputs[executor] = out
+    assert shard_bytes(outputs["ray"]) == shard_bytes(outputs["local"]) and shard_bytes(outputs["ray"])
+    assert record_without_run(outputs["ray"]) == record_without_run(outputs["local"])
+    assert read_build_record(outputs["ray"])["run"]["executor"] == "ray"
 
 
 def _double(task: int, offset: int) -> dict:

@@ -14,13 +14,13 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import REPO, SAMPLES, copy_corpus, run_indexer
+from conftest import REPO, SAMPLES, run_indexer
 from helpers import kill_when
 from indexer.evaluate import doc_ids_of, evaluate
 from medsnip.corpus import Corpus, LineageError
 from medsnip.irformats import read_qrels
 from medsnip.queries import query_texts
-from medsnip.snippet import SHARD_GLOB
+from medsnip.snippet import SHARD_GLOB, iter_snippets
 
 BEIR = SAMPLES / "ir" / "pubmedqa-beir"
 SHARDS = 4
@@ -188,8 +188,27 @@ def test_indexes_refuse_another_corpus_and_another_encoder(dense_dir, corpus_dir
         index.check_encoder(mean_as_cls)
 
 
-def test_killed_dense_build_resumes_from_finished_shards(corpus_dir, dense_dir, tmp_path):
-    corpus_dir = copy_corpus(corpus_dir, tmp_path, "bm25", "dense-*")
+def test_killed_dense_build_resumes_from_finished_shards(dense_dir, tmp_path, run_corpusbuild):
+    """The first 80 abstracts in 4 shards: killed once a shard's embeddings are written, run again, the
+    finished shards are kept as they were and every vector equals the session root's for the same snippet."""
+    lines = (BEIR / "corpus.jsonl").read_bytes().splitlines(keepends=True)
+    (tmp_path / "corpus.jsonl").write_bytes(b"".join(lines[:80]))
+    corpus_dir = tmp_path / "pubmedqa"
+    result = run_corpusbuild(
+        "jsonl",
+        tmp_path / "corpus.jsonl",
+        "--source",
+        "pubmedqa",
+        "--no-chunk",
+        "--out",
+        corpus_dir,
+        "--shards",
+        SHARDS,
+        "--workers",
+        1,
+        "--quiet",
+    )
+    assert result.exit_code == 0, result.output
     out = tmp_path / "dense"
     command = [
         sys.executable,
@@ -212,9 +231,20 @@ def test_killed_dense_build_resumes_from_finished_shards(corpus_dir, dense_dir, 
     assert 1 <= len(finished) < SHARDS
     run_indexer("dense", corpus_dir, "--preset", "minilm", "--out", out, "--batch-size", 16)
     assert {p.name: p.stat().st_mtime_ns for p in out.glob("emb-*.npy") if p.name in finished} == finished
-    for name in sorted(p.name for p in dense_dir.glob("emb-*.npy")):
-        np.testing.assert_allclose(np.load(out / name), np.load(dense_dir / name), atol=2e-3)
+    reference = _vectors_by_id(dense_dir.parent, dense_dir)
+    resumed = _vectors_by_id(corpus_dir, out)
+    assert len(resumed) == 80
+    for snippet_id, vector in resumed.items():
+        np.testing.assert_allclose(vector, reference[snippet_id], atol=2e-3)
     assert not list(out.glob(".*tmp*"))
+
+
+def _vectors_by_id(corpus_dir, dense_dir) -> dict:
+    """Each snippet's embedding, by id (an index's emb-N.npy holds shard N's snippets in order)."""
+    ids = [snippet["id"] for shard in sorted(corpus_dir.glob(SHARD_GLOB)) for snippet in iter_snippets(shard)]
+    vectors = np.concatenate([np.load(path) for path in sorted(dense_dir.glob("emb-*.npy"))])
+    assert len(ids) == len(vectors)
+    return dict(zip(ids, vectors, strict=True))
 
 
 def test_minilm_encoder_equals_sentence_transformers(questions):

@@ -12,7 +12,6 @@ import pytest
 
 from conftest import SAMPLES
 from helpers import shard_bytes
-from medsnip.buildrecord import read_build_record
 
 WIKI = SAMPLES / "wikipedia" / "enwiki-table-markup.xml.bz2"
 MEDLINE = SAMPLES / "pubmed" / "medsamp2014.xml"
@@ -48,10 +47,14 @@ def test_bytes_that_do_not_match_the_declared_encoding(tmp_path, run_corpusbuild
     out = tmp_path / "out"
     result = run_corpusbuild(kind, bad, "--out", out, "--shards", 1, "--workers", 1, "--quiet")
     assert result.exit_code == 1
-    [error] = read_build_record(out)["errors"]
-    assert error["file"].endswith(name)
-    assert error["message"].startswith("wrong encoding: these bytes are not valid in the encoding the XML declares")
-    assert error["line"] == _first_non_ascii_line(data)
+    # the only input failed: nothing is published, and the one error line names the file and the line
+    [error] = [line for line in result.output.splitlines() if line.startswith("error: ")]
+    where = f"error: {bad}:{_first_non_ascii_line(data)}"
+    assert error.startswith(where), error
+    assert error.split(": ", 2)[2].startswith(
+        "wrong encoding: these bytes are not valid in the encoding the XML declares"
+    )
+    assert "nothing was built" in result.output and not (out / "build.json").exists()
 
 
 @pytest.mark.parametrize("kind", sorted(CASES))

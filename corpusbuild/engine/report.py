@@ -48,7 +48,7 @@ class BuildProgress:
         self._documents += documents_read(result.get("stats", {}))
         detail = f"{self._documents:,} records read"
         if result["status"] != "ok":
-            console.print(f"[red]error[/red] {escape(problem_text(result['error']))}")
+            console.print(f"[red]error[/red]: {escape(problem_text(result['error']))}")
         self.progress.update(self._tasks["parse"], advance=1, detail=detail)
 
     def _shard_done(self, result: dict, reused: bool) -> None:
@@ -63,6 +63,41 @@ def documents_read(stats: dict) -> int:
 
 def problem_text(problem: dict) -> str:
     return str(InputProblem(**problem))
+
+
+def summary_fields(record: dict, out_dir, kept_work_bytes: int | None = None) -> dict:
+    """The end-of-run table as one object, the line a build's `--json` prints (keys in this order): type
+    "source", source, out, complete, input_files, input_files_reused, input_files_failed, documents_read,
+    documents_kept, deletions, replaced, deleted, delete_unmatched, skipped (reason: count),
+    bad_records, ids_normalised, snippets, shards, shard_bytes, kept_work_bytes (what OUT/.work
+    keeps: 0 with --no-keep-work), errors, seconds, workers."""
+    counts = record["counts"]
+    run = record["run"]
+    return {
+        "type": "source",
+        "source": record["source"],
+        "out": str(out_dir),
+        "complete": record["complete"],
+        "input_files": counts["input_files"],
+        "input_files_reused": run["reused_file_tasks"],
+        "input_files_failed": counts["input_files_failed"],
+        "documents_read": documents_read(counts),
+        "documents_kept": counts["documents"],
+        "deletions": counts.get("deletions", 0),
+        "replaced": counts.get("replaced", 0),
+        "deleted": counts.get("deleted", 0),
+        "delete_unmatched": counts.get("delete_unmatched", 0),
+        "skipped": dict(counts["skipped"]),
+        "bad_records": counts.get("bad_records", 0),
+        "ids_normalised": counts.get("ids_normalised", 0),
+        "snippets": counts["snippets"],
+        "shards": len(record["outputs"]),
+        "shard_bytes": sum(output["bytes"] for output in record["outputs"]),
+        "kept_work_bytes": kept_work_bytes,
+        "errors": len(record["errors"]),
+        "seconds": run["seconds"]["total"],
+        "workers": run["workers"],
+    }
 
 
 def print_summary(
@@ -107,6 +142,6 @@ def print_summary(
     table.add_row(f"{document_label}/s", f"{read / seconds if seconds > 0 else 0.0:,.0f}")
     out_console.print(table)
     for problem in record["errors"][:20]:
-        console.print(f"[red]error[/red] {escape(problem_text(problem))}")
+        console.print(f"[red]error[/red]: {escape(problem_text(problem))}")
     if len(record["errors"]) > 20:
         console.print(f"... and {len(record['errors']) - 20} more errors (see build.json)")

@@ -46,6 +46,17 @@ class BuildAborted(Exception):
         self.problem = problem
 
 
+class NothingRead(Exception):
+    """Every input failed (unreadable, corrupt, not of the source's kind): there is nothing to publish, and
+    publishing would replace an earlier build with an empty one. `unreported`: the problems found before
+    any file was parsed (the parsed files' failures went to the file_done callback)."""
+
+    def __init__(self, problems: list[dict], unreported: list[dict]):
+        super().__init__(f"none of the {len(problems)} input file(s) could be read")
+        self.problems = problems
+        self.unreported = unreported
+
+
 @dataclass
 class BuildCallbacks:
     """Hooks the CLI uses for progress; all optional."""
@@ -181,6 +192,7 @@ def _run_build(
             plans[str(path)] = plan
     if strict and problems:
         raise BuildAborted(InputProblem(**problems[0]))
+    planned_problems = list(problems)
     results, todo = _split_finished(tasks, load_finished_file_task, lambda task: task.order)
     reused_files = len(results)
     callbacks.phase("parse", len(tasks))
@@ -204,6 +216,8 @@ def _run_build(
         problems.extend(result["problems"])
     failed_paths = {result["path"] for result in ordered if result["status"] != "ok"}
     good = [(task.order, str(task.final_dir)) for task in tasks if task.path not in failed_paths]
+    if not good:  # nothing to publish: an earlier build in the folder stays as it was
+        raise NothingRead(problems, planned_problems)
     reduce_key = hashlib.sha256(
         orjson.dumps({"parts": [Path(d).name for _, d in good], "shards": num_shards, "duplicates": on_duplicate})
     ).hexdigest()[:24]

@@ -15,11 +15,15 @@ same with PCA and Zipf weights, but pins a transformers release older than the o
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
 
+from medsnip.corpus import replace_dir
 from medsnip.encoders import resolve_model_dir
 
 SIF_A = 1e-3  # Arora et al.'s smoothing constant
@@ -91,5 +95,14 @@ def distill(model: str, out: Path, texts: Iterable[str], pooling: str = "mean", 
     frequency = token_frequencies(tokenizer, texts, len(vectors))
     vectors = post_process(vectors, frequency, remove_components)
     static = StaticModel(vectors, tokenizer, normalize=True, base_model_name=Path(model).name, max_length=None)
-    static.save_pretrained(out)
-    return Path(out)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    temp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    try:  # the model appears whole at the end, or not at all (an earlier one is replaced only then)
+        static.save_pretrained(temp)
+        os.chmod(temp, 0o755)  # mkdtemp makes 0700; models are meant to be shared
+        replace_dir(temp, out)
+    except BaseException:
+        shutil.rmtree(temp, ignore_errors=True)
+        raise
+    return out

@@ -135,25 +135,25 @@ def build_store(corpus: Corpus, out: Path) -> dict:
             np.save(temp / _offsets_name(shard.index), offsets)
             hashes.append(shard_hashes)
             rows.append((np.uint64(shard.index) << np.uint64(32)) | np.arange(len(shard_hashes), dtype=np.uint64))
+        all_hashes = np.concatenate(hashes) if hashes else np.empty(0, np.uint64)
+        all_rows = np.concatenate(rows) if rows else np.empty(0, np.uint64)
+        order = np.lexsort((all_rows, all_hashes))  # by hash, then by place: the same arrays however built
+        np.save(temp / _ID_HASHES, all_hashes[order])
+        np.save(temp / _ID_ROWS, all_rows[order])
+        record = index_record(
+            STAGE,
+            corpus,
+            counts={"snippets": int(len(all_hashes)), "shards": len(corpus.shards), "shards_reused": len(reusable)},
+            layout="offsets-SSSSS.npy: uint64 line offsets (rows+1); id_hashes.npy: sorted blake2b-64 of ids; "
+            "id_rows.npy: shard << 32 | row",
+            shards=[{"path": shard.path.name, "sha256": shard.sha256} for shard in corpus.shards],
+            run={"seconds": round(time.perf_counter() - started, 3)},
+        )
+        write_build_record(temp, record)
+        replace_dir(temp, out)  # (an interrupted build leaves no temp folder either)
     except BaseException:
         shutil.rmtree(temp, ignore_errors=True)
         raise
-    all_hashes = np.concatenate(hashes) if hashes else np.empty(0, np.uint64)
-    all_rows = np.concatenate(rows) if rows else np.empty(0, np.uint64)
-    order = np.lexsort((all_rows, all_hashes))  # by hash, then by place: the same arrays however built
-    np.save(temp / _ID_HASHES, all_hashes[order])
-    np.save(temp / _ID_ROWS, all_rows[order])
-    record = index_record(
-        STAGE,
-        corpus,
-        counts={"snippets": int(len(all_hashes)), "shards": len(corpus.shards), "shards_reused": len(reusable)},
-        layout="offsets-SSSSS.npy: uint64 line offsets (rows+1); id_hashes.npy: sorted blake2b-64 of ids; "
-        "id_rows.npy: shard << 32 | row",
-        shards=[{"path": shard.path.name, "sha256": shard.sha256} for shard in corpus.shards],
-        run={"seconds": round(time.perf_counter() - started, 3)},
-    )
-    write_build_record(temp, record)
-    replace_dir(temp, out)
     return record
 
 
