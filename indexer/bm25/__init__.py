@@ -4,7 +4,7 @@ Indexing runs Anserini's own `IndexCollection` (JsonCollection reads `id` and `c
 shard lines as they are; the shards are linked, not copied, into a folder Anserini can list) in a
 child JVM, so the result is exactly what Anserini builds; with `groups` > 1, one run per group of
 shards on an executor, merged or kept as parts (indexer.bm25.sharded). Searching goes through
-pyserini's LuceneSearcher in this process's JVM (indexer.jvm), batched over threads.
+Anserini's SimpleSearcher in this process's JVM (indexer.jvm), batched over threads.
 
 Updating (indexer.bm25.update): over an index of the corpus's parent build, only the change set is
 applied, in Lucene, by id; an updated index is searched through medsnip's LiveSearcher, whose statistics
@@ -173,26 +173,16 @@ def lucene_version_of(index_dir: Path) -> str:
 
 
 def _open_searcher(path: Path, record: dict):
-    """pyserini's LuceneSearcher over `index/` as Anserini built it; for an index kept as parts (layout
-    "parts") or updated in place (deleted documents held in its segments), the same class over
-    medsnip's LiveSearcher: Anserini's SimpleSearcher reading every part through one MultiReader, with
-    the deleted documents left out of the statistics (indexer/java). pyserini's wrapper only calls its
-    `object`, so every method behaves the same. Its constructor would also open a LuceneIndexReader that
-    medsnip never uses and that `close()` never closes (every Lucene file mapped twice, and still mapped
-    after the engine is retired): the wrapper is made around the searcher alone."""
-    from pyserini.search.lucene import LuceneSearcher
-
+    """Anserini's SimpleSearcher over `index/` as Anserini built it; for an index kept as parts (layout
+    "parts") or updated in place (deleted documents held in its segments), medsnip's LiveSearcher: the same
+    searcher reading every part through one MultiReader, with the deleted documents left out of the
+    statistics (indexer/java). The Java object is used as is, not through pyserini's LuceneSearcher:
+    importing that wrapper imports pyserini's dense encoders with it (torch, transformers, scipy: about 5 s
+    of every searchd start), and its constructor opens a second index reader that close() never closes."""
     dirs = index_dirs(path)
-    searcher = LuceneSearcher.__new__(LuceneSearcher)
-    searcher.prebuilt_index_name, searcher.index_reader = None, None
     if len(dirs) == 1 and not record.get("counts", {}).get("deleted_held"):
-        searcher.index_dir = str(dirs[0])
-        searcher.object = java_class("io.anserini.search.SimpleSearcher")(str(dirs[0]))
-    else:
-        searcher.index_dir = str(dirs[0].parent)
-        searcher.object = java_class("medsnip.anserini.LiveSearcher")([str(part) for part in dirs])
-    searcher.num_docs = searcher.object.get_total_num_docs()
-    return searcher
+        return java_class("io.anserini.search.SimpleSearcher")(str(dirs[0]))
+    return java_class("medsnip.anserini.LiveSearcher")([str(part) for part in dirs])
 
 
 class BM25Index:
@@ -204,11 +194,11 @@ class BM25Index:
         self.corpus = corpus
         start_jvm()
         self._searcher = _open_searcher(self.path, self.record)
-        documents = int(self._searcher.num_docs)
+        documents = int(self._searcher.get_total_num_docs())
         if documents != corpus.snippets:
             raise LineageError(f"{self.path}: {documents} documents, the corpus has {corpus.snippets} snippets")
         self.k1, self.b = k1, b
-        self._searcher.set_bm25(k1, b)
+        self._searcher.set_bm25(float(k1), float(b))
         # queries are analyzed as the index was: Anserini's analyzer of the language it was built with
         self.language = self.record["params"].get("language", "en")
         if self.language != "en":
@@ -224,11 +214,11 @@ class BM25Index:
     ) -> list[list[tuple[str, float]]]:
         """Top-k (snippet id, BM25 score) per query, best first; k1/b override the index's for this call."""
         if (k1 is not None and k1 != self.k1) or (b is not None and b != self.b):
-            self._searcher.set_bm25(self.k1 if k1 is None else k1, self.b if b is None else b)
+            self._searcher.set_bm25(float(self.k1 if k1 is None else k1), float(self.b if b is None else b))
             try:
                 return self._search(queries, k, threads)
             finally:
-                self._searcher.set_bm25(self.k1, self.b)
+                self._searcher.set_bm25(float(self.k1), float(self.b))
         return self._search(queries, k, threads)
 
     def _search(self, queries: list[str], k: int, threads: int) -> list[list[tuple[str, float]]]:
@@ -241,7 +231,7 @@ class BM25Index:
             qid_list.add(str(position))
             text_list.add(query)
         flat_search = java_class("medsnip.anserini.FlatBatchSearch")
-        flat = flat_search.run(self._searcher.object, text_list, qid_list, int(k), max(1, threads))
+        flat = flat_search.run(self._searcher, text_list, qid_list, int(k), max(1, threads))
         counts, scores, docids = flat.counts, flat.scores, flat.docids
         ids = docids.split("\n") if docids else []
         if len(ids) != sum(counts):  # a docid holding "\n" (never a medsnip id): read hit by hit instead
@@ -253,10 +243,14 @@ class BM25Index:
         return results
 
     def _search_hit_by_hit(self, queries: list[str], k: int, threads: int) -> list[list[tuple[str, float]]]:
-        """pyserini's own batch_search, one wrapped Java object per hit."""
-        qids = [str(i) for i in range(len(queries))]
-        hits = self._searcher.batch_search(list(queries), qids, k=k, threads=max(1, threads))
-        return [[(hit.docid, float(hit.score)) for hit in hits[qid]] for qid in qids]
+        """Anserini's own batch_search, one wrapped Java object per hit."""
+        qid_list, text_list = java_class("java.util.ArrayList")(), java_class("java.util.ArrayList")()
+        for position, query in enumerate(queries):
+            qid_list.add(str(position))
+            text_list.add(query)
+        found = self._searcher.batch_search(text_list, qid_list, int(k), max(1, threads))
+        hits = {entry.getKey(): entry.getValue() for entry in found.entrySet().toArray()}
+        return [[(hit.docid, float(hit.score)) for hit in hits[str(n)]] for n in range(len(queries))]
 
     def close(self) -> None:
         self._searcher.close()
