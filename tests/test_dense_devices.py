@@ -18,7 +18,7 @@ from conftest import REPO, SAMPLES, run_indexer
 from helpers import alive, descendants, kill_when, ray_processes, wait_gone
 from medsnip.buildrecord import read_build_record
 
-ABSTRACTS = 80  # real PubMedQA abstracts: 4 shards of real work, small enough for CPU embedding
+ABSTRACTS = 40  # real PubMedQA abstracts: 4 shards of real work, small enough for CPU embedding
 
 
 @pytest.fixture(scope="module")

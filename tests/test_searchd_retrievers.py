@@ -12,21 +12,22 @@ import grpc
 import pytest
 
 from conftest import SAMPLES, run_indexer
-from helpers import rrf_by_hand
+from helpers import rrf_by_hand, tiny_static_model
 from medsnip.corpus import Corpus
 from medsnip.queries import query_texts
 from searchd.client import SearchClient
 from searchd.launch import start_background_server
 
 BEIR = SAMPLES / "ir" / "pubmedqa-beir"
-RETRIEVERS = ["bm25", "dense-minilm", "dense-minilm-cls"]
+RETRIEVERS = ["bm25", "dense-minilm", "dense-static"]
 
 
 @pytest.fixture(scope="module")
 def root(tmp_path_factory, run_corpusbuild):
     """Corpora `a` and `b` (80 real abstracts each), both with BM25 and two dense indexes of different
-    encoders (MiniLM mean-pooled, its preset, and CLS-pooled)."""
+    encoders: MiniLM (its preset, a transformer) and a static model (model2vec, another dimension)."""
     folder = tmp_path_factory.mktemp("retrievers")
+    static = tiny_static_model(folder / "static-model")
     lines = (BEIR / "corpus.jsonl").read_bytes().splitlines(keepends=True)
     for name, part in (("a", lines[:80]), ("b", lines[80:160])):
         (folder / f"{name}.jsonl").write_bytes(b"".join(part))
@@ -52,14 +53,15 @@ def root(tmp_path_factory, run_corpusbuild):
         run_indexer(
             "dense",
             corpus,
-            "--preset",
-            "minilm",
+            "--model",
+            static,
             "--pooling",
-            "cls",
-            "--batch-size",
-            64,
+            "static",
+            "--max-length",
+            128,
+            "--normalize",
             "--out",
-            corpus / "dense-minilm-cls",
+            corpus / "dense-static",
         )
     return folder / "root"
 
@@ -107,21 +109,21 @@ def test_info_lists_every_dense_index_with_its_encoder(server, root):
         encoders = {index.retriever: index.encoder_json for index in corpus_info.indexes}
         assert encoders["bm25"] == ""
         assert json.loads(encoders["dense-minilm"])["pooling"] == "mean"
-        assert json.loads(encoders["dense-minilm-cls"])["pooling"] == "cls"
+        assert json.loads(encoders["dense-static"])["pooling"] == "static"
         corpus = Corpus.open(root / corpus_info.name)
         assert all(index.lineage_sha256 == corpus.record_hash for index in corpus_info.indexes)
 
 
 def test_retrievers_are_chosen_by_name_or_all_dense(server, questions):
     with SearchClient(server) as client:
-        one = client.search(questions[0], k=10, retrievers=["dense-minilm-cls"])
-        assert {r.retriever for hit in one.hits for r in hit.retrievers} == {"dense-minilm-cls"}
+        one = client.search(questions[0], k=10, retrievers=["dense-static"])
+        assert {r.retriever for hit in one.hits for r in hit.retrievers} == {"dense-static"}
         dense = client.search(questions[0], k=50, retrievers=["dense"])
-        assert {r.retriever for hit in dense.hits for r in hit.retrievers} == {"dense-minilm", "dense-minilm-cls"}
+        assert {r.retriever for hit in dense.hits for r in hit.retrievers} == {"dense-minilm", "dense-static"}
         with pytest.raises(grpc.RpcError) as refused:
             client.search(questions[0], k=10, retrievers=["dense-nope"])
         assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-        assert "dense-minilm-cls" in refused.value.details()
+        assert "dense-static" in refused.value.details()
 
 
 def test_rrf_fuses_every_corpus_and_retriever_list(server, questions, indexer_lists):
@@ -152,7 +154,7 @@ def _medrag_by_hand(lists: dict, retrievers: list[str], k: int, rrf_k: int) -> l
     return ranked[:k]
 
 
-@pytest.mark.parametrize("retrievers", [RETRIEVERS, ["bm25", "dense-minilm"], ["dense-minilm-cls"]])
+@pytest.mark.parametrize("retrievers", [RETRIEVERS, ["bm25", "dense-minilm"], ["dense-static"]])
 def test_medrag_fusion_merges_corpora_by_score_then_fuses_retrievers(server, questions, indexer_lists, retrievers):
     with SearchClient(server) as client:
         for question in questions:
