@@ -107,6 +107,13 @@ def _verbose_callback(_ctx: click.Context, _param, value: bool) -> None:
         os.environ["MEDSNIP_VERBOSE"] = "1"
 
 
+def _tool_flag(flag: str, envvar: str, callback, help_text: str) -> click.Option:
+    """A flag of the tool itself (`refkit --debug noise ...`), also set by its environment variable."""
+    return click.Option(
+        [flag], is_flag=True, expose_value=False, is_eager=True, envvar=envvar, callback=callback, help=help_text
+    )
+
+
 class ToolGroup(click.Group):
     """A click group that applies the convention to all its commands: --debug, one line per known
     problem (a missing or unreadable input path too: InputPath), Ctrl-C as exit 130, and any other
@@ -114,30 +121,20 @@ class ToolGroup(click.Group):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.params.insert(
-            0,
-            click.Option(
-                ["--debug"],
-                is_flag=True,
-                expose_value=False,
-                is_eager=True,
-                envvar="MEDSNIP_DEBUG",
-                callback=_debug_callback,
-                help="Print the Python traceback of an error (for reporting a bug).",
+        self.params[:0] = [
+            _tool_flag(
+                "--debug",
+                "MEDSNIP_DEBUG",
+                _debug_callback,
+                "Print the Python traceback of an error (for reporting a bug).",
             ),
-        )
-        self.params.insert(
-            1,
-            click.Option(
-                ["--verbose"],
-                is_flag=True,
-                expose_value=False,
-                is_eager=True,
-                envvar="MEDSNIP_VERBOSE",
-                callback=_verbose_callback,
-                help="Keep third-party progress bars and logs (model loading), which are off by default.",
+            _tool_flag(
+                "--verbose",
+                "MEDSNIP_VERBOSE",
+                _verbose_callback,
+                "Keep third-party progress bars and logs (model loading), which are off by default.",
             ),
-        )
+        ]
 
     def add_command(self, cmd: click.Command, name: str | None = None) -> None:
         _input_paths(cmd)

@@ -21,11 +21,11 @@ from medsnip.executor import LocalExecutor, RayExecutor
 WIKIPEDIA = SAMPLES / "wikipedia" / "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def outlived_by():
-    """Ray processes a test expects to end on their own, checked when this file's tests are done: a killed
-    private cluster's agents take about a minute (their last report to the dead GCS times out), which the
-    file's other tests use instead of waiting it out."""
+    """Ray processes a test expects to end on their own, checked when the session ends: a killed private
+    cluster's agents take about a minute (their last report to the dead GCS times out), which the tests
+    after it use instead of waiting it out."""
     expected: list[tuple[set[int], set[int]]] = []  # (processes before the test, those to outlive it)
     yield expected
     for before, leftovers in expected:
@@ -34,7 +34,7 @@ def outlived_by():
 
 def test_a_killed_ray_build_resumes_to_the_identical_result(tmp_path, pubmed_samples, outlived_by):
     """SIGKILL the driver once a parse task's marker is written: its private cluster goes with it (the
-    raylet and GCS at once, Ray's agents once they notice: checked when the file's tests end), and the next
+    raylet and GCS at once, Ray's agents once they notice: checked when the session ends), and the next
     Ray run reuses the finished tasks and publishes the same bytes as an uninterrupted local build."""
     folder = tmp_path / "in"
     folder.mkdir()

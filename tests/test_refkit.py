@@ -1260,12 +1260,14 @@ def test_a_killed_run_resumes_to_the_bytes_of_an_unkilled_one(server, names_lexi
     assert partial.exists() and not resumed.exists()
     with open(partial, "ab") as out:  # a kill in the middle of a line
         out.write(b'{"id": "cut sh')
+    killed_run = {path: path.read_bytes() for path in (partial, sidecar)}  # for the second half below
     result = refkit(*arguments, "--out", resumed)
     assert "resuming:" in result.output
     assert resumed.read_bytes() == whole.read_bytes() and not partial.exists() and not sidecar.exists()
 
     resumed.unlink()
-    _kill_when_partial_has([*arguments, "--out", resumed], partial, 20)
+    for path, data in killed_run.items():  # the same killed run, to be resumed under another generation
+        path.write_bytes(data)
     state = json.loads(sidecar.read_text())
     state["lineage"] = {name: {**lineage, "corpus": "0" * 64} for name, lineage in state["lineage"].items()}
     sidecar.write_text(json.dumps(state))  # as if a daily update had landed since the kill
