@@ -142,6 +142,11 @@ def recipe(source: Path) -> str:
     )
 
 
+def _eval_args(w, out: Path, queries: Path, qrels: Path) -> list:
+    """`indexer eval` of the work corpus by BM25, its run in OUT."""
+    return ["eval", w.corpus, "--queries", queries, "--qrels", qrels, "--retriever", "bm25", "--run", out / "run"]
+
+
 @dataclass
 class Case:
     tool: str
@@ -187,18 +192,7 @@ MISSING = {
     "indexer distill-static": Case("indexer", lambda w, out: ["distill-static", w.missing, "--out", out / "m"]),
     "indexer eval": Case(
         "indexer",
-        lambda w, out: [
-            "eval",
-            w.corpus,
-            "--queries",
-            w.missing,
-            "--qrels",
-            w.qrels,
-            "--retriever",
-            "bm25",
-            "--run",
-            out / "run",
-        ],
+        lambda w, out: _eval_args(w, out, w.missing, w.qrels),
     ),
     "searchd serve": Case(
         "searchd", lambda w, out: ["serve", "--root", w.missing, "--port-file", out / "port", "--pid-file", out / "p"]
@@ -315,34 +309,12 @@ UNREADABLE = {
     },
     "indexer eval (queries)": Case(
         "indexer",
-        lambda w, out: [
-            "eval",
-            w.corpus,
-            "--queries",
-            w.folder / "garbage.tsv",
-            "--qrels",
-            w.qrels,
-            "--retriever",
-            "bm25",
-            "--run",
-            out / "run",
-        ],
+        lambda w, out: _eval_args(w, out, w.folder / "garbage.tsv", w.qrels),
         lambda w, out: f"{w.folder / 'garbage.tsv'}:1: not UTF-8",
     ),
     "indexer eval (qrels)": Case(
         "indexer",
-        lambda w, out: [
-            "eval",
-            w.corpus,
-            "--queries",
-            w.queries,
-            "--qrels",
-            w.garbage,
-            "--retriever",
-            "bm25",
-            "--run",
-            out / "run",
-        ],
+        lambda w, out: _eval_args(w, out, w.queries, w.garbage),
         lambda w, out: f"{w.garbage}:1: not UTF-8",
     ),
     "searchd serve": Case(
@@ -491,18 +463,7 @@ UNREADABLE = {
     ),
     "indexer eval (over an earlier run)": Case(
         "indexer",
-        lambda w, out: [
-            "eval",
-            w.corpus,
-            "--queries",
-            w.queries,
-            "--qrels",
-            w.garbage,
-            "--retriever",
-            "bm25",
-            "--run",
-            out / "run",
-        ],
+        lambda w, out: _eval_args(w, out, w.queries, w.garbage),
         lambda w, out: f"{w.garbage}:1: not UTF-8",
         prepare=lambda w, out: (out / "run").write_text("q1 Q0 d1 1 1.0 earlier\n"),
     ),
@@ -800,18 +761,7 @@ INTERRUPTS = {
     ),
     "indexer eval": Interrupt(
         "indexer",
-        lambda w, out, a: [
-            "eval",
-            w.corpus,
-            "--queries",
-            w.queries,
-            "--qrels",
-            w.qrels,
-            "--retriever",
-            "bm25",
-            "--run",
-            out / "run",
-        ],
+        lambda w, out, a: _eval_args(w, out, w.queries, w.qrels),
         "indexer.bm25.BM25Index",
     ),
     "searchd serve": Interrupt(
