@@ -17,6 +17,7 @@ from isal import igzip  # ISA-L gzip: same format as the gzip module, 2-3x faste
 from isal.igzip_lib import IsalError
 
 from corpusbuild.errors import InputError, InputProblem
+from medsnip.corpus import cannot_write
 from medsnip.snippet import SHARD_GLOB
 
 # pubmed26n0001.xml.gz, medline14n0123.xml: two-digit year + "n" + four-digit sequence number.
@@ -106,16 +107,7 @@ def output_folder_problem(out_dir: Path, specs: Sequence[str], files: Sequence[P
             inside.parts[0] == ".work" or inside.name == "build.json" or fnmatch.fnmatch(inside.name, SHARD_GLOB)
         ):
             return f"the input {path} is one of the files the build writes in {out}; choose another --out"
-    existing = out  # made by the build itself: a build refused or stopped before it starts leaves no folder
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    try:
-        probe = existing / f".write-test-{os.getpid()}"
-        probe.touch()
-        probe.unlink()
-    except OSError as error:
-        return f"cannot write to {existing}: {error.strerror or error}"
-    return None
+    return cannot_write(out)  # the folder itself is made by the build: a refused build leaves none
 
 
 def sequence_of(path: Path) -> tuple[int, int] | None:

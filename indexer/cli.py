@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
@@ -14,7 +13,7 @@ from indexer.bm25.sharded import LAYOUTS
 from medsnip import __version__
 from medsnip.buildrecord import read_build_record
 from medsnip.cli_errors import ToolGroup, fail
-from medsnip.corpus import Corpus, LineageError, default_out
+from medsnip.corpus import Corpus, LineageError, cannot_write, default_out
 from medsnip.encoders import POOLINGS, PRESETS, EncoderSpec, EncoderUnavailable, preset
 from medsnip.executor_options import executor_from_options, executor_options, with_options
 from medsnip.joblock import FolderBusy
@@ -27,10 +26,6 @@ def _log(message: str) -> None:
     console.print(escape(message))
 
 
-def _fail(message: str) -> None:
-    fail(message)
-
-
 def _open_corpus(path: Path, verify: str = "full", out: Path | None = None) -> Corpus:
     """The corpus an index is built from: every shard hashed against build.json first (indexing reads
     every byte anyway), so a shard edited since its build is never indexed. `out`: the index folder,
@@ -38,7 +33,7 @@ def _open_corpus(path: Path, verify: str = "full", out: Path | None = None) -> C
     try:
         corpus = Corpus.open(path, verify)
     except LineageError as error:
-        _fail(str(error))
+        fail(str(error))
         raise  # unreachable
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -62,15 +57,9 @@ def _index_out(corpus_dir: Path, out: Path | None, name: str, stage: str) -> Pat
                 f"building there would delete them: choose another --out",
                 param_hint="--out",
             )
-    existing = out.parent  # created only once the corpus opened (_open_corpus): a refused run leaves nothing
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    try:
-        probe = existing / f".write-test-{os.getpid()}"
-        probe.touch()
-        probe.unlink()
-    except OSError as error:
-        raise click.BadParameter(f"cannot write to {existing}: {error.strerror or error}", param_hint="--out") from None
+    problem = cannot_write(out.parent)  # made only once the corpus opened (_open_corpus): a refused run leaves none
+    if problem:
+        raise click.BadParameter(problem, param_hint="--out")
     return out
 
 
@@ -111,7 +100,7 @@ def store(corpus_dir: Path, out: Path | None, as_json: bool) -> None:
         with _exclusive(corpus_dir, "indexer store"):
             record = build_store(corpus, out)
     except (LineageError, FolderBusy) as error:
-        _fail(str(error))
+        fail(str(error))
     _log(f"store: {record['counts']['snippets']:,} snippets in {record['run']['seconds']:.2f} s")
     if as_json:
         _emit_index(record, corpus_dir, out, started)
@@ -199,7 +188,7 @@ def bm25(
                     compact_above=compact_above,
                 )
         except (LineageError, RuntimeError, ValueError) as error:  # FolderBusy is a RuntimeError
-            _fail(str(error))
+            fail(str(error))
     if as_json:
         _emit_index(record, corpus_dir, out, started)
 
@@ -381,7 +370,7 @@ def dense(
         except DeviceError as error:
             raise click.BadParameter(str(error), param_hint="--devices") from None
         except (LineageError, EncoderUnavailable, FolderBusy, EmbeddingError, ValueError) as error:
-            _fail(str(error))
+            fail(str(error))
     _log(f"done in {time.perf_counter() - started:.1f} s")
     if as_json:
         _emit_index(record, corpus_dir, out, started)
@@ -437,7 +426,7 @@ def distill_static(
     try:
         distill(teacher, out, texts(), pooling=pooling, remove_components=remove_components)
     except EncoderUnavailable as error:
-        _fail(str(error))
+        fail(str(error))
     _log(f"static model -> {out} (use: indexer dense CORPUS --model {out} --pooling static --normalize)")
     if as_json:
         emit_json(
@@ -487,7 +476,7 @@ def evaluate_command(
         questions = query_texts(queries)
         judgements = read_qrels(qrels)
     except InputFileError as error:
-        _fail(str(error))
+        fail(str(error))
     corpus = _open_corpus(corpus_dir, verify="stat")  # reads only what its hits point at
     qids = list(questions)
     texts = [questions[q] for q in qids]
@@ -503,14 +492,14 @@ def evaluate_command(
 
             candidates = [index_dir] if index_dir else sorted(corpus_dir.glob("dense-*"))
             if not candidates:
-                _fail(f"{corpus_dir}: no dense index (run `indexer dense` first)")
+                fail(f"{corpus_dir}: no dense index (run `indexer dense` first)")
             index = DenseIndex(candidates[0], corpus)
             index.encoder = DenseEncoder(index.spec, queries_only=True)
             index.check_encoder(index.encoder)
             hits = index.search(texts, k)
         store_handle = SnippetStore(corpus_dir / "store", corpus) if judge_by == "doc_id" else None
     except (LineageError, EncoderUnavailable) as error:
-        _fail(str(error))
+        fail(str(error))
     run = {qid: doc_ids_of(found, store_handle, judge_by) for qid, found in zip(qids, hits, strict=True)}
     scores = evaluate(run, judgements)
     write_trec_run(run_path, run, f"medsnip-{retriever}")  # last: a run file only from a run that succeeded

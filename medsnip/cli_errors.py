@@ -8,7 +8,6 @@ formats or exits by itself.
 
 from __future__ import annotations
 
-import copy
 import os
 import sys
 import traceback
@@ -93,9 +92,19 @@ def input_path_problem(value, kind: click.Path, param: click.Parameter | None) -
 def _input_paths(command: click.Command) -> None:
     """Give `command`'s click.Path(exists=True) parameters the InputPath type (same options, same help)."""
     for param in command.params:
-        if type(param.type) is click.Path and param.type.exists:
-            param.type = copy.copy(param.type)
-            param.type.__class__ = InputPath
+        kind = param.type
+        if type(kind) is click.Path and kind.exists:
+            param.type = InputPath(
+                exists=True,
+                file_okay=kind.file_okay,
+                dir_okay=kind.dir_okay,
+                writable=kind.writable,
+                readable=kind.readable,
+                resolve_path=kind.resolve_path,
+                allow_dash=kind.allow_dash,
+                path_type=kind.type,
+                executable=kind.executable,
+            )
 
 
 def _debug_callback(ctx: click.Context, _param, value: bool) -> None:
@@ -141,30 +150,24 @@ class ToolGroup(click.Group):
         super().add_command(cmd, name)
 
     def invoke(self, ctx: click.Context):
-        debug = ctx.meta.get("medsnip.debug", False)
         try:
             return super().invoke(ctx)
-        except (click.exceptions.Exit, click.ClickException):
-            if debug:
-                traceback.print_exc()
-            raise
-        except (KeyboardInterrupt, click.Abort):
-            if debug:
-                traceback.print_exc()
-            click.echo(file=sys.stderr)  # past the terminal's ^C
-            click.echo(f"error: {EXIT_CODES[ExitCode.INTERRUPTED]}", err=True)
-            raise click.exceptions.Exit(ExitCode.INTERRUPTED) from None
         except SystemExit:
             raise
-        except OSError as error:
-            # a file the command was told to read or write: the OS says what is wrong with it
-            if debug:
+        except BaseException as error:
+            if ctx.meta.get("medsnip.debug", False):
                 traceback.print_exc()
-            where = f"{error.filename}: " if error.filename else ""
-            raise CommandError(f"{where}{error.strerror or error}") from None
-        except Exception as error:
-            if debug:
-                traceback.print_exc()
+            if isinstance(error, (click.exceptions.Exit, click.ClickException)):
+                raise
+            if isinstance(error, (KeyboardInterrupt, click.Abort)):
+                click.echo(file=sys.stderr)  # past the terminal's ^C
+                click.echo(f"error: {EXIT_CODES[ExitCode.INTERRUPTED]}", err=True)
+                raise click.exceptions.Exit(ExitCode.INTERRUPTED) from None
+            if isinstance(error, OSError):  # a file the command was told to read or write: the OS says what
+                where = f"{error.filename}: " if error.filename else ""
+                raise CommandError(f"{where}{error.strerror or error}") from None
+            if not isinstance(error, Exception):  # GeneratorExit and the like: not a command's failure
+                raise
             name = type(error).__name__
             click.echo(f"error: internal error, {name}: {error} (run again with --debug for the traceback)", err=True)
             raise click.exceptions.Exit(ExitCode.INTERNAL) from None

@@ -237,3 +237,18 @@ def replace_dir(temp: Path, out: Path) -> None:
         os.replace(out, old)
     os.replace(temp, out)
     shutil.rmtree(old, ignore_errors=True)
+
+
+def cannot_write(target: Path) -> str | None:
+    """Why nothing can be written where the folder `target` is to be (its nearest existing parent is probed
+    with a file made and removed, so a refused run creates no folder), or None when it can."""
+    existing = Path(target)
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    try:
+        probe = existing / f".write-test-{os.getpid()}"
+        probe.touch()
+        probe.unlink()
+    except OSError as error:
+        return f"cannot write to {existing}: {error.strerror or error}"
+    return None

@@ -664,10 +664,10 @@ def label(refs, qrels, out, unjudged, as_json) -> None:
     records = list(label_references(refs, read_qrels(qrels), unjudged))
     write_jsonl(out, records)
     labels = Counter(r["label"] for record in records for r in record["references"])
-    shown = ", ".join(f"{v:,} {k or 'unlabelled'}" for k, v in sorted(labels.items(), key=lambda kv: str(kv[0])))
+    references = {str(k or "unlabelled"): v for k, v in sorted(labels.items(), key=lambda kv: str(kv[0]))}
+    shown = ", ".join(f"{count:,} {label}" for label, count in references.items())
     console.print(f"{len(records)} queries, references: {shown or 'none'} -> {out}")
     if as_json:
-        references = {str(k or "unlabelled"): v for k, v in sorted(labels.items(), key=lambda kv: str(kv[0]))}
         emit_json({"queries": len(records), "references": references, "out": str(out)})
 
 

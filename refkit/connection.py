@@ -15,7 +15,7 @@ import grpc
 
 from medsnip.buildrecord import lineage_hash
 from searchd.auth import read_token
-from searchd.client import SearchClient, describe_rpc_error  # noqa: F401 (refkit's modules import it from here)
+from searchd.client import SearchClient, describe_rpc_error, never_reached  # noqa: F401 (refkit's modules import it from here)
 
 
 class ServerError(RuntimeError):
@@ -27,7 +27,7 @@ class ServerError(RuntimeError):
 def server_error(address: str, error: grpc.RpcError) -> ServerError:
     """A failed call as refkit's error, with searchd's one sentence for it."""
     problem = ServerError(describe_rpc_error(address, error))
-    problem.unreachable = error.code() == grpc.StatusCode.UNAVAILABLE
+    problem.unreachable = never_reached(error)
     return problem
 
 

@@ -150,10 +150,12 @@ def type_from_qualifiers(qualifiers: Iterable[str], nodes_by_qualifier: dict[str
 
 
 @contextmanager
-def _decoding(path: Path) -> Iterator[None]:
-    """A table that is not UTF-8 text or not whole gzip: a ValueError naming the file (what refkit prints)."""
+def _open_table(path: Path) -> Iterator:
+    """The text of a table (gunzipped when its name ends in .gz); one that is not UTF-8 text or not whole
+    gzip is a ValueError naming the file (what refkit prints)."""
     try:
-        yield
+        with (gzip.open if path.suffix == ".gz" else open)(path, "rt", encoding="utf-8", newline="") as handle:
+            yield handle
     except UnicodeDecodeError as error:
         raise ValueError(f"{path}: not UTF-8 text ({error.reason}); is it the table the option asks for?") from None
     except (EOFError, gzip.BadGzipFile, zlib.error) as error:
@@ -164,7 +166,7 @@ def read_names_rows(path: Path) -> Iterator[tuple[str, str, list[str]]]:
     """(descriptor UI, name, allowed qualifier UIs) per descriptor of invenio's subjects_mesh.csv."""
     names: dict[str, str] = {}
     qualifiers: dict[str, list[str]] = {}
-    with _decoding(path), open(path, encoding="utf-8", newline="") as handle:
+    with _open_table(path) as handle:
         reader = csv.reader(handle)
         header = next(reader, None)
         if header is None or [h.strip() for h in header[:3]] != ["id", "scheme", "subject"]:
@@ -187,10 +189,7 @@ def read_tree_numbers(path: Path | None = None) -> dict[str, list[str]]:
     (the shipped MeSH 2015 table by default)."""
     path = Path(path or SHIPPED_TREE_NUMBERS)
     trees: dict[str, list[str]] = {}
-    with (
-        _decoding(path),
-        (gzip.open if path.suffix == ".gz" else open)(path, "rt", encoding="utf-8", newline="") as handle,
-    ):
+    with _open_table(path) as handle:
         header = handle.readline().rstrip("\r\n").split("\t")
         if header != TREE_COLUMNS:
             raise ValueError(f"{path}:1: expected the columns {', '.join(TREE_COLUMNS)}, got {header}")
@@ -209,10 +208,7 @@ def read_pharmacological_actions(path: Path | None = None) -> dict[str, list[str
     columns `ACTION_COLUMNS` (the shipped MeSH 2018 table by default)."""
     path = Path(path or SHIPPED_ACTIONS)
     actions: dict[str, list[str]] = {}
-    with (
-        _decoding(path),
-        (gzip.open if path.suffix == ".gz" else open)(path, "rt", encoding="utf-8", newline="") as handle,
-    ):
+    with _open_table(path) as handle:
         header = handle.readline().rstrip("\r\n").split("\t")
         if header != ACTION_COLUMNS:
             raise ValueError(f"{path}:1: expected the columns {', '.join(ACTION_COLUMNS)}, got {header}")
@@ -234,10 +230,7 @@ def read_drug_entry_terms(path: Path | None = None) -> dict[str, list[str]]:
     systematic chemical names are left out."""
     path = Path(path or SHIPPED_DRUG_TERMS)
     terms: dict[str, list[str]] = {}
-    with (
-        _decoding(path),
-        (gzip.open if path.suffix == ".gz" else open)(path, "rt", encoding="utf-8", newline="") as handle,
-    ):
+    with _open_table(path) as handle:
         header = handle.readline().rstrip("\r\n").split("\t")
         if header != DRUG_TERM_COLUMNS:
             raise ValueError(f"{path}:1: expected the columns {', '.join(DRUG_TERM_COLUMNS)}, got {header}")

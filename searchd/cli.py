@@ -16,6 +16,7 @@ from rich.table import Table
 
 from medsnip import __version__
 from medsnip.cli_errors import CommandError, ToolGroup, Unreachable, fail
+from medsnip.jsonout import emit_json
 from medsnip.queries import FORMATS as QUERY_FORMATS
 
 console = Console(stderr=True, soft_wrap=True)  # never wrap: paths must stay copyable
@@ -272,7 +273,7 @@ def reload(pid, pid_file, address, timeout) -> None:
             try:  # before any signal: an unreachable --server is exit 3 with nothing signalled
                 before = json.loads(client.info().stats_json)["generation"]
             except grpc.RpcError as error:
-                _call_failed(address, error)
+                raise rpc_command_error(address, error) from None
     try:
         os.kill(pid, signal.SIGHUP)
     except ProcessLookupError:
@@ -285,7 +286,7 @@ def reload(pid, pid_file, address, timeout) -> None:
             try:
                 status = json.loads(client.info().stats_json)["generation"]
             except grpc.RpcError as error:
-                _call_failed(address, error)
+                raise rpc_command_error(address, error) from None
             if status["generation"] > before["generation"]:
                 console.print(f"generation {status['generation']} serving")
                 return
@@ -323,20 +324,13 @@ def client_options(command):
     return command
 
 
-def _call_failed(address: str, error) -> None:
-    """The one line every searchd client command prints for a failed call (refkit says the same): exit 3
-    for a server that cannot be reached, 1 for a call it refused."""
-    raise rpc_command_error(address, error)
-
-
 def rpc_command_error(address: str, error) -> CommandError:
-    """A failed call as the command-line error of every client command (refkit's too)."""
-    import grpc
-
-    from searchd.client import describe_rpc_error
+    """A failed call as the one line every searchd client command prints (refkit says the same): exit 3
+    for a server that cannot be reached, 1 for a call it refused."""
+    from searchd.client import describe_rpc_error, never_reached
 
     message = describe_rpc_error(address, error)
-    return Unreachable(message) if error.code() == grpc.StatusCode.UNAVAILABLE else CommandError(message)
+    return Unreachable(message) if never_reached(error) else CommandError(message)
 
 
 def _client(address, token_file, tls, ca_file):
@@ -360,11 +354,11 @@ def query(text, address, token_file, tls, ca_file, retrievers, corpora, fusion, 
         try:
             response = client.search(text, k, retrievers=retrievers, corpora=corpora, rrf_k=rrf_k, fusion=fusion)
         except grpc.RpcError as error:
-            _call_failed(address, error)
+            raise rpc_command_error(address, error) from None
     if as_json:
         from google.protobuf import json_format
 
-        click.echo(json.dumps(json_format.MessageToDict(response), ensure_ascii=False))
+        emit_json(json_format.MessageToDict(response))
         return
     table = Table("#", "score", "id", "ranks", "title / content", title=f"{escape(text)} ({response.took_ms:.0f} ms)")
     for hit in response.hits:
@@ -443,7 +437,7 @@ def batch(
         os.replace(partial, out)
     except grpc.RpcError as error:
         partial.unlink(missing_ok=True)
-        _call_failed(address, error)
+        raise rpc_command_error(address, error) from None
     except BaseException:
         partial.unlink(missing_ok=True)
         raise
@@ -475,11 +469,11 @@ def call(method, request, address, token_file, tls, ca_file) -> None:
             answer = client.call(method, fields)
             messages = answer if not hasattr(answer, "DESCRIPTOR") else [answer]
             for message in messages:
-                click.echo(json.dumps(json_format.MessageToDict(message), ensure_ascii=False))
+                emit_json(json_format.MessageToDict(message))
         except (ValueError, json_format.ParseError) as error:  # an unknown method, or a request not its message
             raise click.BadParameter(str(error)) from None
         except grpc.RpcError as error:
-            _call_failed(address, error)
+            raise rpc_command_error(address, error) from None
 
 
 if __name__ == "__main__":

@@ -167,10 +167,15 @@ class SearchClient:
 SERVICE = search_pb2.DESCRIPTOR.services_by_name["SearchService"]
 
 
+def never_reached(error: grpc.RpcError) -> bool:
+    """Whether a failed call never reached a server (nothing listens there): what commands exit 3 for."""
+    return error.code() == grpc.StatusCode.UNAVAILABLE
+
+
 def describe_rpc_error(address: str, error: grpc.RpcError) -> str:
     """One sentence for a failed call, the same in every command: who, what went wrong, what to do."""
     code = error.code()
-    if code == grpc.StatusCode.UNAVAILABLE:
+    if never_reached(error):
         return f"searchd at {address} is unreachable ({error.details()}); start it with `searchd serve --root ROOT`"
     if code == grpc.StatusCode.UNAUTHENTICATED:
         return f"searchd at {address} refused the call: {error.details()} (pass --token-file)"
