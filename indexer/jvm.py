@@ -14,6 +14,8 @@ import importlib.resources
 import os
 from pathlib import Path
 
+from indexer.jvm_aot import read_options
+
 _started = False
 # Lucene 9 on Java 25 maps index files through sun.misc.Unsafe and says so on every start; allow it
 # quietly, and keep Anserini's log at warnings.
@@ -40,6 +42,11 @@ def medsnip_jar() -> Path:
     return Path(__file__).with_name("java") / "medsnip-anserini.jar"
 
 
+def helpers_classpath() -> str:
+    """Anserini and medsnip's helpers: the class path of the in-process JVM and of the helpers' child JVMs."""
+    return f"{anserini_jar()}{os.pathsep}{medsnip_jar()}"
+
+
 def anserini_version() -> str:
     """The Anserini version, from the jar's name (anserini-1.7.1-fatjar.jar -> 1.7.1)."""
     return anserini_jar().name.removeprefix("anserini-").removesuffix("-fatjar.jar")
@@ -62,6 +69,8 @@ def start_jvm(max_heap: str | None = None) -> None:
         if max_heap:
             jnius_config.add_options(f"-Xmx{max_heap}")
         jnius_config.add_options(*JVM_QUIET_OPTIONS)
+        # the JDK's classes from the cache a child JVM of the helpers' class path wrote (jvm_aot)
+        jnius_config.add_options(*read_options(helpers_classpath()))
     import jnius  # noqa: F401  (starts the JVM)
 
     _started = True

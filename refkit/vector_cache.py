@@ -5,7 +5,7 @@ machine.
 The bundled MiniLM's query vectors are independent of their batch (medsnip.encoders: `encode_queries`
 with `independent`), so a stored vector is bit for bit the one a new run would compute, and outputs stay
 byte-identical with or without the cache. Vectors are stored normalised (float32) in a SQLite file in
-`cache_folder()`, named by the sha256 of the model's files and keyed by the sha256 of each text; SQLite's
+`medsnip.cache.cache_folder()`, named by the sha256 of the model's files and keyed by the sha256 of each text; SQLite's
 locking lets several processes (parallel tests, two noise runs) share it.
 """
 
@@ -13,23 +13,16 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import os
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
+from medsnip.cache import cache_folder
+
 _MODEL_FILES = {".safetensors", ".bin", ".json", ".txt"}
 BATCH = 256
-
-
-def cache_folder() -> Path:
-    """Where deterministic results computed from package data are kept between runs: $MEDSNIP_CACHE,
-    else $XDG_CACHE_HOME/medsnip, else ~/.cache/medsnip."""
-    if os.environ.get("MEDSNIP_CACHE"):
-        return Path(os.environ["MEDSNIP_CACHE"])
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "medsnip"
 
 
 def model_digest(model_dir: Path) -> str:

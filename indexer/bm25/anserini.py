@@ -3,11 +3,11 @@ Lucene indexes, so what it builds is exactly what Anserini builds."""
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
-from indexer.jvm import JVM_QUIET_OPTIONS, anserini_jar
+from indexer.jvm import JVM_QUIET_OPTIONS, helpers_classpath
+from indexer.jvm_aot import child_jvm
 from medsnip.languages import ANSERINI_LANGUAGES
 from medsnip.processes import run_dying_with_us
 
@@ -40,7 +40,7 @@ def index_collection_command(input_dir: Path, index_dir: Path, threads: int, lan
         java_binary(),
         *JVM_QUIET_OPTIONS,
         "-cp",
-        str(anserini_jar()),
+        helpers_classpath(),  # one class path for every JVM: one class cache (jvm_aot)
         "io.anserini.index.IndexCollection",
         "-collection",
         "JsonCollection",
@@ -59,13 +59,11 @@ def index_collection_command(input_dir: Path, index_dir: Path, threads: int, lan
 
 def medsnip_java_command(main_class: str, *args: str) -> list[str]:
     """A JVM command running one of medsnip's own Anserini helpers (indexer/java)."""
-    from indexer.jvm import medsnip_jar
-
     return [
         java_binary(),
         *JVM_QUIET_OPTIONS,
         "-cp",
-        f"{anserini_jar()}{os.pathsep}{medsnip_jar()}",
+        helpers_classpath(),
         f"medsnip.anserini.{main_class}",
         *args,
     ]
@@ -73,8 +71,12 @@ def medsnip_java_command(main_class: str, *args: str) -> list[str]:
 
 def run_java(command: list[str], what: str) -> str:
     """Run a JVM command that dies with this process (killing the indexer must not leave Anserini
-    writing on); its stdout and stderr together, or RuntimeError naming `what` with the log's tail."""
-    completed = run_dying_with_us(command, capture_output=True, text=True)
+    writing on); its stdout and stderr together, or RuntimeError naming `what` with the log's tail.
+    The JVM starts from the machine's class cache of its class path (indexer.jvm_aot)."""
+    with child_jvm(command[command.index("-cp") + 1]) as cache:
+        completed = run_dying_with_us([command[0], *cache.options, *command[1:]], capture_output=True, text=True)
+        if completed.returncode == 0:
+            cache.succeeded()
     if completed.returncode != 0:
         raise RuntimeError(f"{what} failed ({completed.returncode}):\n{completed.stderr[-3000:]}")
     return completed.stdout + completed.stderr

@@ -1,0 +1,72 @@
+"""The JVM's class cache (indexer.jvm_aot): the first BM25 build of a machine writes it, a JVM in strict
+mode can start from what it wrote, later builds read it, and a missing, broken or switched-off cache
+changes nothing a build writes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+from conftest import SAMPLES, copy_corpus, run_indexer
+from indexer.bm25.anserini import java_binary
+from indexer.jvm import helpers_classpath
+from indexer.jvm_aot import cache_path, child_jvm
+from medsnip.buildrecord import read_build_record
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("MEDSNIP_CACHE", str(folder))
+    monkeypatch.delenv("MEDSNIP_JVM_AOT", raising=False)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def textbooks(tmp_path_factory, run_corpusbuild):
+    out = tmp_path_factory.mktemp("aot") / "textbooks"
+    result = run_corpusbuild("textbooks", SAMPLES / "textbooks" / "books", "--out", out, "--quiet")
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def _bm25_build(textbooks, folder):
+    corpus = copy_corpus(textbooks, folder)
+    run_indexer("bm25", corpus)
+    return read_build_record(corpus / "bm25")["counts"]
+
+
+def test_the_first_build_writes_the_cache_and_a_strict_jvm_starts_from_it(textbooks, cache, tmp_path):
+    path = cache_path(helpers_classpath())
+    assert path.parent == cache and not path.exists()
+    first = _bm25_build(textbooks, tmp_path / "first")
+    assert sorted(p.name for p in cache.iterdir()) == [path.name]  # published under its name, no temp left
+    # AOTMode=on: the JVM refuses to start unless it can use the cache (a broken file fails here)
+    strict = [java_binary(), f"-XX:AOTCache={path}", "-XX:AOTMode=on", "-cp", helpers_classpath(), "-version"]
+    completed = subprocess.run(strict, capture_output=True, text=True)
+    assert completed.returncode == 0 and "sharing" in completed.stderr, completed.stderr
+    with child_jvm(helpers_classpath()) as use:
+        assert use.options[0] == f"-XX:AOTCache={path}"  # later JVMs read it
+    stat = path.stat()
+    assert _bm25_build(textbooks, tmp_path / "second") == first
+    assert path.stat().st_mtime_ns == stat.st_mtime_ns  # read, not written again
+
+
+def test_a_broken_cache_or_none_builds_the_same(textbooks, cache, tmp_path, monkeypatch):
+    path = cache_path(helpers_classpath())
+    cache.mkdir()
+    path.write_bytes(b"not a JVM cache")
+    dead = cache / f".{path.name}-1.tmp-{2**22 + 17}"  # a killed first run's file (no such pid)
+    dead.write_bytes(b"half")
+    broken = _bm25_build(textbooks, tmp_path / "broken")
+    assert path.read_bytes() == b"not a JVM cache" and dead.exists()  # a cache exists: nothing is written
+    path.unlink()
+    _bm25_build(textbooks, tmp_path / "fresh")
+    assert not dead.exists() and path.stat().st_size > 1_000_000  # stale temp removed, cache written
+    monkeypatch.setenv("MEDSNIP_JVM_AOT", "off")
+    assert cache_path(helpers_classpath()) is None
+    path.unlink()
+    assert _bm25_build(textbooks, tmp_path / "off") == broken
+    assert not os.listdir(cache)
