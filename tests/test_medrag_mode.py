@@ -73,8 +73,8 @@ def test_statpearls_match_medrags_paragraph_walk(tmp_path, run_corpusbuild):
 def test_wikipedia_chunks_whole_articles_like_medrag(tmp_path, run_corpusbuild):
     from corpusbuild.sources.wikipedia.wikitext import wiki_sections
 
-    dumps = [  # the two real dump slices (the demo's first-80-pages file is a cut of the first)
-        SAMPLES / "wikipedia" / "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2",
+    dumps = [  # real dump slices: the first 80 pages of the enwiki slice (16 articles), and the table-heavy one
+        SAMPLES / "wikipedia" / "enwiki-2016-first-80-pages.xml.bz2",
         SAMPLES / "wikipedia" / "enwiki-table-markup.xml.bz2",
     ]
     out = tmp_path / "wikipedia"
@@ -92,7 +92,7 @@ def test_wikipedia_chunks_whole_articles_like_medrag(tmp_path, run_corpusbuild):
     for page_id, (title, wikitext) in pages.items():
         parts = [p for s in wiki_sections(wikitext) for p in ((s.path[-1],) if s.path else ()) + (s.text,) if p]
         rows += reference.wikipedia_rows(page_id, title, "\n\n".join(parts))
-    assert len(pages) == len(kept) > 50
+    assert len(pages) == len(kept) == 20  # the 16 articles of the first 80 pages and the 4 of the table dump
     assert snippets == expected(rows)
 
 

@@ -1245,18 +1245,18 @@ def _kill_when_partial_has(command: list, partial: Path, lines: int) -> None:
 
 @pytest.mark.parametrize("command", ["collect", "noise"])
 def test_a_killed_run_resumes_to_the_bytes_of_an_unkilled_one(server, names_lexicon_path, command, tmp_path):
-    """The first 80 PubMedQA test questions: a run killed part way (SIGKILL after 20, and a line left cut
+    """The first 40 PubMedQA test questions: a run killed part way (SIGKILL after 10, and a line left cut
     short) and started again with the same arguments ends byte-identical to a run never killed. A run killed
     under another generation of the corpus is refused, unless told to mix or to restart."""
     questions = IR / "pubmedqa_test_set.json"
     noise = ["--lexicon", names_lexicon_path, "--seed", 13, "--candidates", 20, "--per-query", 3, "--no-support"]
     options = ["--k", 8] if command == "collect" else noise
-    arguments = [command, questions, "--limit", 80, "--server", server, *options]
+    arguments = [command, questions, "--limit", 40, "--server", server, *options]
     whole, resumed = tmp_path / "whole.jsonl", tmp_path / "resumed.jsonl"
     refkit(*arguments, "--out", whole)
-    assert whole.read_bytes().count(b"\n") == 80
+    assert whole.read_bytes().count(b"\n") == 40
     partial, sidecar = (resumed.with_name(resumed.name + suffix) for suffix in (".partial", ".partial.json"))
-    _kill_when_partial_has([*arguments, "--out", resumed], partial, 20)
+    _kill_when_partial_has([*arguments, "--out", resumed], partial, 10)
     assert partial.exists() and not resumed.exists()
     with open(partial, "ab") as out:  # a kill in the middle of a line
         out.write(b'{"id": "cut sh')
