@@ -39,11 +39,24 @@ def smollm2_gguf() -> Path:
 def in_process_lm(tmp_path_factory):
     """SmolLM2 loaded in this process from its GGUF file (the causal-lm reader), and the same weights saved
     as a transformers folder for the server (transformers serve cannot name a GGUF model's architecture)."""
+    import gguf
     from transformers import AutoModelForCausalLM
 
     from refkit.readers.causal_lm import CausalLM
 
-    lm = CausalLM(str(smollm2_gguf()))
+    parses = []
+
+    class CountedReader(gguf.GGUFReader):  # what the reader's load asks of gguf: one parse of the file
+        def __init__(self, *args, **kwargs):
+            parses.append(args[0])
+            super().__init__(*args, **kwargs)
+
+    plain, gguf.GGUFReader = gguf.GGUFReader, CountedReader
+    try:
+        lm = CausalLM(str(smollm2_gguf()))
+    finally:
+        gguf.GGUFReader = plain
+    assert len(parses) == 1, parses  # transformers asks three times: config, tokenizer, weights
     folder = tmp_path_factory.mktemp("smollm2") / "SmolLM2-135M-Instruct"
     config = lm.model.config
     config.architectures = [type(lm.model).__name__]
@@ -116,6 +129,34 @@ def questions(tmp_path_factory) -> Path:
 
 def noise_args(questions, lexicon, searchd):
     return ["noise", questions, "--lexicon", lexicon, "--seed", 7, "--per-query", 1, "--server", searchd]
+
+
+def test_a_gguf_file_is_parsed_once_within_a_load(tmp_path):
+    """The causal-lm reader's load (refkit.readers.causal_lm.each_gguf_parsed_once): one parsed reader per
+    file and one tensor-name map per architecture and depth inside the block, gguf as it was after it."""
+    import gguf
+    import numpy as np
+
+    from refkit.readers.causal_lm import each_gguf_parsed_once
+
+    path = tmp_path / "tiny.gguf"
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_block_count(2)
+    writer.add_tensor("token_embd.weight", np.arange(32, dtype=np.float32).reshape(4, 8))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    outside = gguf.GGUFReader, gguf.get_tensor_name_map
+    with each_gguf_parsed_once():
+        first = gguf.GGUFReader(path)
+        assert gguf.GGUFReader(str(path)) is first and gguf.GGUFReader(tmp_path / "." / "tiny.gguf") is first
+        assert first.tensors[0].data.tolist() == np.arange(32, dtype=np.float32).reshape(4, 8).tolist()
+        names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.LLAMA, 2)
+        assert gguf.get_tensor_name_map(gguf.MODEL_ARCH.LLAMA, 2) is names
+        assert gguf.get_tensor_name_map(gguf.MODEL_ARCH.LLAMA, 3) is not names
+    assert (gguf.GGUFReader, gguf.get_tensor_name_map) == outside
+    assert gguf.GGUFReader(path) is not first
 
 
 def test_answers_are_read_strictly():
