@@ -160,27 +160,47 @@ def copy_corpus(corpus: Path, folder: Path, *leave_out: str) -> Path:
     return target
 
 
-# The files whose fixtures and tests take longest (servers, Ray clusters, CPU embedding), longest
-# first, measured with --durations=0: `make test` hands whole files to its two workers in this order
-# (--no-loadscope-reorder), so the long ones start first and both workers finish together instead of one
-# running a long file alone at the end. The second file is one that does not need `search_root`, so
-# its worker works while the first builds that root.
+# Every file that takes more than about 5 s (servers, Ray clusters, CPU embedding), longest first, as
+# measured with --durations=0: `make test` hands whole files to its two workers in this order
+# (--no-loadscope-reorder), so the long ones start first and the short ones fill in at the end, and both
+# workers finish together instead of one running a long file alone. The second file is one that does not
+# need `search_root`, so its worker works while the first builds that root.
 LONGEST_FILES = (
     "test_refkit.py",
     "test_dense_devices.py",
-    "test_executor.py",
     "test_readers.py",
-    "test_indexer.py",
-    "test_searchd_limits.py",
-    "test_searchd.py",
+    "test_executor.py",
+    "test_feeding.py",
+    "test_wikipedia.py",
     "test_hot_swap.py",
+    "test_searchd_limits.py",
+    "test_indexer.py",
+    "test_bm25_sharded.py",
+    "test_dump_split.py",
     "test_multilingual.py",
     "test_medcorp_recipe.py",
-    "test_feeding.py",
-    "test_bm25_sharded.py",
-    "test_wikipedia.py",
-    "test_watch_records.py",
+    "test_searchd.py",
     "test_searchd_retrievers.py",
+    "test_recipe_build.py",
+    "test_readme_examples.py",
+    "test_ivf_nprobe.py",
+    "test_watch_records.py",
+    "test_incremental_indexes.py",
+    "test_sample_goldens.py",
+    "test_daily_update.py",
+    "test_refkit_review.py",
+    "test_medrag_mode.py",
+    "test_reload_memory.py",
+    "test_pubmed_failures.py",
+    "test_changes.py",
+    "test_pubmed_build.py",
+    "test_encoders.py",
+    "test_recipe.py",
+    "test_command_errors.py",
+    "test_xml_batches.py",
+    "test_refkit_sense.py",
+    "test_jvm_aot.py",
+    "test_build_outputs.py",
 )
 
 
