@@ -17,6 +17,7 @@ general English (Zipf below `DRUG_WORD_ZIPF`: "cholesterol", "dopamine" and "pen
 
 from __future__ import annotations
 
+import collections
 import functools
 import re
 from dataclasses import dataclass
@@ -55,6 +56,9 @@ def stems() -> tuple[Stem, ...]:
     from wordfreq import top_n_list, zipf_frequency
 
     english = [w for w in top_n_list("en", 60_000) if w.isalpha() and zipf_frequency(w, "en") >= ENGLISH_ZIPF]
+    ending: collections.Counter[str] = collections.Counter()  # English words ending with each proper suffix
+    for word in english:
+        ending.update(word[-length:] for length in range(1, len(word)))
     found: dict[str, str] = {}
     for stem, meaning in _rows("inn_stems.tsv"):
         if not stem.startswith("-") or stem.endswith("-") or "deleted" in meaning:
@@ -62,21 +66,29 @@ def stems() -> tuple[Stem, ...]:
         letters = stem.strip("-").lower()
         if not letters.isalpha() or (len(letters) < MIN_STEM_LETTERS and letters not in SHORT_STEMS):
             continue
-        ending = sum(1 for word in english if word.endswith(letters) and word != letters)
-        if ending > MAX_ENGLISH_WORDS and letters not in SPECIFIC_DESPITE_ENGLISH:
+        if ending[letters] > MAX_ENGLISH_WORDS and letters not in SPECIFIC_DESPITE_ENGLISH:
             continue
         found.setdefault(letters, meaning)
     return tuple(sorted((Stem(s, m) for s, m in found.items()), key=lambda s: (-len(s.stem), s.stem)))
 
 
+@functools.cache
+def _stems_by_ending() -> tuple[dict[str, Stem], list[int]]:
+    """The stems by their letters, and their lengths longest first: a word's endings are looked up, not
+    every stem tried against it."""
+    table = {stem.stem: stem for stem in stems()}
+    return table, sorted({len(letters) for letters in table}, reverse=True)
+
+
 def stem_of(name: str) -> Stem | None:
     """The longest class stem a word of the name ends with, the last word first ("Losartan Potassium"
     -> -sartan; "lenvatinib" -> -tinib)."""
+    table, lengths = _stems_by_ending()
     for word in reversed(_WORD.findall(name)):
         word = word.lower()
-        for stem in stems():
-            if word.endswith(stem.stem) and len(word) > len(stem.stem) + 1:
-                return stem
+        for length in lengths:  # longest first; a stem needs two more letters before it
+            if length < len(word) - 1 and word[-length:] in table:
+                return table[word[-length:]]
     return None
 
 

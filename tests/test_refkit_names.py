@@ -5,6 +5,8 @@ batch 1's gold snippets and the real MeSH slices."""
 
 from __future__ import annotations
 
+import re
+
 import orjson
 import pytest
 
@@ -56,6 +58,26 @@ def test_inn_stems_name_classes_and_leave_english_words_alone():
     assert stem_of("aspirin") is None
     text = "Is cabozantinib effective compared with sorafenib, or do cholesterol, dopamine and penicillin matter?"
     assert drug_words(text) == ["cabozantinib", "sorafenib"]
+
+
+def test_a_names_stem_is_the_longest_stem_its_last_word_ends_with():
+    """stem_of looks a word's endings up; the definition tries every stem, longest first, against every
+    word from the last: both agree on the MeSH sample's names, common English and edge lengths."""
+    from wordfreq import top_n_list
+
+    def by_definition(name: str):
+        for word in reversed(re.findall(r"[A-Za-z][a-z]+", name)):
+            for stem in stems():
+                if word.lower().endswith(stem.stem) and len(word) > len(stem.stem) + 1:
+                    return stem
+        return None
+
+    vocabulary = read_mesh(MESH / "meshrdf-desc-samples.xml", MESH / "meshrdf-supp-samples.xml")
+    names = [entity.name for entity in vocabulary.entities.values()] + top_n_list("en", 3000)
+    drugs = ["cabozantinib", "Sorafenib", "valsartan", "nusinersen", "Adalimumab Injection", "Losartan Potassium"]
+    names += drugs + ["xxsartan", "xsartan", "sartan", "Mab", "xmab", "tinib"]
+    assert [stem_of(name) for name in names] == [by_definition(name) for name in names]
+    assert all(stem_of(name) for name in drugs) and stem_of("xxsartan") and not stem_of("xsartan")
 
 
 def test_gene_symbols_and_their_families(bioasq_texts):
