@@ -263,9 +263,16 @@ def read_mesh_names(
     actions = {} if actions_path is False else read_pharmacological_actions(actions_path or None)
     drug_terms = {} if drug_terms_path is False else read_drug_entry_terms(drug_terms_path or None)
     entities = []
+    by_qualifiers: dict[tuple[str, ...], str] = {}  # most descriptors of a category allow the same qualifiers
     for ui, name, allowed in read_names_rows(path):
         placed, acts = list(trees.get(ui, [])), list(actions.get(ui, []))
-        kind = type_from_trees(placed, bool(acts)) if placed else type_from_qualifiers(allowed, nodes_by_qualifier)
+        if placed:
+            kind = type_from_trees(placed, bool(acts))
+        else:
+            key = tuple(sorted(allowed))
+            if key not in by_qualifiers:
+                by_qualifiers[key] = type_from_qualifiers(key, nodes_by_qualifier)
+            kind = by_qualifiers[key]
         terms = uninverted(name) + [t for t in drug_terms.get(ui, []) if t not in uninverted(name)]
         entities.append(
             Entity(name=name, type=kind, ui=ui, entry_terms=terms, trees=placed, actions=acts, origin="mesh-names")
