@@ -1,6 +1,6 @@
-"""The JVM's class cache (indexer.jvm_aot): the first BM25 build of a machine writes it, a JVM in strict
-mode can start from what it wrote, later builds read it, and a missing, broken or switched-off cache
-changes nothing a build writes."""
+"""How BM25's JVMs start. The class cache (indexer.jvm_aot): the first BM25 build of a machine writes it, a
+JVM in strict mode can start from what it wrote, later builds read it, and a missing, broken or switched-off
+cache changes nothing a build writes. Small inputs are indexed with the quick compiler alone."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from conftest import SAMPLES, copy_corpus, run_indexer
-from indexer.bm25.anserini import java_binary
+from indexer.bm25.anserini import QUICK_COMPILER_BELOW_BYTES, compiler_options, java_binary
 from indexer.jvm import helpers_classpath
 from indexer.jvm_aot import cache_path, child_jvm
 from medsnip.buildrecord import read_build_record
@@ -68,3 +68,17 @@ def test_a_broken_cache_or_none_builds_the_same(textbooks, cache, tmp_path, monk
     path.unlink()
     assert _bm25_build(textbooks, tmp_path / "off") == broken
     assert not os.listdir(cache)
+
+
+def test_small_inputs_are_indexed_with_the_quick_compiler_alone(tmp_path):
+    small, large = tmp_path / "small", tmp_path / "large"
+    small.mkdir()
+    large.mkdir()
+    (small / "shard.jsonl").write_bytes(b'{"id": "a", "contents": "aspirin"}\n')
+    with open(large / "shard.jsonl", "wb") as handle:  # sparse: the size, not the disk
+        handle.truncate(QUICK_COMPILER_BELOW_BYTES)
+    (small / "linked.jsonl").symlink_to(large / "shard.jsonl")  # links count by what they point at
+    assert compiler_options(large) == ()
+    assert compiler_options(small) == ()
+    (small / "linked.jsonl").unlink()
+    assert compiler_options(small) == ("-XX:TieredStopAtLevel=1",)
