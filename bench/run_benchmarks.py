@@ -287,6 +287,25 @@ def indexer_corpus(args) -> Path:
     return corpus
 
 
+def small_bm25_sections(args) -> list[str]:
+    """`indexer bm25` on three small PubMed corpora (real records under new PMIDs), 2 shards each."""
+    import indexer_bench
+
+    corpora = []
+    for records in (300, 3_000, 12_000):
+        source = args.work / f"small-bm25-{records}.xml.gz"
+        if not source.exists():
+            write_scaled_pubmed(sorted((REPO / "samples" / "pubmed").iterdir()), source, records, 60_000_000)
+        corpus = args.work / f"small-bm25-{records}"
+        if not (corpus / "build.json").is_file():
+            command = ours([source], corpus, 1)
+            command[command.index("--shards") + 1] = "2"
+            subprocess.run(command, check=True, cwd=REPO)
+        corpora.append(corpus)
+    print("indexer: bm25 on small corpora", flush=True)
+    return indexer_bench.small_bm25_section(corpora, args.work, args.repeats)
+
+
 def indexer_sections(args) -> list[str]:
     """BM25, embedding and FAISS numbers on the PubMed benchmark file's snippets."""
     import indexer_bench
@@ -392,6 +411,7 @@ SECTIONS = (
     "wikipedia",
     "chunker",
     "indexer",
+    "bm25-small",
     "feeding",
     "searchd",
     "reload-memory",
@@ -440,6 +460,8 @@ def main() -> None:
         lines += chunker_section()
     if "indexer" in wanted:
         lines += indexer_sections(args)
+    if "bm25-small" in wanted:
+        lines += small_bm25_sections(args)
     if "feeding" in wanted:
         lines += feeding_sections(args)
     if "searchd" in wanted:
