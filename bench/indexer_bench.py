@@ -31,13 +31,18 @@ def _timed(command: list[str]) -> float:
     return time.perf_counter() - started
 
 
-def bm25_section(corpus_dir: Path, work: Path, repeats: int) -> list[str]:
-    corpus = Corpus.open(corpus_dir)
-    copies = work / "anserini-input"
+def _shard_copies(corpus: Corpus, copies: Path) -> Path:
+    """Copies of a corpus's shards in a folder of their own: what Anserini's IndexCollection reads directly."""
     shutil.rmtree(copies, ignore_errors=True)
     copies.mkdir(parents=True)
     for shard in corpus.shards:
         shutil.copy(shard.path, copies / shard.path.name)
+    return copies
+
+
+def bm25_section(corpus_dir: Path, work: Path, repeats: int) -> list[str]:
+    corpus = Corpus.open(corpus_dir)
+    copies = _shard_copies(corpus, work / "anserini-input")
     ours, direct = [], []
     for _ in range(repeats):
         out = corpus_dir / "bm25"
@@ -156,11 +161,7 @@ def small_bm25_section(corpora: list[Path], work: Path, repeats: int) -> list[st
     rows = []
     for corpus_dir in corpora:
         corpus = Corpus.open(corpus_dir)
-        copies = work / "small-anserini-input"
-        shutil.rmtree(copies, ignore_errors=True)
-        copies.mkdir(parents=True)
-        for shard in corpus.shards:
-            shutil.copy(shard.path, copies / shard.path.name)
+        copies = _shard_copies(corpus, work / "small-anserini-input")
         megabytes = sum(shard.path.stat().st_size for shard in corpus.shards) / 2**20
         ours_command = [sys.executable, "-m", "indexer.cli", "bm25", str(corpus_dir), "--out", str(corpus_dir / "bm25")]
         target = work / "small-anserini-index"
