@@ -48,7 +48,10 @@ def cache_path(classpath: str) -> Path | None:
         return None
     digest = hashlib.blake2b(repr(version).encode(), digest_size=8)
     for entry in classpath.split(os.pathsep):
-        stat = os.stat(entry)
+        try:
+            stat = os.stat(entry)
+        except OSError:  # a jar that is not there: the JVM says so itself, with or without a cache
+            return None
         digest.update(f"\0{os.path.abspath(entry)}\0{stat.st_size}\0{stat.st_mtime_ns}".encode())
     return cache_folder() / f"jvm-aot-{'.'.join(map(str, version))}-{digest.hexdigest()}.aot"
 
