@@ -151,6 +151,16 @@ def _build_search_root(root: Path, run_corpusbuild) -> Path:
     return root
 
 
+def build_pubmedqa(run_corpusbuild, lines: list[bytes], source: Path, out: Path, shards: int) -> Path:
+    """`out`: these lines of the PubMedQA collection (samples/ir/pubmedqa-beir, written to `source`), one
+    snippet per abstract in `shards` shards."""
+    source.write_bytes(b"".join(lines))
+    options = ("--source", "pubmedqa", "--no-chunk", "--shards", shards, "--workers", 1, "--quiet")
+    result = run_corpusbuild("jsonl", source, "--out", out, *options)
+    assert result.exit_code == 0, result.output
+    return out
+
+
 def copy_corpus(corpus: Path, folder: Path, *leave_out: str) -> Path:
     """A private copy of a shared corpus folder (with its indexes but those named in `leave_out`), for a
     test that builds indexes from it: a build takes the corpus folder's job lock, which another

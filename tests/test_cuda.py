@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import SAMPLES, run_indexer
+from conftest import SAMPLES, build_pubmedqa, run_indexer
 from medsnip.buildrecord import read_build_record
 
 torch = pytest.importorskip("torch")
@@ -22,23 +22,7 @@ def corpus_dir(tmp_path_factory, run_corpusbuild):
     """120 real PubMedQA abstracts in 3 shards, embedded on the CPU as the reference."""
     folder = tmp_path_factory.mktemp("cuda")
     lines = (SAMPLES / "ir" / "pubmedqa-beir" / "corpus.jsonl").read_bytes().splitlines(keepends=True)
-    (folder / "corpus.jsonl").write_bytes(b"".join(lines[:120]))
-    corpus = folder / "pubmedqa"
-    result = run_corpusbuild(
-        "jsonl",
-        folder / "corpus.jsonl",
-        "--source",
-        "pubmedqa",
-        "--no-chunk",
-        "--out",
-        corpus,
-        "--shards",
-        3,
-        "--workers",
-        1,
-        "--quiet",
-    )
-    assert result.exit_code == 0, result.output
+    corpus = build_pubmedqa(run_corpusbuild, lines[:120], folder / "corpus.jsonl", folder / "pubmedqa", 3)
     run_indexer("dense", corpus, "--preset", "minilm", "--device", "cpu", "--out", corpus / "dense-cpu")
     return corpus
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import REPO, SAMPLES, run_indexer
+from conftest import REPO, SAMPLES, build_pubmedqa, run_indexer
 from helpers import alive, descendants, kill_when, ray_processes, wait_gone
 from medsnip.buildrecord import read_build_record
 
@@ -27,23 +27,7 @@ def corpus_dir(tmp_path_factory, run_corpusbuild):
     this process, one device (the reference)."""
     folder = tmp_path_factory.mktemp("dense-devices")
     lines = (SAMPLES / "ir" / "pubmedqa-beir" / "corpus.jsonl").read_bytes().splitlines(keepends=True)
-    (folder / "corpus.jsonl").write_bytes(b"".join(lines[:ABSTRACTS]))
-    corpus = folder / "pubmedqa"
-    result = run_corpusbuild(
-        "jsonl",
-        folder / "corpus.jsonl",
-        "--source",
-        "pubmedqa",
-        "--no-chunk",
-        "--out",
-        corpus,
-        "--shards",
-        4,
-        "--workers",
-        1,
-        "--quiet",
-    )
-    assert result.exit_code == 0, result.output
+    corpus = build_pubmedqa(run_corpusbuild, lines[:ABSTRACTS], folder / "corpus.jsonl", folder / "pubmedqa", 4)
     run_indexer("dense", corpus, "--preset", "minilm", "--batch-size", 64)
     return corpus
 

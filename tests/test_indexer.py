@@ -14,7 +14,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import REPO, SAMPLES, run_indexer
+from conftest import REPO, SAMPLES, build_pubmedqa, run_indexer
 from helpers import kill_when
 from indexer.evaluate import doc_ids_of, evaluate
 from medsnip.corpus import Corpus, LineageError
@@ -192,23 +192,7 @@ def test_killed_dense_build_resumes_from_finished_shards(dense_dir, tmp_path, ru
     """The first 80 abstracts in 4 shards: killed once a shard's embeddings are written, run again, the
     finished shards are kept as they were and every vector equals the session root's for the same snippet."""
     lines = (BEIR / "corpus.jsonl").read_bytes().splitlines(keepends=True)
-    (tmp_path / "corpus.jsonl").write_bytes(b"".join(lines[:80]))
-    corpus_dir = tmp_path / "pubmedqa"
-    result = run_corpusbuild(
-        "jsonl",
-        tmp_path / "corpus.jsonl",
-        "--source",
-        "pubmedqa",
-        "--no-chunk",
-        "--out",
-        corpus_dir,
-        "--shards",
-        SHARDS,
-        "--workers",
-        1,
-        "--quiet",
-    )
-    assert result.exit_code == 0, result.output
+    corpus_dir = build_pubmedqa(run_corpusbuild, lines[:80], tmp_path / "corpus.jsonl", tmp_path / "pubmedqa", SHARDS)
     out = tmp_path / "dense"
     command = [
         sys.executable,

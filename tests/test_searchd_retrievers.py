@@ -11,7 +11,7 @@ import signal
 import grpc
 import pytest
 
-from conftest import SAMPLES, run_indexer
+from conftest import SAMPLES, build_pubmedqa, run_indexer
 from helpers import rrf_by_hand, tiny_static_model
 from medsnip.corpus import Corpus
 from medsnip.queries import query_texts
@@ -30,23 +30,7 @@ def root(tmp_path_factory, run_corpusbuild):
     static = tiny_static_model(folder / "static-model")
     lines = (BEIR / "corpus.jsonl").read_bytes().splitlines(keepends=True)
     for name, part in (("a", lines[:80]), ("b", lines[80:160])):
-        (folder / f"{name}.jsonl").write_bytes(b"".join(part))
-        corpus = folder / "root" / name
-        result = run_corpusbuild(
-            "jsonl",
-            folder / f"{name}.jsonl",
-            "--source",
-            "pubmedqa",
-            "--no-chunk",
-            "--out",
-            corpus,
-            "--shards",
-            2,
-            "--workers",
-            1,
-            "--quiet",
-        )
-        assert result.exit_code == 0, result.output
+        corpus = build_pubmedqa(run_corpusbuild, part, folder / f"{name}.jsonl", folder / "root" / name, 2)
         run_indexer("store", corpus)
         run_indexer("bm25", corpus)
         # MiniLM cut at 128 tokens: the test is about choosing and fusing retrievers, not MiniLM's reach
