@@ -58,7 +58,10 @@ def cache_path(classpath: str) -> Path | None:
 
 def read_options(classpath: str) -> list[str]:
     """JVM options that read the cache of `classpath` when one has been written (none otherwise)."""
-    path = cache_path(classpath)
+    return _reading(cache_path(classpath))
+
+
+def _reading(path: Path | None) -> list[str]:
     return [f"-XX:AOTCache={path}", QUIET] if path is not None and path.is_file() else []
 
 
@@ -81,11 +84,8 @@ def child_jvm(classpath: str) -> Iterator[CacheUse]:
     """The cache options of a child JVM running `classpath`: read the cache, or write it when there is
     none yet (to a name of this process and thread, removed if the JVM did not succeed)."""
     path = cache_path(classpath)
-    if path is None:
-        yield CacheUse()
-        return
-    if path.is_file():
-        yield CacheUse([f"-XX:AOTCache={path}", QUIET])
+    if path is None or path.is_file():
+        yield CacheUse(_reading(path))
         return
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
