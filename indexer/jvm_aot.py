@@ -4,7 +4,8 @@ Every BM25 build, update and merge starts a JVM, and searchd starts one in-proce
 start costs about half the CPU (an IndexCollection of 50 documents: 0.6 s instead of 1.3 s on 2 AMD EPYC
 cores).
 
-The first child JVM of a class path writes the cache as it exits (about 3 s more, once per machine);
+The first child JVM of a class path records what it loads, and a second JVM writes the cache from that
+(about 3 s more, once per machine);
 every later JVM of that class path reads it, and searchd's in-process JVM reads the helpers' one for the
 JDK's classes. A file is named by the Java version and by the path, size and mtime of each jar on the
 class path, so a new runtime or jar gets a new file. It is written under a `.tmp-PID` name and renamed
@@ -24,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from medsnip.cache import cache_folder
-from medsnip.processes import remove_stale_temps
+from medsnip.processes import remove_stale_temps, run_dying_with_us
 
 # AOTCacheOutput (the cache written by the run itself, no separate training step) is JDK 25's (JEP 514)
 FIRST_JAVA = (25,)
@@ -68,21 +69,28 @@ def _reading(path: Path | None) -> list[str]:
 @dataclass
 class CacheUse:
     """What one child JVM does with the cache: `options` to pass it; `succeeded()` once it exited 0
-    publishes the cache it wrote (if it was the one writing it)."""
+    turns what it recorded into the cache and publishes it (if it was the one recording)."""
 
     options: list[str] = field(default_factory=list)
+    create: list[str] | None = None  # the JVM command that writes the cache from the recorded configuration
     written: Path | None = None
     target: Path | None = None
 
     def succeeded(self) -> None:
-        if self.written is not None and self.written.is_file() and self.written.stat().st_size:
+        if self.create is None:
+            return
+        completed = run_dying_with_us(self.create, capture_output=True, text=True)
+        if completed.returncode == 0 and self.written.is_file() and self.written.stat().st_size:
             os.replace(self.written, self.target)
 
 
 @contextmanager
-def child_jvm(classpath: str) -> Iterator[CacheUse]:
-    """The cache options of a child JVM running `classpath`: read the cache, or write it when there is
-    none yet (to a name of this process and thread, removed if the JVM did not succeed)."""
+def child_jvm(java: str, classpath: str) -> Iterator[CacheUse]:
+    """The cache options of a child JVM (`java`) running `classpath`: read the cache, or, when there is none
+    yet, record what it loads and write the cache from that once it succeeded (under names of this process
+    and thread, removed afterwards). The two steps are two JVMs this process starts and kills with itself:
+    JDK 25's one-step AOTCacheOutput would start the writing JVM from the recording one, where a killed
+    indexer could not take it along."""
     path = cache_path(classpath)
     if path is None or path.is_file():
         yield CacheUse(_reading(path))
@@ -96,9 +104,10 @@ def child_jvm(classpath: str) -> Iterator[CacheUse]:
     pid, thread = os.getpid(), threading.get_ident()
     written = path.parent / f".{path.name}-{thread}.tmp-{pid}"
     configuration = path.parent / f".{path.name}-{thread}.config.tmp-{pid}"
-    options = [f"-XX:AOTCacheOutput={written}", f"-XX:AOTConfiguration={configuration}", QUIET]
+    record = ["-XX:AOTMode=record", f"-XX:AOTConfiguration={configuration}", QUIET]
+    create = [java, "-XX:AOTMode=create", f"-XX:AOTConfiguration={configuration}", f"-XX:AOTCache={written}", QUIET]
     try:
-        yield CacheUse(options, written, path)
+        yield CacheUse(record, [*create, "-cp", classpath], written, path)
     finally:
         written.unlink(missing_ok=True)
         configuration.unlink(missing_ok=True)

@@ -52,7 +52,7 @@ def test_the_first_build_writes_the_cache_and_a_strict_jvm_starts_from_it(textbo
     strict = [java_binary(), f"-XX:AOTCache={path}", "-XX:AOTMode=on", "-cp", helpers_classpath(), "-version"]
     completed = subprocess.run(strict, capture_output=True, text=True)
     assert completed.returncode == 0 and "sharing" in completed.stderr, completed.stderr
-    with child_jvm(helpers_classpath()) as use:
+    with child_jvm(java_binary(), helpers_classpath()) as use:
         assert use.options[0] == f"-XX:AOTCache={path}"  # later JVMs read it
     stat = path.stat()
     assert _bm25_build(textbooks, tmp_path / "second") == first

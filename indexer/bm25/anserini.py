@@ -77,7 +77,7 @@ def run_java(command: list[str], what: str, jvm_options: tuple[str, ...] = ()) -
     """Run a JVM command that dies with this process (killing the indexer must not leave Anserini
     writing on); its stdout and stderr together, or RuntimeError naming `what` with the log's tail.
     The JVM starts from the machine's class cache of its class path (indexer.jvm_aot), with `jvm_options`."""
-    with child_jvm(command[command.index("-cp") + 1]) as cache:
+    with child_jvm(command[0], command[command.index("-cp") + 1]) as cache:
         launched = [command[0], *cache.options, *jvm_options, *command[1:]]
         completed = run_dying_with_us(launched, capture_output=True, text=True)
         if completed.returncode == 0:
