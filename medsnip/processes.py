@@ -64,7 +64,11 @@ def run_dying_with_us(command: list[str], **options) -> subprocess.CompletedProc
     while an update runs) the child then runs gRPC's fork handlers and can abort before its exec."""
     setpriv = shutil.which("setpriv")
     if setpriv:
-        return subprocess.run([setpriv, "--pdeathsig", "KILL", "--", *command], **options)
+        # A parent that dies between the fork and setpriv's prctl is past signalling: the shell setpriv
+        # execs checks that its parent is still this process before it becomes the program.
+        guard = 'if [ "$PPID" != "$1" ]; then exit 1; fi; shift; exec "$@"'
+        launched = [setpriv, "--pdeathsig", "KILL", "--", "/bin/sh", "-c", guard, "sh", str(os.getpid()), *command]
+        return subprocess.run(launched, **options)
     return subprocess.run(command, preexec_fn=functools.partial(die_with_parent, os.getpid()), **options)
 
 
