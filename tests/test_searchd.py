@@ -208,7 +208,11 @@ def test_sigterm_drains_in_flight_calls(search_root, tmp_path, questions):
 
     caller = threading.Thread(target=long_call)
     caller.start()
-    time.sleep(0.3)
+    with SearchClient(address) as watcher:  # SIGTERM once the batch is served (its first query counted), not before
+        deadline = time.monotonic() + 60
+        while json.loads(watcher.info().stats_json)["queries"] == 0:
+            assert "error" not in outcome and time.monotonic() < deadline, outcome
+            time.sleep(0.02)
     process.send_signal(signal.SIGTERM)
     caller.join(timeout=120)
     assert process.wait(timeout=120) == 0
