@@ -202,7 +202,14 @@ def serve_forever(running: RunningServer, grace: float = 10.0, bound: float = 10
     log.info('{"shutdown": "%s: finishing the calls in flight (grace %.0f s), then stopping"}', received[0], grace)
     running.health.enter_graceful_shutdown()
     stopped = running.server.stop(grace)
-    if running.servicer.wait_idle(grace + bound):
+    if not running.servicer.wait_idle(grace):
+        log.warning(
+            '{"shutdown": "%d calls or jobs still running after the grace period (%.0f s): cancelled, their clients '
+            'get UNAVAILABLE"}',
+            running.servicer.running,
+            grace,
+        )
+    if running.servicer.wait_idle(bound):
         stopped.wait(bound)
         engines.close()
         log.info('{"shutdown": "stopped"}')
