@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
+import weakref
 from pathlib import Path
 
 import grpc
@@ -29,7 +31,8 @@ def start_background_server(root: Path, *extra: str, timeout: float = 300.0) -> 
     """(process, "127.0.0.1:PORT") of a searchd serving `root`; raises with its log if it exits.
 
     Its log (one JSON line per request) goes to a file, `process.log_path`, not to a pipe nobody
-    reads (a full pipe would block the server)."""
+    reads (a full pipe would block the server). The temporary folder holding it (and the port file) is
+    removed once `process` is garbage-collected or this interpreter exits, whichever comes first."""
     folder = Path(tempfile.mkdtemp(prefix="searchd-"))
     port_file, log_path = folder / "port", folder / "searchd.log"
     command = [
@@ -49,6 +52,7 @@ def start_background_server(root: Path, *extra: str, timeout: float = 300.0) -> 
     with open(log_path, "w") as log:
         process = subprocess.Popen(command, cwd=repo, stdout=subprocess.DEVNULL, stderr=log, env=dict(os.environ))
     process.log_path = log_path  # type: ignore[attr-defined]
+    weakref.finalize(process, shutil.rmtree, folder, True)
     deadline = time.monotonic() + timeout
     while not port_file.exists():
         if process.poll() is not None:
