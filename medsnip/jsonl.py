@@ -8,6 +8,7 @@ order the code builds them: the same inputs give the same bytes.
 from __future__ import annotations
 
 import codecs
+import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,20 @@ def loads_object(line: bytes) -> dict[str, Any]:
     if not isinstance(record, dict):
         raise ValueError(f"a JSON {type(record).__name__}, not an object")
     return record
+
+
+def cut_torn_last_line(path: Path) -> None:
+    """Cut a last line without its newline (a writer killed in the middle of it) off the file."""
+    size = os.path.getsize(path)
+    if size == 0:
+        return
+    with open(path, "rb") as handle:
+        handle.seek(size - 1)
+        if handle.read(1) == b"\n":
+            return
+        handle.seek(0)
+        whole = handle.read().rfind(b"\n") + 1
+    os.truncate(path, whole)
 
 
 def read_jsonl(

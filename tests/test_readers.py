@@ -454,3 +454,26 @@ def test_the_review_page_shows_reader_verdicts_and_agreement_measures_them(tmp_p
     # reader yes on s0, s1; expert answers on s0: 5 of 6 alike; expected (2/6)(1/6) + (4/6)(5/6) = 0.6111
     assert pair["common"] == 6 and pair["agreement"] == round(5 / 6, 4)
     assert pair["kappa"] == round((5 / 6 - 0.61111111) / (1 - 0.61111111), 4)
+
+
+def test_a_reader_cache_drops_a_torn_last_line_and_names_a_bad_one(tmp_path):
+    """A cache whose last line a kill cut short opens without it (and is cut back to whole lines, so the
+    next answer starts a line of its own); a replay reads it as it is; a line that is not JSON is an
+    error naming the file and the line."""
+    from refkit.readers.cache import ReaderCache
+
+    reader = {"kind": "openai", "model": "m"}
+    header = json.dumps({"refkit_reader_cache": 1, "reader": reader})
+    answer = json.dumps({"key": "k1", "task": "sense", "template": "t", "input": {}, "raw": "yes"})
+    path = tmp_path / "cache.jsonl"
+    torn = f"{header}\n{answer}\n" + '{"key": "k2", "ta'
+    path.write_text(torn)
+    assert set(ReaderCache(path, None, replay=True).answers) == {"k1"} and path.read_text() == torn
+    cache = ReaderCache(path, reader)
+    assert set(cache.answers) == {"k1"} and path.read_text() == f"{header}\n{answer}\n"
+    cache.put("k2", "sense", "t", {}, "no")
+    assert set(ReaderCache(path, reader).answers) == {"k1", "k2"}
+    path.write_text(f"{header}\nnot json\n{answer}\n")
+    with pytest.raises(CacheError, match=r"cache.jsonl:2: not JSON"):
+        ReaderCache(path, reader)
+

@@ -15,10 +15,12 @@ import json
 import os
 from pathlib import Path
 
+from medsnip.jsonl import InputFileError, cut_torn_last_line, read_jsonl
+
 FORMAT = 1
 
 
-class CacheError(ValueError):
+class CacheError(InputFileError):
     """A cache file that cannot be used as asked (another reader's, unreadable, or missing an answer on replay)."""
 
 
@@ -45,19 +47,9 @@ class ReaderCache:
             self._append({"refkit_reader_cache": FORMAT, "reader": self.reader})
 
     def _load(self) -> None:
-        data = self.path.read_bytes()
-        if data and not data.endswith(b"\n") and not self.replay:  # killed mid-line: that answer was never used
-            os.truncate(self.path, data.rfind(b"\n") + 1)
-        lines = data.split(b"\n")
-        if data and not data.endswith(b"\n"):
-            lines = lines[:-1]
-        for number, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise CacheError(f"{self.path}:{number}: not JSON ({error.msg})") from None
+        if not self.replay:  # a line cut short by a kill held an answer that was never used
+            cut_torn_last_line(self.path)
+        for number, record in read_jsonl(self.path, error=CacheError, complete_lines_only=True):
             if number == 1:
                 if record.get("refkit_reader_cache") != FORMAT or not isinstance(record.get("reader"), dict):
                     raise CacheError(f"{self.path}:1: not a refkit reader cache (no header line)")
