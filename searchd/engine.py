@@ -383,8 +383,8 @@ class SearchEngine:
         Lucene searchers and FAISS indexes, so a retired generation holds no file map (prune can free its
         disk). The server calls this only once no call is running: a search would find them closed. Every
         reference the batchers' threads and functions hold back to the engine is dropped too, so the
-        generation is freed when its last holder lets go, not at some later garbage collection (each
-        retired generation used to stay until one: searchd grew by a generation a reload)."""
+        generation is freed when its last holder lets go, not at some later garbage collection (until
+        which each retired generation would stay: searchd would grow by a generation a reload)."""
         if getattr(self, "_text_batcher", None) is not None:
             self._text_batcher.close()
             self._text_batcher = None

@@ -161,8 +161,8 @@ def test_unusable_out_folders_get_a_message_and_status_2(tmp_path, run_corpusbui
 
 def test_an_index_never_replaces_what_is_not_an_index_of_its_kind(tmp_path, run_corpusbuild):
     """An index is built in a temp folder and swapped in for --out, deleting what was there: --out may
-    only be new, empty, or an earlier index of the same kind (before: `--out corpus` deleted the corpus,
-    `--out a-file` replaced the file, an unwritable --out was a traceback)."""
+    only be new, empty, or an earlier index of the same kind: `--out corpus` must not delete the corpus,
+    `--out a-file` must not replace the file, and an unwritable --out is an error, not a traceback."""
     from click.testing import CliRunner
 
     from indexer.cli import main as indexer_main
@@ -215,8 +215,8 @@ def _children(pid: int) -> list[int]:
 
 
 def test_a_killed_indexer_leaves_no_jvm_and_its_debris_is_cleaned(tmp_path, run_corpusbuild):
-    """kill -9 of `indexer bm25` while Anserini's JVM indexes: the JVM dies with it (before: it ran on to
-    the end), and the next run deletes the dead run's `.bm25.tmp-PID` folder before building."""
+    """kill -9 of `indexer bm25` while Anserini's JVM indexes: the JVM dies with it (rather than running on
+    to the end), and the next run deletes the dead run's `.bm25.tmp-PID` folder before building."""
     out = tmp_path / "corpus"
     corpus = SAMPLES / "ir" / "pubmedqa-beir" / "corpus.jsonl"
     assert (

@@ -79,8 +79,8 @@ def _pubmed_with_pmids(path: Path, pmids: list[str]) -> None:
 
 
 def test_pmids_must_be_ascii_numbers_within_64_bits(tmp_path, run_corpusbuild):
-    """A PMID in other digits, a superscript, one beyond 64 bits (before: a traceback that stopped every
-    other file) are bad records; leading zeros are read as the plain number and counted."""
+    """A PMID in other digits, a superscript, one beyond 64 bits are bad records (not a traceback that
+    stops every other file); leading zeros are read as the plain number and counted."""
     odd, fine = tmp_path / "odd.xml", tmp_path / "fine.xml"
     _pubmed_with_pmids(odd, ["\u0663\u0664\u0665", "\u00b2", "99999999999999999999", "0040000123", "40000124"])
     _pubmed_with_pmids(fine, ["40000200", "40000201"])
@@ -159,7 +159,7 @@ def test_a_book_name_that_cannot_be_an_id(tmp_path, run_corpusbuild):
 
 
 def test_a_recipe_root_given_where_a_corpus_is_expected(tmp_path, run_corpusbuild):
-    """indexer, verify and export name the folder a corpus root and list its sources (before: KeyError)."""
+    """indexer, verify and export name the folder a corpus root and list its sources (no KeyError)."""
     from click.testing import CliRunner
 
     from corpusbuild.cli import main as corpusbuild_main
@@ -187,7 +187,7 @@ def test_a_recipe_root_given_where_a_corpus_is_expected(tmp_path, run_corpusbuil
 
 def test_templates_nested_past_the_parser_leave_no_debris(tmp_path, run_corpusbuild):
     """A real page with 2,000 nested templates inserted: mwparserfromhell gives up after about 33 levels
-    and hands back the rest of the braces as text (before: dozens of snippets of `}}}}`)."""
+    and hands back the rest of the braces as text, which must not become dozens of snippets of `}}}}`."""
     dump = bz2.decompress((SAMPLES / "wikipedia" / "enwiki-table-markup.xml.bz2").read_bytes())
     anchor = b"The principle is intended to ensure"
     assert dump.count(anchor) == 1
@@ -217,7 +217,7 @@ def test_templates_nested_past_the_parser_leave_no_debris(tmp_path, run_corpusbu
 def test_an_oversized_abstract_is_refused_and_memory_stays_bounded(tmp_path):
     """A 20 MB abstract (real text repeated): reported as a bad record with its PMID, the other citation
     of the file still built, and the build's peak memory stays near the ~70 MB of an ordinary file
-    (before: ~1 GB for 50 MB, as cleaning and chunking multiplied it)."""
+    (cleaning and chunking must not multiply it, as a copy per step would: about 1 GB for 50 MB)."""
     templates = load_template_articles(sorted(PUBMED_SAMPLES.glob("pubmed[0-9]*.xml")))
     templates = [t for t in templates if (t.findtext(".//AbstractText") or "").strip()]
     huge = renumbered(templates[0], "41000000")

@@ -476,4 +476,3 @@ def test_a_reader_cache_drops_a_torn_last_line_and_names_a_bad_one(tmp_path):
     path.write_text(f"{header}\nnot json\n{answer}\n")
     with pytest.raises(CacheError, match=r"cache.jsonl:2: not JSON"):
         ReaderCache(path, reader)
-

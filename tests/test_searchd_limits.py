@@ -81,7 +81,7 @@ def test_calls_without_a_deadline_get_answers(hybrid_server):
 
 def test_a_batch_past_its_deadline_leaves_no_work_running(hybrid_server):
     """The jobs of a BatchSearch share the call's deadline: once it passes, queued queries are dropped
-    instead of each running on with a fresh allowance (before: the server stayed busy for seconds)."""
+    instead of each running on with a fresh allowance and keeping the server busy for seconds."""
     process, address = hybrid_server
     with SearchClient(address, retries=0) as client:
         started = time.monotonic()
