@@ -201,7 +201,9 @@ def serve_forever(running: RunningServer, grace: float = 10.0, bound: float = 10
             engines.refresh_leases()
     log.info('{"shutdown": "%s: finishing the calls in flight (grace %.0f s), then stopping"}', received[0], grace)
     running.health.enter_graceful_shutdown()
-    stopped = running.server.stop(grace)
+    # New calls are refused from here on. The grace period is timed here rather than by gRPC, so that
+    # the calls it cuts off are counted in the log before they are cancelled, not after.
+    stopped = running.server.stop(grace + bound)
     if not running.servicer.wait_idle(grace):
         log.warning(
             '{"shutdown": "%d calls or jobs still running after the grace period (%.0f s): cancelled, their clients '
@@ -209,6 +211,7 @@ def serve_forever(running: RunningServer, grace: float = 10.0, bound: float = 10
             running.servicer.running,
             grace,
         )
+        running.server.stop(0)
     if running.servicer.wait_idle(bound):
         stopped.wait(bound)
         engines.close()
