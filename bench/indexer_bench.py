@@ -4,6 +4,7 @@ scale, on real-text vectors, in scale_retrieval.py. Each function returns markdo
 
 from __future__ import annotations
 
+import resource
 import shutil
 import subprocess
 import sys
@@ -25,10 +26,19 @@ FAISS_SEED = 20261122
 NOISE_SIGMA = 0.05  # per dimension; copies of one vector stay neighbours without being near-identical
 
 
-def _timed(command: list[str]) -> float:
+def _timed_cpu(command: list[str], env: dict | None = None) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the process and its children) of one run."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    subprocess.run(command, check=True, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - started
+    subprocess.run(command, check=True, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def _timed(command: list[str]) -> float:
+    """Wall seconds of one run."""
+    return _timed_cpu(command)[0]
 
 
 def _shard_copies(corpus: Corpus, copies: Path) -> Path:
@@ -138,18 +148,6 @@ def embedding_section(corpus_dir: Path, count: int) -> list[str]:
     return lines
 
 
-def _timed_cpu(command: list[str], env: dict | None = None) -> tuple[float, float]:
-    """(wall seconds, CPU seconds of the process and its children) of one run."""
-    import resource
-
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    started = time.perf_counter()
-    subprocess.run(command, check=True, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    wall = time.perf_counter() - started
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-
-
 def small_bm25_section(corpora: list[Path], work: Path, repeats: int) -> list[str]:
     """`indexer bm25` on small corpora (a daily update's, a test's, a demo's), where the JVM's start is most of
     the work: against Anserini's IndexCollection run directly (a plain JVM), and against itself with the class
@@ -162,7 +160,7 @@ def small_bm25_section(corpora: list[Path], work: Path, repeats: int) -> list[st
     for corpus_dir in corpora:
         corpus = Corpus.open(corpus_dir)
         copies = _shard_copies(corpus, work / "small-anserini-input")
-        megabytes = sum(shard.path.stat().st_size for shard in corpus.shards) / 2**20
+        size = sum(shard.path.stat().st_size for shard in corpus.shards)
         ours_command = [sys.executable, "-m", "indexer.cli", "bm25", str(corpus_dir), "--out", str(corpus_dir / "bm25")]
         target = work / "small-anserini-index"
         runs: dict[str, list[tuple[float, float]]] = {"direct": [], "cache": [], "no cache": []}
@@ -173,9 +171,10 @@ def small_bm25_section(corpora: list[Path], work: Path, repeats: int) -> list[st
             runs["cache"].append(_timed_cpu(ours_command))
             runs["no cache"].append(_timed_cpu(ours_command, {**os.environ, "MEDSNIP_JVM_AOT": "off"}))
         best = {name: (min(w for w, _ in found), min(c for _, c in found)) for name, found in runs.items()}
-        quick = "C1" if megabytes * 2**20 < QUICK_COMPILER_BELOW_BYTES else "C1+C2"
+        quick = "C1" if size < QUICK_COMPILER_BELOW_BYTES else "C1+C2"
         rows.append(
-            f"| {corpus.snippets:,} snippets, {megabytes:.1f} MB | {best['direct'][0]:.2f} / {best['direct'][1]:.2f} "
+            f"| {corpus.snippets:,} snippets, {size / 2**20:.1f} MB "
+            f"| {best['direct'][0]:.2f} / {best['direct'][1]:.2f} "
             f"| {best['no cache'][0]:.2f} / {best['no cache'][1]:.2f} | {best['cache'][0]:.2f} / "
             f"{best['cache'][1]:.2f} | {best['direct'][0] / best['cache'][0]:.2f}x / "
             f"{best['direct'][1] / best['cache'][1]:.2f}x | {quick} |"

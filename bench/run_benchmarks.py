@@ -45,7 +45,7 @@ def measure(command: list[str], one_core: bool = False) -> tuple[float, float]:
     return seconds, usage.ru_maxrss / 1024
 
 
-def ours(inputs: list[Path], out: Path, workers: int) -> list[str]:
+def ours(inputs: list[Path], out: Path, workers: int, shards: int = 8) -> list[str]:
     shutil.rmtree(out, ignore_errors=True)
     return [
         sys.executable,
@@ -56,7 +56,7 @@ def ours(inputs: list[Path], out: Path, workers: int) -> list[str]:
         "--out",
         str(out),
         "--shards",
-        "8",
+        str(shards),
         "--workers",
         str(workers),
         "--quiet",
@@ -298,9 +298,7 @@ def small_bm25_sections(args) -> list[str]:
             write_scaled_pubmed(sorted((REPO / "samples" / "pubmed").iterdir()), source, records, 60_000_000)
         corpus = args.work / f"small-bm25-{records}"
         if not (corpus / "build.json").is_file():
-            command = ours([source], corpus, 1)
-            command[command.index("--shards") + 1] = "2"
-            subprocess.run(command, check=True, cwd=REPO)
+            subprocess.run(ours([source], corpus, 1, shards=2), check=True, cwd=REPO)
         corpora.append(corpus)
     print("indexer: bm25 on small corpora", flush=True)
     return indexer_bench.small_bm25_section(corpora, args.work, args.repeats)

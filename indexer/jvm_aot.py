@@ -27,7 +27,8 @@ from pathlib import Path
 from medsnip.cache import cache_folder
 from medsnip.processes import remove_stale_temps, run_dying_with_us
 
-# AOTCacheOutput (the cache written by the run itself, no separate training step) is JDK 25's (JEP 514)
+# Recording and creating an AOT cache came with JDK 24 (JEP 483); the cache is used from JDK 25, the
+# runtime it is measured and tested with
 FIRST_JAVA = (25,)
 # the JVM reports on the cache (written, or why it is not used) at warning level: the cache is a hint
 QUIET = "-Xlog:aot*=off"

@@ -22,7 +22,7 @@ def each_gguf_parsed_once() -> Iterator[None]:
     parse walking every metadata field (SmolLM2-135M's 49,152-token vocabulary: about 2 s of CPU each), and
     rebuilds gguf's tensor-name map for every module of the model (400 times for SmolLM2). Within this block
     gguf's reader is one parsed file per path and its name map one per architecture and depth: the same
-    read-only fields, tensors and names, computed once (SmolLM2's load: 15.8 s to 7 s of CPU)."""
+    read-only fields, tensors and names, computed once (SmolLM2's load: 15.8 s to 7.6 s of CPU)."""
     try:
         import gguf
     except ImportError:  # no GGUF support installed: a folder loads without it, a GGUF fails as before
