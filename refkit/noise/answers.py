@@ -6,9 +6,18 @@ when any of these holds, tried cheapest first (`test` names which):
 
 - `names-target`: retrieved for an entity swap, it names the entity the swap replaced (any of its names):
   it is about the original's entity, not the sibling;
-- `names-aspect`: retrieved for an aspect swap, it names the entity with the original aspect (any synonym);
+- `names-aspect`: retrieved for an aspect swap, it names the entity with the original aspect (any synonym,
+  or a cue that says something of it: "a HER2 inhibitor" states a mechanism of action);
+- `retrieved-for-original`: retrieved for an aspect rewrite, the original question itself retrieves it within
+  `original_rank` (a text about the same subject that the original question finds is written about the
+  original situation: BioASQ's gold snippets beyond the references collected are found so);
+- a text retrieved for an aspect rewrite that does not name every entity of the original question (the drug
+  *and* the disease of "Is lasmiditan effective for migraine?") is about another situation: the name tests
+  below do not take it for an answer (the similarity tests still may);
+- `defines-subject`: retrieved for an aspect rewrite of a question asking what its subject is ("What is
+  X?"), it says what the subject is ("X is a ...", "X, a ...");
 - `not-the-new-aspect`: retrieved for an aspect swap, it names the entity but none of the new aspect's
-  synonyms: it is about the entity in general, which is what the original asks about too;
+  synonyms or cues: it is about the entity in general, which is what the original asks about too;
 - `mesh-pair`: its MeSH headings carry the (entity, qualifier of the aspect) pair;
 - `ceiling`: it reads `answer_ceiling` or more close to the original question (MiniLM cosine): answers
   do (BioASQ gold snippets score 0.61 at the median against their question, other texts the rewrites
@@ -17,6 +26,10 @@ when any of these holds, tried cheapest first (`test` names which):
   by `answer_margin` or more: written about the original situation;
 - `gold`: it reads `GOLD_CEILING` or more close to a reference known to answer the question (`--refs`
   lines labelled relevant);
+- `like-references`: it reads `reference_ceiling` or more close to one of the question's own references
+  (those collected for it, `--refs`, or else the original question's own best hits): retrieved for the
+  original question, they are about its situation, and a text like one of them is too (two BioASQ gold
+  snippets of one question are this alike far more often than texts of two questions);
 - `judge`: the model given with `--judge` scores it at or above its threshold (refkit.judge);
 - `reader`: the user's reader (`--reader`, refkit.readers), asked with the may-answer template, says yes (a
   malformed answer counts as no; in advise mode its verdict is recorded and decides nothing).
@@ -28,11 +41,12 @@ decided again at other thresholds (the bench's coverage-versus-precision curve).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from refkit.lexicon import Entity
 from refkit.matcher import Aspect, NameMatcher, PhraseMatcher
-from refkit.noise.options import GOLD_CEILING
+from refkit.noise.options import GOLD_CEILING, ORIGINAL_RANK
 from refkit.text_similarity import TextSimilarity
 
 RULE = "may-answer"
@@ -66,10 +80,12 @@ class AnswerTest:
         gold: list[str] | None = None,
         judge=None,
         reader=None,
+        references: list[str] | None = None,
     ):
-        """`reader`: a refkit.readers.Reader whose tasks include may-answer, or None."""
+        """`reader`: a refkit.readers.Reader whose tasks include may-answer, or None; `references`: the texts of
+        the question's own references (collected, or its best hits)."""
         self.question, self.similarity, self.language = question, similarity, language
-        self.gold, self.judge = gold or [], judge
+        self.gold, self.judge, self.references = gold or [], judge, references or []
         self.reader = reader if reader is not None and "may-answer" in reader.tasks else None
         self._matchers: dict[tuple, NameMatcher | PhraseMatcher] = {}
 
@@ -83,7 +99,7 @@ class AnswerTest:
     def _aspect(self, aspect: Aspect) -> PhraseMatcher:
         key = ("aspect", aspect.type, aspect.name)
         if key not in self._matchers:
-            self._matchers[key] = PhraseMatcher([(s, aspect) for s in aspect.synonyms])
+            self._matchers[key] = PhraseMatcher([(s, aspect) for s in aspect.phrases])
         return self._matchers[key]
 
     def measure_lexical(self, text: str, meta: dict, swap: dict, measured: dict) -> None:
@@ -92,13 +108,17 @@ class AnswerTest:
         if swap["replaced"] is not None:
             named = self._names(swap["replaced"]).find(text)
             measured["names_replaced"] = named[0].text if named else None
-        elif swap["aspect"] is not None:
+        elif swap["aspect"] is not None or swap.get("definitional") or swap.get("subject") is not None:
             named = self._names(swap["target"]).find(text)
-            about = self._aspect(swap["aspect"]).find(text)
+            about = self._aspect(swap["aspect"]).find(text) if swap["aspect"] is not None else []
             new = self._aspect(swap["new_aspect"]).find(text) if swap["new_aspect"] is not None else []
             measured["names_target"] = named[0].text if named else None
             measured["names_aspect"] = about[0].text if about else None
             measured["names_new_aspect"] = new[0].text if new else None
+            if swap.get("definitional") and named:
+                measured["defines_subject"] = defines(text, named[0])
+            if swap.get("situation"):  # the question's other entities: a text without one is about another situation
+                measured["situation_missing"] = [e.name for e in swap["situation"] if not self._names(e).find(text)]
         pair = mesh_pair(meta, swap["target"], swap["aspect"])
         if pair:
             measured["mesh_pair"] = pair
@@ -108,6 +128,8 @@ class AnswerTest:
         measured.update(to_original=to_original, to_rewrite=to_rewrite)
         if self.gold:
             measured["to_gold"] = max(self.similarity.cosine(text, self.gold))
+        if self.references:
+            measured["to_references"] = max(self.similarity.cosine(text, self.references))
         if self.judge is not None:
             [score] = self.judge.scores(self.question, [text])
             measured["judge"] = self.judge.record(score)
@@ -115,14 +137,30 @@ class AnswerTest:
             measured["reader"] = self.reader.may_answer(self.question, text)
 
 
-def decide_lexical(measured: dict) -> Verdict | None:
+def decide_lexical(measured: dict, options=None) -> Verdict | None:
+    """`options` (refkit.noise.options.NoiseOptions): the `original_rank` threshold; None: the default's."""
     if measured.get("names_replaced"):
         return Verdict(RULE, "names-target", f"names {measured['names_replaced']!r}, the entity the swap replaced")
+    limit = options.original_rank if options is not None else ORIGINAL_RANK
+    if measured.get("original_rank") is not None and measured["original_rank"] <= limit:
+        return Verdict(
+            RULE,
+            "retrieved-for-original",
+            f"the original question retrieves it at rank {measured['original_rank']}: written about its situation",
+            measured["original_rank"],
+            limit,
+        )
+    if measured.get("situation_missing"):  # another situation than the question's: it cannot answer it by name
+        return None
     if measured.get("names_target") and measured.get("names_aspect"):
         return Verdict(
             RULE,
             "names-aspect",
             f"pairs {measured['names_target']!r} with the original aspect ({measured['names_aspect']!r})",
+        )
+    if measured.get("defines_subject"):
+        return Verdict(
+            RULE, "defines-subject", f"says what {measured['names_target']!r} is: {measured['defines_subject']!r}"
         )
     if measured.get("names_target") and "names_new_aspect" in measured and not measured["names_new_aspect"]:
         return Verdict(
@@ -161,6 +199,14 @@ def decide_semantic(measured: dict, options) -> Verdict | None:
             measured["to_gold"],
             GOLD_CEILING,
         )
+    if measured.get("to_references") is not None and measured["to_references"] >= options.reference_ceiling:
+        return Verdict(
+            RULE,
+            "like-references",
+            f"reads {measured['to_references']:.2f} close to one of the question's own references",
+            measured["to_references"],
+            options.reference_ceiling,
+        )
     judged = measured.get("judge")
     if judged is not None and judged["score"] >= judged["threshold"]:
         return Verdict(
@@ -174,6 +220,20 @@ def decide_semantic(measured: dict, options) -> Verdict | None:
     if read is not None and read["decides"] and read["answer"] == "yes":
         return Verdict(RULE, "reader", f"the reader ({read['reader']}) says it answers the original question")
     return None
+
+
+_DEFINED_AS = re.compile(
+    r"^\s*(?:\([^()]{1,30}\)\s*)?(?:,\s*(?:a|an|the)\b|(?:is|are|was|were)\s+(?:a|an|the|one\s+of)\b|"
+    r"(?:refers?|referring)\s+to\b|(?:is|are)\s+(?:defined|known|described)\s+as\b)",
+    re.IGNORECASE,
+)
+
+
+def defines(text: str, mention) -> str | None:
+    """The words after a mention of the subject that say what it is ("X is a ...", "X, a ...", "X (Y) is an ..."),
+    or None."""
+    found = _DEFINED_AS.match(text, mention.end)
+    return text[mention.start : found.end()].strip() if found else None
 
 
 def mesh_pair(meta: dict, entity: Entity, aspect: Aspect | None) -> str | None:

@@ -10,6 +10,8 @@ decides a recorded run again at other thresholds (`replay`, over the record of a
 - `collected` protects against noise that is one of the question's own collected references (`--refs`);
 - `duplicate` against the same text twice: a near duplicate (MinHash) of a collected reference or of
   noise kept before;
+- `off-subject` against an aspect rewrite's candidate that does not name the subject the rewrite keeps
+  (what makes aspect noise hard is that it is about the same drug, gene or disease);
 - `may-answer` against noise that answers the original question (refkit.noise.answers: the one
   decision, its name tests first, then its similarity tests);
 - `unrelated` against easy noise: a text about something else, which teaches a benchmark nothing.
@@ -96,21 +98,50 @@ class Duplicate:
         self.deduplicator.add(candidate.hit.id, candidate.hit.content)
 
 
+class OffSubject:
+    """An aspect rewrite keeps the question's subject: its candidates must name it (any of its names)."""
+
+    name = "off-subject"
+
+    def __init__(self, facts: QuestionFacts, language: str):
+        english = language == "en"
+        self._subject = {
+            number: NameMatcher([(f, swap["subject"]) for f in swap["subject"].surface_forms(language)], english)
+            for number, swap in facts.swaps.items()
+            if swap.get("subject") is not None
+        }
+
+    def measure(self, candidate: Candidate) -> None:
+        matcher = self._subject.get(candidate.rewrite_number)
+        if matcher is not None:
+            found = matcher.find(candidate.text)
+            candidate.measured["names_subject"] = found[0].text if found else None
+
+    @staticmethod
+    def decide(measured: dict, options: NoiseOptions) -> Verdict | None:
+        if "names_subject" in measured and not measured["names_subject"]:
+            return Verdict("off-subject", "off-subject", "does not name the subject the aspect rewrite keeps")
+        return None
+
+
 class MayAnswerByName:
     """may-answer's name tests (refkit.noise.answers)."""
 
     name = "may-answer"
 
-    def __init__(self, answers: AnswerTest, facts: QuestionFacts):
-        self.answers, self.facts = answers, facts
+    def __init__(self, answers: AnswerTest, facts: QuestionFacts, original_ranks: dict[str, int] | None = None):
+        """`original_ranks`: snippet id -> its rank among the original question's own hits."""
+        self.answers, self.facts, self.original_ranks = answers, facts, original_ranks or {}
 
     def measure(self, candidate: Candidate) -> None:
         swap = self.facts.swaps[candidate.rewrite_number]
         self.answers.measure_lexical(candidate.text, candidate.meta, swap, candidate.measured)
+        if swap.get("subject") is not None:
+            candidate.measured["original_rank"] = self.original_ranks.get(candidate.hit.id)
 
     @staticmethod
     def decide(measured: dict, options: NoiseOptions) -> Verdict | None:
-        return decide_lexical(measured)
+        return decide_lexical(measured, options)
 
 
 class MayAnswerBySimilarity:
@@ -195,7 +226,14 @@ def related_how(measured: dict, options: NoiseOptions) -> str:
     return "entity" if named and measured["to_rewrite"] >= options.entity_floor else "similarity"
 
 
-FILTERS = (CollectedReference, Duplicate, MayAnswerByName, MayAnswerBySimilarity, Unrelated)  # the order they run in
+FILTERS = (  # the order they run in
+    CollectedReference,
+    Duplicate,
+    OffSubject,
+    MayAnswerByName,
+    MayAnswerBySimilarity,
+    Unrelated,
+)
 
 
 def first_refusal(measured: dict, options: NoiseOptions) -> Verdict | None:
@@ -213,19 +251,27 @@ def permissive(options: NoiseOptions) -> NoiseOptions:
     from dataclasses import replace
 
     return replace(
-        options, per_query=1_000_000, answer_margin=1.0, answer_ceiling=1.0, entity_floor=-1.0, similarity_floor=-1.0
+        options,
+        per_query=1_000_000,
+        answer_margin=1.0,
+        answer_ceiling=1.0,
+        entity_floor=-1.0,
+        similarity_floor=-1.0,
+        original_rank=0,
+        reference_ceiling=2.0,
     )
 
 
 def replay(record: dict, options: NoiseOptions) -> list[dict]:
-    """The candidates a question keeps at `options`' thresholds, in the order the run met them, from the
-    record of a `permissive` run (what it rejected, a rule no threshold changes rejected: collected,
-    duplicate of a collected reference, named the replaced entity). Duplicates among the kept are judged
-    as the permissive run met them."""
-    kept = []
-    for candidate in sorted(record["noise"], key=lambda c: c["order"]):
-        if len(kept) >= options.per_query:
-            break
-        if first_refusal(candidate["measured"], options) is None:
-            kept.append(candidate)
-    return kept
+    """The candidates a question keeps at `options`' thresholds, ranked as a run ranks them
+    (refkit.noise.ranking), from the record of a `permissive` run (what it rejected, a rule no threshold
+    changes rejected: collected, duplicate of a collected reference, named the replaced entity). Duplicates
+    among the kept are judged as the permissive run met them."""
+    from refkit.noise.ranking import choose
+
+    passed = [
+        {**c, "tier": c.get("tier", 2), "document": c.get("document", c["snippet_id"])}
+        for c in record["noise"]
+        if first_refusal(c["measured"], options) is None
+    ]
+    return choose(passed, options.per_query)[0]

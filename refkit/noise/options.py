@@ -26,6 +26,12 @@ GOLD_CEILING = 0.60
 # reads at least this close to the rewrite; or, naming none, at least SIMILARITY_FLOOR close.
 ENTITY_FLOOR = 0.40
 SIMILARITY_FLOOR = 0.45
+# may-answer: a same-subject text (an aspect rewrite's) that the original question retrieves at this rank or better
+# is written about the original situation.
+ORIGINAL_RANK = 50
+# may-answer: a text this close to one of the question's own references (collected, or its best hits) is about
+# the original situation.
+REFERENCE_CEILING = 0.60
 
 
 @dataclass
@@ -33,13 +39,15 @@ class NoiseOptions:
     seed: int = 0
     per_query: int = 5
     candidates: int = 100  # hits retrieved per rewrite
-    attribute_swaps: int = 1
+    attribute_swaps: int = 2
     entity_swaps: int = 2
     support: bool = True  # only swaps the corpus supports (refkit.support)
     answer_margin: float = ANSWER_MARGIN
     answer_ceiling: float = ANSWER_CEILING
     entity_floor: float = ENTITY_FLOOR
     similarity_floor: float = SIMILARITY_FLOOR
+    original_rank: int = ORIGINAL_RANK
+    reference_ceiling: float = REFERENCE_CEILING
 
     def as_dict(self) -> dict:
         return {
@@ -53,4 +61,6 @@ class NoiseOptions:
             "answer_ceiling": self.answer_ceiling,
             "entity_floor": self.entity_floor,
             "similarity_floor": self.similarity_floor,
+            "original_rank": self.original_rank,
+            "reference_ceiling": self.reference_ceiling,
         }

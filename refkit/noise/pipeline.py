@@ -1,14 +1,19 @@
 """refkit noise as one pipeline of named stages, question by question.
 
-1. targets: the question's mentions and the ones a swap may replace (refkit.noise.targets);
-2. swaps: per target, the siblings and aspects that pass the swap rules (refkit.noise.siblings, rewriter),
-   and the names a reader proposes (refkit.readers), checked by the same rules;
+1. targets and subjects: the question's mentions and the ones a swap may replace (refkit.noise.targets), and
+   the subjects an aspect rewrite keeps (refkit.noise.subjects); a subject the vocabulary lacks is searched,
+   kept only if the served corpus writes it, and given the kind its texts tell where its name does not;
+2. swaps: per subject, the other aspects its kind has (CRAB's aspect replacement); per target, the siblings
+   that pass the swap rules (refkit.noise.siblings, rewriter), and the names a reader proposes
+   (refkit.readers), checked by the same rules;
 3. retrieve and support: every candidate rewrite is searched; a swap is kept only if the corpus supports it
    (refkit.support), and, with a reader asked about sense, only if it calls the rewrite sensible; the seed
    chooses among the accepted ones;
 4. filter: the hits of the chosen rewrites, round robin (rank 1 of each, then rank 2, ...), through the
-   candidate filters (refkit.noise.filters) until `per_query` are kept;
-5. record: what each stage found, refused and why, every candidate's rule and measured values, and, when
+   candidate filters (refkit.noise.filters), until enough of the closest kinds passed or `EXAMINED` did;
+5. rank: the best `per_query` of what passed, by how close each is to the question's situation, one per
+   document (refkit.noise.ranking);
+6. record: what each stage found, refused and why, every candidate's rule and measured values, and, when
    fewer than `per_query` were kept, the stage and rule that stopped the question (refkit.noise.records).
 
 Everything that chooses is seeded by (seed, question id) and every list is in a fixed order, so the same
@@ -26,6 +31,7 @@ from medsnip.queries import QueryItem
 from refkit.collect import DedupOptions, RetrievalOptions, reference_from_hit, search_many
 from refkit.connection import ServerError, describe_rpc_error
 from refkit.lexicon import Entity
+from refkit.matcher import NameMatcher
 from refkit.noise.answers import AnswerTest
 from refkit.noise.filters import (
     Candidate,
@@ -33,13 +39,16 @@ from refkit.noise.filters import (
     Duplicate,
     MayAnswerByName,
     MayAnswerBySimilarity,
+    OffSubject,
     QuestionFacts,
     Unrelated,
     related_how,
 )
 from refkit.noise.options import NoiseOptions
+from refkit.noise.ranking import choose, document_key, text_kind, tier
 from refkit.noise.records import stop_reason
 from refkit.noise.rewriter import QueryRewriter
+from refkit.noise.subjects import Subject, kind_from_texts
 from refkit.noise.targets import Analysis, question_phrases
 from refkit.noise.writing import Rewrite
 from refkit.sense import question_part
@@ -48,6 +57,11 @@ from refkit.text_similarity import PoolBM25, TextSimilarity, similarity_record
 from searchd.client import SearchClient
 
 CHUNK = 32  # questions whose searches go to the server together
+# candidates measured by the similarity filters per question at most: enough for `per_query` of the closest tiers
+# in all but a few questions, and a bound on the embedding time of a question whose rewrites retrieve little
+EXAMINED = 60
+OWN_REFERENCES = 16  # without --refs, the original question's best hits stand for its references
+SUBJECT_CANDIDATES = 20  # texts retrieved for a subject's name to see whether the corpus writes it
 
 
 class NoiseGenerator:
@@ -88,8 +102,12 @@ class NoiseGenerator:
 
     def _chunk(self, queries: list[QueryItem], batch: int, progress) -> Iterator[dict]:
         analyses = [self.rewriter.analyse(q.query) for q in queries]
-        candidates = [self.rewriter.swap_candidates(q, a) for q, a in zip(queries, analyses, strict=True)]
         searched: dict[str, list] = {}
+        subjects = [self.rewriter.subjects(q.query, a) for q, a in zip(queries, analyses, strict=True)]
+        refused_subjects = self._settle_subjects(subjects, searched, batch, progress)
+        candidates = [
+            self.rewriter.swap_candidates(q, a, s) for q, a, s in zip(queries, analyses, subjects, strict=True)
+        ]
         if self.options.support:  # every candidate swap is searched before any is chosen
             self._search_into(searched, [r.query for swaps in candidates for r in swaps], batch, progress)
         supports: list[dict[str, dict]] = [{} for _ in queries]
@@ -106,11 +124,22 @@ class NoiseGenerator:
             )
             rewrites.append(self.rewriter.rewrites(query, analysis, self.options, check, paired_first))
         self._search_into(searched, [r.query for chosen in rewrites for r in chosen], batch, progress)
+        self._search_into(
+            searched, [q.query for q, chosen in zip(queries, rewrites, strict=True) if chosen], batch, progress
+        )
         for index, (query, analysis) in enumerate(zip(queries, analyses, strict=True)):
-            record = {"id": query.id, "query": query.query, **analysis.as_dict()}
+            record = {
+                "id": query.id,
+                "query": query.query,
+                **analysis.as_dict(),
+                "subjects": [subject.as_dict() for subject in subjects[index]],
+                "refused_subjects": refused_subjects[index],
+            }
             chosen = rewrites[index]
             noise, rejected = (
-                self._filter(query, analysis, chosen, [searched[r.query] for r in chosen]) if chosen else ([], [])
+                self._filter(query, analysis, chosen, [searched[r.query] for r in chosen], searched[query.query])
+                if chosen
+                else ([], [])
             )
             record.update(
                 {
@@ -127,11 +156,52 @@ class NoiseGenerator:
             record["skipped"] = record["stopped"]["why"] if record["stopped"] and not chosen else None
             yield {**record, **self._footer()}
 
-    def _search_into(self, searched: dict[str, list], texts: list[str], batch: int, progress) -> None:
-        """Retrieve every text not searched yet (`candidates` deep) into `searched`."""
+    def _settle_subjects(
+        self, subjects: list[list[Subject]], searched: dict[str, list], batch: int, progress
+    ) -> list[list[dict]]:
+        """Keep a subject the vocabulary lacks only if texts retrieved for its name write it, and give a subject
+        of unknown kind the kind those texts tell (refkit.noise.subjects.kind_from_texts); the refused ones
+        per question, with their rule."""
+        unsettled = [s for found in subjects for s in found if s.origin == "name" or s.kind is None]
+        names = {s: _subject_query(s) for s in unsettled}
+        self._search_into(searched, list(names.values()), batch, progress, SUBJECT_CANDIDATES)
+        refused: list[list[dict]] = [[] for _ in subjects]
+        for index, found in enumerate(subjects):
+            kept = []
+            for subject in found:
+                if subject in names:
+                    writes = NameMatcher([(f, subject.entity) for f in subject.entity.surface_forms()], True)
+                    texts = [f"{h.title} {h.content}" for h in searched[names[subject]]]
+                    texts = [t for t in texts if writes.find(t)]
+                    subject.corpus_texts = len(texts)
+                    if not texts:
+                        refused[index].append(
+                            _refusal(subject, "not-in-corpus", "no served text retrieved for it writes it")
+                        )
+                        continue
+                    if subject.kind is None:
+                        subject.kind = kind_from_texts(subject.name, texts)
+                        if subject.kind is None:
+                            refused[index].append(
+                                _refusal(
+                                    subject,
+                                    "no-kind",
+                                    f"neither its name nor the {len(texts)} texts writing it tell what it is",
+                                )
+                            )
+                            continue
+                        self.rewriter.settle_asked(subject)
+                kept.append(subject)
+            found[:] = kept
+        return refused
+
+    def _search_into(
+        self, searched: dict[str, list], texts: list[str], batch: int, progress, depth: int | None = None
+    ) -> None:
+        """Retrieve every text not searched yet (`candidates` deep, or `depth`) into `searched`."""
         new = [t for t in dict.fromkeys(texts) if t not in searched]
         retrieval = RetrievalOptions(
-            self.options.candidates,
+            depth or self.options.candidates,
             self.retrieval.corpora,
             self.retrieval.retrievers,
             self.retrieval.rrf_k,
@@ -149,7 +219,9 @@ class NoiseGenerator:
 
         def supported(rewrite: Rewrite) -> bool:
             if rewrite.query not in records:
-                target = analysis.targets[rewrite.target].entity
+                target = (
+                    rewrite.subject.entity if rewrite.subject is not None else analysis.targets[rewrite.target].entity
+                )
                 context = [e for e in key if e.key != target.key and e.type in CONTEXT_TYPES]
                 record = records[rewrite.query] = self.support.check(
                     rewrite.query, self._evidence(rewrite, target, context), searched[rewrite.query]
@@ -198,9 +270,13 @@ class NoiseGenerator:
         put_in = self._put_in(rewrite)
         if put_in:
             return entity_evidence(put_in, context, self.rewriter.language)
+        aspect = self._new_aspect(rewrite)
+        subject = rewrite.subject.entity if rewrite.subject is not None else target
+        return aspect_evidence(aspect, subject, self.rewriter.language)
+
+    def _new_aspect(self, rewrite: Rewrite):
         edit = rewrite.replaced[0]
-        aspect = next(a for a in self.rewriter.aspects if a.name == edit["to"] and a.type == edit["type"])
-        return aspect_evidence(aspect, target, self.rewriter.language)
+        return next(a for a in self.rewriter.aspects if a.name == edit["to"] and a.type == edit["type"])
 
     def _put_in(self, rewrite: Rewrite) -> list[Entity]:
         return [
@@ -233,12 +309,24 @@ class NoiseGenerator:
         key = self._key_entities(query, analysis)
         swaps, kept, put_in, phrases = {}, {}, {}, {}
         for number, rewrite in enumerate(rewrites, 1):
-            target = analysis.targets[rewrite.target]
             entity_swap = rewrite.kind == "entity"
-            new_aspect = None
-            if not entity_swap:
-                edit = rewrite.replaced[0]
-                new_aspect = next(a for a in self.rewriter.aspects if a.name == edit["to"] and a.type == edit["type"])
+            if rewrite.subject is not None:  # an aspect rewrite: the subject kept, another aspect asked
+                subject = rewrite.subject
+                swaps[number] = {
+                    "replaced": None,
+                    "target": subject.entity,
+                    "aspect": subject.asked,
+                    "new_aspect": self._new_aspect(rewrite),
+                    "definitional": subject.definitional,
+                    "subject": subject.entity,
+                    "situation": [e for e in key if e.key != subject.entity.key],
+                }
+                kept[number] = [subject.entity, *(e for e in key if e.key != subject.entity.key)]
+                put_in[number] = []
+                phrases[number] = question_phrases(query.query, []) if self.rewriter.english else []
+                continue
+            target = analysis.targets[rewrite.target]
+            new_aspect = None if entity_swap else self._new_aspect(rewrite)
             swaps[number] = {
                 "replaced": target.entity if entity_swap else None,
                 "target": target.entity,
@@ -255,7 +343,12 @@ class NoiseGenerator:
         return QuestionFacts(collected, swaps, kept, put_in, phrases)
 
     def _filter(
-        self, query: QueryItem, analysis: Analysis, rewrites: list[Rewrite], hits_per_rewrite: list[list]
+        self,
+        query: QueryItem,
+        analysis: Analysis,
+        rewrites: list[Rewrite],
+        hits_per_rewrite: list[list],
+        original_hits: list,
     ) -> tuple[list[dict], list[dict]]:
         facts = self._facts(query, analysis, rewrites)
         gold = [
@@ -263,7 +356,9 @@ class NoiseGenerator:
             for r in self.collected.get(query.id, [])
             if r.get("label") == "relevant"
         ]
-        answers = AnswerTest(query.query, self.similarity, self.rewriter.language, gold, self.judge, self.reader)
+        own = [f"{r.get('title', '')} {r.get('content', '')}".strip() for r in self.collected.get(query.id, [])]
+        own = own or [f"{h.title} {h.content}".strip() for h in original_hits[:OWN_REFERENCES]]
+        answers = AnswerTest(query.query, self.similarity, self.rewriter.language, gold, self.judge, self.reader, own)
         deduplicator = self.dedup.new()
         for reference in self.collected.get(query.id, []):
             deduplicator.add(reference["snippet_id"], reference.get("content", ""))
@@ -272,15 +367,17 @@ class NoiseGenerator:
         filters = (
             CollectedReference(facts),
             duplicate,
-            MayAnswerByName(answers, facts),
+            OffSubject(facts, self.rewriter.language),
+            MayAnswerByName(answers, facts, {hit.id: hit.rank for hit in original_hits}),
             by_similarity,
             Unrelated(facts, self.rewriter.language),
         )
         order = _round_robin(hits_per_rewrite)
         meta = self._meta([hit.id for _, hit in order])
-        noise, rejected, considered = [], [], set()
+        passed, rejected, considered, examined = [], [], set(), 0
         for position, (number, hit) in enumerate(order):
-            if len(noise) >= self.options.per_query:
+            close = sum(1 for c in passed if c["tier"] <= 1)
+            if close >= self.options.per_query or examined >= EXAMINED:
                 break
             if hit.id in considered:
                 continue
@@ -291,6 +388,7 @@ class NoiseGenerator:
             for rule in filters:
                 if rule is by_similarity:
                     self._embed_ahead(order, position)
+                    examined += 1
                 rule.measure(candidate)
                 verdict = rule.decide(candidate.measured, self.options)
                 if verdict is not None:
@@ -301,15 +399,35 @@ class NoiseGenerator:
             duplicate.keep(candidate)
             how = related_how(candidate.measured, self.options)
             names = candidate.measured["names"]
-            noise.append(
+            kind = text_kind(candidate.text)
+            reference = reference_from_hit(hit, self.lineage)
+            passed.append(
                 {
-                    **reference_from_hit(hit, self.lineage),
+                    **reference,
                     **where,
                     "label": "irrelevant",
                     "origin": "noise",
                     "measured": candidate.measured,
                     "reason": _kept_reason(rewrites[number - 1], hit.rank, candidate.measured, how),
                     "related": {"how": how, "entities": names["kept"] + names["put_in"]},
+                    "text_kind": kind,
+                    "tier": tier(kind, rewrites[number - 1].kind, candidate.measured),
+                    "document": document_key(reference, candidate.meta),
+                }
+            )
+        noise, aside = choose(passed, self.options.per_query)
+        for candidate in aside:
+            rejected.append(
+                {
+                    **{key: candidate[key] for key in ("snippet_id", "rewrite", "rewrite_rank", "order")},
+                    "rule": "rank",
+                    "test": candidate["why"],
+                    "reason": "another text of its document was kept"
+                    if candidate["why"] == "same-document"
+                    else f"{self.options.per_query} closer to the question's situation were kept (tier "
+                    f"{candidate['tier']}, {candidate['text_kind']})",
+                    "measured": candidate["measured"],
+                    "tier": candidate["tier"],
                 }
             )
         if noise:
@@ -338,6 +456,15 @@ class NoiseGenerator:
             for snippet in response.snippets:
                 found[snippet.id] = json.loads(snippet.meta_json) if snippet.meta_json else {}
         return found
+
+
+def _subject_query(subject: Subject) -> str:
+    """What is searched to see whether the corpus writes a subject: its name alone."""
+    return subject.entity.name
+
+
+def _refusal(subject: Subject, rule: str, why: str) -> dict:
+    return {"text": subject.text, "kind": subject.kind, "rule": rule, "why": f"{rule}: {subject.text!r}: {why}"}
 
 
 def _sense(verdicts: dict[str, dict], rewrite: Rewrite) -> dict:

@@ -1,9 +1,12 @@
-"""Stages 1 and 2 of refkit noise for one question: its targets, and the swaps that rewrite it.
+"""Stages 1 and 2 of refkit noise for one question: its targets and subjects, and the swaps that rewrite it.
 
-`QueryRewriter.analyse` finds mentions and targets (refkit.noise.targets); `swap_candidates` proposes,
-per target, the siblings that pass the swap rules (refkit.noise.siblings), best first, and the aspect
-swaps the question's frame takes (refkit.sense.aspect_frame_problem and predicate_problem);
-`rewrites` chooses among those the corpus supports, in an order seeded by (seed, question id). With a
+`QueryRewriter.analyse` finds mentions and targets (refkit.noise.targets), `subjects` the question's subjects
+(refkit.noise.subjects); `swap_candidates` proposes, per target, the siblings that pass the swap rules
+(refkit.noise.siblings), best first, and the aspect rewrites: in English, per subject, the question of each
+other aspect its kind has (rule `aspect-question`: CRAB's aspect replacement, the subject kept verbatim); in
+other languages, the aspect phrase replaced in place where the question's frame takes it
+(refkit.sense.aspect_frame_problem and predicate_problem). `rewrites` chooses among those the corpus supports,
+in an order seeded by (seed, question id), aspect rewrites spread over the subjects. With a
 reader that proposes swaps (`proposer`, refkit.readers), its names join the siblings under rule `reader`
 after the same checks: a name of the lexicon, of the target's type, passing every swap rule (so one no
 served record names is refused as not-in-corpus).
@@ -20,6 +23,7 @@ from refkit.lexicon import REWRITTEN_TYPES, Entity, Lexicon, natural_name
 from refkit.matcher import Aspect, Match, NameMatcher, PhraseMatcher
 from refkit.noise.options import ENTITY_POOL, SWAP_POOL, NoiseOptions
 from refkit.noise.siblings import SiblingIndex
+from refkit.noise.subjects import Subject, aspect_choices, find_subjects, write_question
 from refkit.noise.targets import (
     Analysis,
     Target,
@@ -89,6 +93,20 @@ class QueryRewriter:
                 }
             )
         return analysis
+
+    def subjects(self, query: str, analysis: Analysis) -> list[Subject]:
+        """The question's subjects for aspect rewrites (English questions; none in other languages, which keep
+        in-place aspect swaps)."""
+        return find_subjects(query, analysis, self.aspects) if self.english else []
+
+    def settle_asked(self, subject: Subject) -> None:
+        """The aspect the question asks of a subject whose kind became known (from the corpus's texts)."""
+        from refkit.noise.subjects import asked_aspect, is_definitional
+
+        query = subject.query
+        subject.definitional = is_definitional(query, (subject.start, subject.end))
+        if not subject.definitional:
+            subject.asked = asked_aspect(query, (subject.start, subject.end), subject.kind, self.aspects)
 
     def entity_candidates(
         self, original: Entity, exclude: set[str], refused: list[dict] | None = None
@@ -177,14 +195,20 @@ class QueryRewriter:
             kept.append(aspect)
         return kept
 
-    def swap_candidates(self, query: QueryItem, analysis: Analysis) -> list[Rewrite]:
+    def swap_candidates(
+        self, query: QueryItem, analysis: Analysis, subjects: list[Subject] | None = None
+    ) -> list[Rewrite]:
         """Every single swap `rewrites` may choose, computed once per analysis (the rules record what they
-        refuse): the first target's aspect swaps, then each target's entity swaps in target order."""
+        refuse): the subjects' aspect rewrites (English) or the first target's in-place aspect swaps, then each
+        target's entity swaps in target order."""
         if getattr(analysis, "_swaps", None) is None:
             present = {m.payload.key for m in analysis.entities}
             swaps: list[Rewrite] = []
+            if self.english:
+                for subject in subjects if subjects is not None else self.subjects(query.query, analysis):
+                    swaps += self.aspect_rewrites(query.query, subject)
             for number, target in enumerate(analysis.targets):
-                if number == 0:
+                if number == 0 and not self.english:
                     for aspect in self.aspect_candidates(query.query, target, analysis.refused_swaps):
                         swaps.append(self._aspect_swap(query.query, target, aspect, number))
                 found = self.entity_candidates(target.entity, present, analysis.refused_swaps)
@@ -235,8 +259,7 @@ class QueryRewriter:
         rng = random.Random(f"{options.seed}:{query.id}")
         accepted = supported or (lambda rewrite: True)
         swaps = self.swap_candidates(query, analysis)
-        aspect_swaps = [r for r in swaps if r.kind == "attribute"]
-        chosen = [r for r in rng.sample(aspect_swaps, len(aspect_swaps)) if accepted(r)][: options.attribute_swaps]
+        chosen = self._aspect_choice(swaps, rng, accepted, options.attribute_swaps)
         wanted = options.entity_swaps
         for number in range(len(analysis.targets)):
             if wanted <= 0:
@@ -252,6 +275,44 @@ class QueryRewriter:
                 seen.add(rewrite.query.casefold())
                 unique.append(rewrite)
         return unique
+
+    @staticmethod
+    def _aspect_choice(swaps: list[Rewrite], rng: random.Random, accepted, wanted: int) -> list[Rewrite]:
+        """Up to `wanted` accepted aspect rewrites in seeded order, one subject after the other (the first
+        subject's first, then the second subject's, ...), so that two rewrites keep two subjects where there are."""
+        by_subject: dict[int, list[Rewrite]] = {}
+        for rewrite in (r for r in swaps if r.kind == "attribute"):
+            key = id(rewrite.subject) if rewrite.subject is not None else 0
+            by_subject.setdefault(key, []).append(rewrite)
+        queues = [rng.sample(group, len(group)) for group in by_subject.values()]
+        chosen: list[Rewrite] = []
+        while len(chosen) < wanted and any(queues):
+            for queue in queues:
+                while queue and len(chosen) < wanted:
+                    rewrite = queue.pop(0)
+                    if accepted(rewrite):
+                        chosen.append(rewrite)
+                        break
+        return chosen
+
+    def aspect_rewrites(self, query: str, subject: Subject) -> list[Rewrite]:
+        """The subject asked of each other aspect of its kind (refkit.noise.subjects.aspect_choices), in the
+        aspect table's order."""
+        rewrites = []
+        for aspect in aspect_choices(subject, self.aspects):
+            record = {
+                "what": "aspect",
+                "type": aspect.type,
+                "from": "definition" if subject.definitional else (subject.asked.name if subject.asked else ""),
+                "to": aspect.name,
+                "entity": subject.name,
+                "rule": "aspect-question",
+                "text": subject.text,
+                "written": write_question(aspect, subject),
+                "span": [subject.start, subject.end],
+            }
+            rewrites.append(Rewrite("attribute", record["written"], [record], subject=subject))
+        return rewrites
 
     def _entity_swap(self, text: str, target: Target, entity: Entity, rule: str, number: int) -> Rewrite:
         original: Entity = target.entity

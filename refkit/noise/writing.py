@@ -21,6 +21,7 @@ class Rewrite:
     query: str
     replaced: list[dict] = field(default_factory=list)  # one edit: what, type, from, to, rule, text, written, span
     target: int = 0  # which of the question's targets it rewrites (0: the first)
+    subject: object = None  # an aspect rewrite's refkit.noise.subjects.Subject: what it keeps and asks anew
 
     def as_dict(self, number: int) -> dict:
         return {
@@ -29,6 +30,7 @@ class Rewrite:
             "query": self.query,
             "replaced": self.replaced,
             "target": self.target,
+            **({"subject": self.subject.text} if self.subject is not None else {}),
         }
 
 
