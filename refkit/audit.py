@@ -51,6 +51,10 @@ def audit_noise(
             "rules",
             "rejected",
             "kept_per_question",
+            "kept_by_rewrite_kind",
+            "kept_text_kinds",
+            "kept_tiers",
+            "rewrite_kinds",
         )
     }
     questions = covered = with_target = kept_total = hard = judged_kept = leaked = rewrites = 0
@@ -62,6 +66,10 @@ def audit_noise(
         with_target += bool(record.get("targets"))
         counts["kept_per_question"][min(len(kept), min_noise)] += 1
         counts["related_by"].update(n.get("related", {}).get("how", "unknown") for n in kept)
+        kinds = {r["number"]: r.get("kind", "entity") for r in record["rewrites"] if "number" in r}
+        counts["kept_by_rewrite_kind"].update(kinds.get(n.get("rewrite"), "unknown") for n in kept)
+        counts["kept_text_kinds"].update(n.get("text_kind", "unknown") for n in kept)
+        counts["kept_tiers"].update(str(n.get("tier", "unknown")) for n in kept)
         hard += sum(1 for n in kept if _names_question(n))
         counts["refused_targets"].update(r["rule"] for r in record.get("refused_targets", []))
         counts["refused_swaps"].update(r["rule"] for r in record.get("refused_swaps", []))
@@ -84,7 +92,10 @@ def audit_noise(
             )
         for rewrite in record["rewrites"]:
             rewrites += 1
-            counts["rules"].update(edit["rule"] for edit in rewrite["replaced"] if edit.get("rule"))
+            counts["rules"].update(
+                edit["rule"] for edit in rewrite["replaced"] if edit.get("rule") and edit["what"] == "entity"
+            )
+            counts["rewrite_kinds"][rewrite.get("kind", "entity")] += 1
             problems = rewrite_problems(str(record.get("query", "")), rewrite)
             if problems:
                 grammar.append({"id": str(record["id"]), "rewrite": rewrite["query"], "problems": problems})
@@ -123,6 +134,11 @@ def audit_noise(
         "short": short,
         "refused_targets": dict(counts["refused_targets"].most_common()),
         "entity_swap_rules": dict(sorted(counts["rules"].items())),
+        "rewrites_by_kind": dict(sorted(counts["rewrite_kinds"].items())),
+        "kept_by_rewrite_kind": dict(sorted(counts["kept_by_rewrite_kind"].items())),
+        "aspect_share": counts["kept_by_rewrite_kind"]["attribute"] / kept_total if kept_total else None,
+        "kept_text_kinds": dict(sorted(counts["kept_text_kinds"].items())),
+        "kept_tiers": dict(sorted(counts["kept_tiers"].items())),
         "refused_swaps": dict(counts["refused_swaps"].most_common()),
         "generic_swaps": generic_swaps if generic is not None else None,
         "rewrites": rewrites,

@@ -439,7 +439,7 @@ def _dictionary_option(value: str, option: str) -> str:
 )
 @click.option(
     "--attribute-swaps",
-    default=2,
+    default=4,
     show_default=True,
     type=click.IntRange(0),
     help="Aspect rewrites: the subject kept, another aspect asked of it.",

@@ -1,6 +1,8 @@
 """Checks that a rewritten question still reads as English where the rewrite touched it.
 
-`refkit noise` replaces a span of the question (an entity name, an aspect phrase) and fixes what the
+`refkit noise` replaces a span of the question (an entity name, an aspect phrase), or writes the question of
+another aspect around the question's subject (rule `aspect-question`, which must keep the subject's words as the
+question wrote them), and fixes what the
 replacement disturbs: the article before it ("a etiology" -> "an etiology", none before a plural),
 the grammatical number of the inserted entity name (MeSH's plural "Endoscopes" for a singular
 "endosonography" is written "endoscope"), and its capitalisation (lower case in lower-case text, a
@@ -18,11 +20,16 @@ from refkit.noise.writing import ARTICLE_BEFORE, agree_article
 def rewrite_problems(original: str, rewrite: dict) -> list[str]:
     """What reads wrong in one rewrite ({"query", "replaced": [{"text", "written", "what", ...}]})."""
     text, problems = rewrite["query"], []
-    if text[:1].isupper() != original[:1].isupper():
+    whole = any(edit.get("rule") == "aspect-question" for edit in rewrite["replaced"])
+    if text[:1].isupper() != original[:1].isupper() and not whole:
         problems.append(f"first letter's case changed: {text[:20]!r}")
     if "  " in text and "  " not in original:
         problems.append("a double space")
     for edit in rewrite["replaced"]:
+        if edit.get("rule") == "aspect-question":  # a whole question about the subject: its words are kept as written
+            if edit["text"] not in text:
+                problems.append(f"aspect question {text!r} does not keep the subject {edit['text']!r} as written")
+            continue
         written, replaced = edit.get("written", ""), edit["text"]
         at = text.find(written) if written else -1
         if at < 0:

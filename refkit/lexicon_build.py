@@ -193,7 +193,7 @@ def clinical_dictionaries(sources: LexiconSources) -> list:
 
 
 def source_lines(sources: LexiconSources, dictionaries: list[str]) -> list[str]:
-    """What the lexicon was built from, one line each, for its `# source:` lines."""
+    """The vocabularies the lexicon was built from, one line each, for its `# source:` lines."""
     from importlib import metadata
 
     lines = []
@@ -215,11 +215,7 @@ def source_lines(sources: LexiconSources, dictionaries: list[str]) -> list[str]:
             lines.append(f"{what}: {'refkit ' + metadata.version('medsnip') if value == 'shipped' else value}")
     lines += [f"mesh: {path}" for path in (sources.mesh_path, sources.supplementary) if path]
     lines += [f"clinical-names: {source}" for source in dictionaries]
-    if sources.address:  # not the address: a lexicon of the same records is the same file whatever the port
-        lines.append(
-            f"records: searchd, {'corpora ' + ', '.join(sources.corpora) if sources.corpora else 'every corpus'}"
-        )
-    lines += [f"records: {folder}" for folder in sources.corpus_dirs]
+    # (not the records mined: the same records read from searchd or from the shards make the same file)
     lines += [f"translations: {language}={path}" for language, path in sorted(sources.translations.items())]
     return lines
 

@@ -396,6 +396,8 @@ def rewrite_sense_problems(
         problems.append(doubled)
     for edit in rewrite.get("replaced", []):
         start, end = edit.get("span", (0, 0))
+        if edit.get("rule") == "aspect-question":
+            continue  # the subject kept verbatim in the question of another aspect of its kind: no span was replaced
         if possessive_before(query, start):
             problems.append(f"possessive: {edit['text']!r} follows a possessive, inside a longer concept")
         if edit["what"] == "aspect" and not english:

@@ -64,10 +64,20 @@ def test_the_targets_and_why_there_is_none(lexicon):
         "stage": "targets",
         "rule": "generic",
         "kept": 0,
-        "why": "no target: generic: Disease names a category, not a concept",
+        "why": "no target: the question's only matches are generic words (Disease): it names no subject",
     }
     nothing = rewriter.analyse("Describe the 4D-CHAINS algorithm")
     assert [r["rule"] for r in nothing.refused_targets] == ["no-mention"]
+    # no lexicon entity, but a name: the subject of aspect rewrites once the corpus shows it writes it
+    [subject] = rewriter.subjects("Describe the 4D-CHAINS algorithm", nothing)
+    assert (subject.text, subject.entity.name, subject.kind, subject.definitional) == (
+        "the 4D-CHAINS algorithm",
+        "4D-CHAINS",
+        "method",
+        True,
+    )
+    unwritten = {"targets": [], "subjects": [], "refused_subjects": [{"rule": "not-in-corpus", "why": "x"}]}
+    assert stop_reason({**unwritten, "noise": []}, 5, 0)["stage"] == "subjects"
     absent = Lexicon(
         [
             Entity(
@@ -90,23 +100,36 @@ def test_a_target_without_a_swap_hands_over_to_the_next(lexicon):
     rewriter = QueryRewriter(alone, read_aspects())
     query = QueryItem("q", "Is cabozantinib effective for hepatocellular carcinoma (HCC)?")
     analysis = rewriter.analyse(query.query)
-    rewrites = rewriter.rewrites(query, analysis, NoiseOptions(seed=1))
+    rewrites = [r for r in rewriter.rewrites(query, analysis, NoiseOptions(seed=1)) if r.kind == "entity"]
     assert [r.query for r in rewrites] == ["Is cabozantinib effective for cholangiocarcinoma?"]
     assert rewrites[0].target == 1 and rewrites[0].replaced[0]["rule"] == "tree-sibling"
     assert {(r["to"], r["rule"]) for r in analysis.refused_swaps} >= {("Adenoma, Liver Cell", "not-in-corpus")}
 
 
-def test_aspects_are_swapped_only_in_a_question_about_the_aspect(lexicon):
+def test_an_aspect_rewrite_keeps_the_subject_and_asks_another_aspect(lexicon):
+    """CRAB's aspect replacement: the subject as the question writes it, asked another aspect of its kind;
+    never the aspect asked, nor one close to it (indications answer a question about efficacy). A claim
+    about a drug in a disease ("Is cabozantinib effective ...") asks the drug's efficacy and the disease's
+    treatment; neither is asked again."""
     rewriter = QueryRewriter(lexicon, read_aspects())
     query = QueryItem("q", "What is the mechanism of action of tucatinib?")
     analysis = rewriter.analyse(query.query)
     swaps = rewriter.swap_candidates(query, analysis)
-    assert "What are the adverse effects of tucatinib?" in [r.query for r in swaps if r.kind == "attribute"]
+    aspect_questions = [r.query for r in swaps if r.kind == "attribute"]
+    assert "What are the adverse effects of tucatinib?" in aspect_questions
+    assert "What is the mechanism of action of tucatinib?" not in aspect_questions
     assert "What is the mechanism of action of lapatinib?" in [r.query for r in swaps if r.kind == "entity"]
     claim = QueryItem("c", "Is cabozantinib effective for the treatment of hepatocellular carcinoma?")
     analysis = rewriter.analyse(claim.query)
-    assert not [r for r in rewriter.swap_candidates(claim, analysis) if r.kind == "attribute"]
-    assert [r["rule"] for r in analysis.refused_swaps][0] == "aspect-frame"
+    subjects = rewriter.subjects(claim.query, analysis)
+    asked = {s.text: (s.kind, s.asked.name) for s in subjects}
+    assert asked == {"hepatocellular carcinoma": ("disease", "treatment"), "cabozantinib": ("drug", "efficacy")}
+    rewrites = [r for r in rewriter.swap_candidates(claim, analysis) if r.kind == "attribute"]
+    asked = {(r.replaced[0]["entity"], r.replaced[0]["to"]) for r in rewrites}
+    assert ("cabozantinib", "adverse effects") in asked and ("Carcinoma, Hepatocellular", "diagnosis") in asked
+    assert not asked & {("cabozantinib", "efficacy"), ("cabozantinib", "indications")}
+    assert ("Carcinoma, Hepatocellular", "treatment") not in asked
+    assert all(r.replaced[0]["text"] in r.query and r.replaced[0]["rule"] == "aspect-question" for r in rewrites)
 
 
 def test_may_answer_is_one_decision_on_what_was_measured(lexicon):

@@ -28,7 +28,7 @@ ENTITY_FLOOR = 0.40
 SIMILARITY_FLOOR = 0.45
 # may-answer: a same-subject text (an aspect rewrite's) that the original question retrieves at this rank or better
 # is written about the original situation.
-ORIGINAL_RANK = 50
+ORIGINAL_RANK = 100
 # may-answer: a text this close to one of the question's own references (collected, or its best hits) is about
 # the original situation.
 REFERENCE_CEILING = 0.60
@@ -39,7 +39,7 @@ class NoiseOptions:
     seed: int = 0
     per_query: int = 5
     candidates: int = 100  # hits retrieved per rewrite
-    attribute_swaps: int = 2
+    attribute_swaps: int = 4
     entity_swaps: int = 2
     support: bool = True  # only swaps the corpus supports (refkit.support)
     answer_margin: float = ANSWER_MARGIN

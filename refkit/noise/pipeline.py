@@ -411,6 +411,7 @@ class NoiseGenerator:
                     "reason": _kept_reason(rewrites[number - 1], hit.rank, candidate.measured, how),
                     "related": {"how": how, "entities": names["kept"] + names["put_in"]},
                     "text_kind": kind,
+                    "chars": len(candidate.text),
                     "tier": tier(kind, rewrites[number - 1].kind, candidate.measured),
                     "document": document_key(reference, candidate.meta),
                 }

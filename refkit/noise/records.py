@@ -4,7 +4,11 @@
 A question stops at the first stage that left it nothing to go on, or, when it reached the filters, at
 the filter that rejected most of its candidates:
 
-- `targets`, no target: the target rule that refused most mentions (`no-mention` when it names none);
+- `targets`, no target and no subject: the target rule that refused most mentions (`no-mention` when it names
+  none; `generic` when its only matches are generic words, said so), and the subjects the corpus did not
+  write;
+- `subjects`, no target, and every subject the question names refused: not written by any served text
+  (`not-in-corpus`), or of no kind its texts tell (`no-kind`);
 - `swaps`, targets but no swap passed the rules: the swap rule that refused most candidates (`no-class`,
   `no-tree-place`, `no-sibling` when there were none);
 - `support`, swaps but none the corpus supports: `unsupported`;
@@ -17,7 +21,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-CANDIDATE_RULES = ("collected", "duplicate", "may-answer", "unrelated")
+CANDIDATE_RULES = ("collected", "duplicate", "off-subject", "may-answer", "unrelated", "rank")
 
 
 def _most(counter: Counter, fallback: str) -> str:
@@ -29,16 +33,22 @@ def stop_reason(record: dict, per_query: int, swap_candidates: int) -> dict | No
     kept = len(record.get("noise", []))
     if kept >= per_query:
         return None
-    if not record.get("targets"):
-        rules = Counter(r["rule"] for r in record.get("refused_targets", []))
+    if not record.get("targets") and not record.get("subjects"):
+        refused_subjects = record.get("refused_subjects", [])
+        if refused_subjects:
+            rule = _most(Counter(r["rule"] for r in refused_subjects), "not-in-corpus")
+            examples = [r["why"] for r in refused_subjects if r["rule"] == rule][:2]
+            return {"stage": "subjects", "rule": rule, "kept": kept, "why": f"no subject: {'; '.join(examples)}"}
+        refusals = record.get("refused_targets", [])
+        rules = Counter(r["rule"] for r in refusals)
         rule = _most(rules, "no-mention")
-        examples = [r["why"] for r in record.get("refused_targets", []) if r["rule"] == rule][:2]
-        return {
-            "stage": "targets",
-            "rule": rule,
-            "kept": kept,
-            "why": f"no target: {'; '.join(examples) or 'the question names no entity of the lexicon'}",
-        }
+        if rules and set(rules) == {"generic"}:
+            words = ", ".join(dict.fromkeys(r["entity"] for r in refusals))
+            why = f"no target: the question's only matches are generic words ({words}): it names no subject"
+        else:
+            examples = [r["why"] for r in refusals if r["rule"] == rule][:2]
+            why = f"no target: {'; '.join(examples) or 'the question names no entity of the lexicon, and no name'}"
+        return {"stage": "targets", "rule": rule, "kept": kept, "why": why}
     refused = Counter(r["rule"] for r in record.get("refused_swaps", []) if r["rule"] != "unsupported")
     if not swap_candidates:
         rule = _most(refused, "no-sibling")

@@ -40,6 +40,7 @@ from refkit.sense import FUNCTION_WORDS, everyday_word, question_part
 MAX_SUBJECTS = 2
 PATHOGEN_TREES = ("B03", "B04", "B01.300")  # bacteria, viruses, fungi: what infects, spreads and resists
 MOLECULAR_PROCESS_TREES = ("G02", "G03", "G04", "G05", "G06")  # chemical, metabolic, cellular, genetic, microbial
+CELLULAR_TREES = ("A10", "A11", "A15")  # tissues, cells and their structures, blood and immune cells
 PROTEIN_TREES = ("D08", "D12")  # enzymes, proteins: asked of as genes are, not as drugs
 DRUG_TREES = ("D20", "D26", "D27")  # vaccines, pharmaceutical preparations, pharmacologic actions and uses
 DRUG_ORIGINS = ("drug-names", "inn-stem")
@@ -212,7 +213,9 @@ def kind_of_entity(entity: Entity, written: str) -> str | None:
         return "method"
     if entity.type == "gene" and any(t.startswith("A") for t in trees):
         return "anatomy"  # "Nucleosomes": a cell structure, though MeSH also files it among proteins
-    if entity.type in ("disease", "gene", "procedure", "anatomy"):
+    if entity.type == "anatomy":  # cells, tissues and cell structures have a function and a make-up; body parts not
+        return "anatomy" if any(t.startswith(CELLULAR_TREES) for t in trees) else None
+    if entity.type in ("disease", "gene", "procedure"):
         return entity.type
     return None
 
