@@ -22,9 +22,9 @@ behaviour headings: "Parents", "Goals").
 
 What is left out, because a text would match it where nobody means the concept: inverted forms ("pain,
 back"), names of three characters or less, names with brackets or stray punctuation, one-word names that
-are everyday English words (Zipf `EVERYDAY_ZIPF` or more: "cancer", "parents"), and names every word of
-which is an everyday word or a letter or number ("plan b", "special k", "at 10": brands and codes that
-read as English). A name that is already another entity's is left to that entity.
+are everyday English words (Zipf `EVERYDAY_ZIPF` or more: "cancer", "parents"), names of everyday words and a
+letter or number ("at 10", "men 2"), and drug names every word of which is an everyday word ("plan b", "clear
+eyes": brands that read as English; a disease's "heart attack" is kept). A name that is already another entity's is left to that entity.
 
 `read_dictionary` refuses a file that is not such a dictionary, naming the file and the key; the pickle is
 read with no class allowed (plain dicts, lists and strings only), so a file given by path runs no code.
@@ -110,10 +110,12 @@ def read_dictionary(kind: DictionaryKind, path: Path | None = None) -> Dictionar
     if path is None:
         path, source = installed_dictionary_path(kind)
     try:
-        data = _PlainData(io.BytesIO(bz2.decompress(Path(path).read_bytes()))).load()
+        packed = Path(path).read_bytes()
     except OSError as error:
         raise LexiconError(f"{path}: cannot read ({error.strerror or error})") from error
-    except (pickle.UnpicklingError, EOFError, ValueError, TypeError) as error:
+    try:
+        data = _PlainData(io.BytesIO(bz2.decompress(packed))).load()
+    except (OSError, pickle.UnpicklingError, EOFError, ValueError, TypeError) as error:
         raise LexiconError(f"{path}: not a bz2-compressed {kind.kind} dictionary ({error})") from error
     if not isinstance(data, dict):
         raise LexiconError(f"{path}: expected a dictionary of {kind.variants_key} and {kind.canonical_key}")
@@ -134,8 +136,9 @@ def read_dictionary(kind: DictionaryKind, path: Path | None = None) -> Dictionar
     return Dictionary(kind, source, variants, canonical)
 
 
-def usable_name(name: str) -> bool:
-    """Can a text's words be taken for this name (see the module's list of what is left out)?"""
+def usable_name(name: str, kind: str = "drug") -> bool:
+    """Can a text's words be taken for this name (see the module's list of what is left out)? A disease's
+    multiword name of everyday words is a name all the same ("heart attack"); a brand's is not ("plan b")."""
     from wordfreq import zipf_frequency
 
     name = " ".join(name.split())
@@ -144,7 +147,11 @@ def usable_name(name: str) -> bool:
     words = re.findall(r"[^\s-]+", name)
     if len(words) == 1:
         return zipf_frequency(name, "en") < EVERYDAY_ZIPF
-    return not all(len(w) <= 2 or w.isdigit() or zipf_frequency(w, "en") >= WORD_ZIPF for w in words)
+    if any(len(w) <= 2 or w.isdigit() for w in words) and all(
+        len(w) <= 2 or w.isdigit() or zipf_frequency(w, "en") >= WORD_ZIPF for w in words
+    ):
+        return False  # "at 10", "men 2": a letter or number among everyday words reads as English
+    return kind == "disease" or not all(zipf_frequency(w, "en") >= WORD_ZIPF for w in words)
 
 
 _VACCINE = re.compile(r"^(?P<what>.+) vaccines?$")
@@ -181,7 +188,7 @@ def add_clinical_names(lexicon: Lexicon, dictionaries: list[Dictionary]) -> tupl
             owner, class_entity = _owner(record, dictionary.kind.kind, entities, by_ui)
             if owner is None:
                 written = " ".join(record["name"].split())
-                if not usable_name(written) or written.casefold() in taken:
+                if not usable_name(written, dictionary.kind.kind) or written.casefold() in taken:
                     continue
                 owner = Entity(name=written, type=dictionary.kind.kind, origin=f"{dictionary.kind.kind}-names")
                 if dictionary.kind.kind == "disease":
@@ -198,7 +205,7 @@ def add_clinical_names(lexicon: Lexicon, dictionaries: list[Dictionary]) -> tupl
             for name in sorted(names_of.get(key, ())):
                 for written in (" ".join(name.split()), *_written_as_vaccination(name)):
                     folded = written.casefold()
-                    if folded in taken or not usable_name(written):
+                    if folded in taken or not usable_name(written, dictionary.kind.kind):
                         continue
                     owner.entry_terms.append(written)
                     taken[folded] = owner

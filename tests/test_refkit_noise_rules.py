@@ -207,3 +207,35 @@ def test_a_short_question_names_its_stage_and_rule():
         "why": "no swap: no-tree-place: Leigh syndrome has none",
     }
     assert stop_reason({"noise": [{}] * 5}, 5, 3) is None
+
+
+def test_ranking_keeps_the_closest_kinds_and_one_chunk_per_document():
+    """Same-subject texts before the swapped-in entity in the question's situation, before texts related by a
+    name only; a bare definition or a fragment last; never two chunks of one document."""
+    from refkit.noise.ranking import choose, text_kind, tier
+
+    assert text_kind("Kearns-Sayre syndrome is a mitochondrial disorder.") == "fragment"
+    definition = (
+        "Anlotinib is an oral small molecule inhibitor of multiple receptor tyrosine kinases with broad effects."
+    )
+    assert text_kind(definition) == "definition"
+    sentence = "Grade 3 hypertension occurred in 12 of 40 patients treated with cabozantinib for renal cell carcinoma."
+    assert text_kind(sentence) == "sentence" and text_kind(sentence + " " + sentence) == "passage"
+    assert tier("sentence", "attribute", {"names_subject": "cabozantinib"}) == 0
+    assert tier("sentence", "entity", {"names": {"put_in": ["Anlotinib"], "kept": ["HCC"]}}) == 1
+    assert tier("sentence", "entity", {"names": {"put_in": ["Anlotinib"], "kept": []}}) == 2
+    assert tier("definition", "attribute", {"names_subject": "cabozantinib"}) == 3
+
+    def candidate(order, tier_, document):
+        return {"order": order, "tier": tier_, "document": document}
+
+    passed = [
+        candidate(0, 3, "a"),
+        candidate(1, 2, "b"),
+        candidate(2, 0, "c"),
+        candidate(3, 0, "c"),
+        candidate(4, 1, "d"),
+    ]
+    kept, aside = choose(passed, 3)
+    assert [(c["order"], c["tier"]) for c in kept] == [(2, 0), (4, 1), (1, 2)]
+    assert {c["order"]: c["why"] for c in aside} == {3: "same-document", 0: "outranked"}
