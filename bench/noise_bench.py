@@ -44,14 +44,14 @@ SHEET_SIZE, SHEET_SEED = 60, 26
 DEMO_SOURCES = ("pubmed", "statpearls", "textbooks", "wikipedia")
 # (answer ceiling, answer margin, entity floor, similarity floor); the first is the default
 CURVE = (
-    (0.45, 0.05, 0.40, 0.45),
+    (0.55, 0.05, 0.40, 1.0),
+    (0.45, 0.05, 0.40, 1.0),
+    (0.60, 0.05, 0.40, 1.0),
+    (0.55, 0.00, 0.40, 1.0),
+    (0.55, 0.10, 0.40, 1.0),
+    (0.55, 0.05, 0.35, 1.0),
+    (0.55, 0.05, 0.45, 1.0),
     (0.55, 0.05, 0.40, 0.45),
-    (0.40, 0.05, 0.40, 0.45),
-    (0.45, 0.0, 0.40, 0.45),
-    (0.45, 0.10, 0.40, 0.45),
-    (0.45, 0.05, 0.35, 0.40),
-    (0.45, 0.05, 0.45, 0.50),
-    (0.45, 0.05, 0.50, 0.55),
     (0.60, 0.20, 0.30, 0.35),
 )
 
@@ -116,19 +116,21 @@ def curve_rows(permissive: list[dict], qrels: dict, base: NoiseOptions) -> list[
             entity_floor=entity_floor,
             similarity_floor=similarity_floor,
         )
-        covered = kept = hard = leaked = 0
+        covered = kept = hard = leaked = aspect = 0
         for record in permissive:
             chosen = replay(record, options)
             gold = {doc for doc, grade in qrels.get(str(record["id"]), {}).items() if grade > 0}
+            kinds = {r["number"]: r["kind"] for r in record["rewrites"]}
             kept += len(chosen)
             covered += len(chosen) >= 3
             hard += sum(1 for c in chosen if c["measured"]["names"]["kept"] or c["measured"]["names"]["put_in"])
             leaked += sum(1 for c in chosen if _document(c["snippet_id"]) in gold)
+            aspect += sum(1 for c in chosen if kinds[c["rewrite"]] == "attribute")
         default = " (default)" if (ceiling, margin, entity_floor, similarity_floor) == CURVE[0] else ""
         rows.append(
             f"| {ceiling:.2f} | {margin:.2f} | {entity_floor:.2f} | {similarity_floor:.2f}{default} | "
-            f"{covered / len(permissive):.0%} | {kept / len(permissive):.2f} | {hard / max(kept, 1):.0%} | "
-            f"{leaked / max(kept, 1):.1%} |"
+            f"{covered / len(permissive):.0%} | {kept / len(permissive):.2f} | {aspect / max(kept, 1):.0%} | "
+            f"{hard / max(kept, 1):.0%} | {leaked / max(kept, 1):.1%} |"
         )
     return rows
 
@@ -154,6 +156,30 @@ def calibration_line(permissive: list[dict], qrels: dict) -> str:
     )
 
 
+def ceiling_line(permissive: list[dict], qrels: dict) -> str:
+    """What the corpus allows at most: the questions that keep 3 or more with every threshold off (only the rules
+    no threshold moves: collected, duplicate, off-subject, the name tests), and of the others, those whose
+    subject texts were all the question's own references or gold snippets."""
+    covered = sum(1 for record in permissive if len(record["noise"]) >= 3)
+    own_only = 0
+    for record in permissive:
+        if len(record["noise"]) >= 3 or not record.get("subjects"):
+            continue
+        rules = {r["rule"] for r in record["rejected"]}
+        gold = {doc for doc, grade in qrels.get(str(record["id"]), {}).items() if grade > 0}
+        if rules <= {"collected", "duplicate", "off-subject", "may-answer", "rank"} and all(
+            _document(c["snippet_id"]) in gold for c in record["noise"]
+        ):
+            own_only += 1
+    n = len(permissive)
+    return (
+        f"What this root allows at most: with every threshold off, {covered} of {n} questions ({covered / n:.0%}) "
+        f"keep 3 or more; of the rest, {own_only} have a subject whose only texts here are the question's own "
+        "references or gold snippets (each BioASQ question brought its gold snippets into the root; a subject "
+        "no other question asked about has no other text), and the others name no subject the corpus writes."
+    )
+
+
 def review_sample(records: list[dict], destination: Path) -> int:
     """A fixed-seed sample of kept references with only what a blind reader sees: question, rewrite, text."""
     kept = []
@@ -175,7 +201,21 @@ def review_sample(records: list[dict], destination: Path) -> int:
     return len(chosen)
 
 
-def judged_summary(sample: Path, judged: Path) -> str:
+def sample_kinds(records: list[dict], sample: Path) -> dict[int, str]:
+    """item -> the kind of rewrite that retrieved it (not in the sheet the reader sees)."""
+    kinds = {}
+    by_key = {}
+    for record in records:
+        rewrites = {r["number"]: r for r in record["rewrites"]}
+        for reference in record["noise"]:
+            by_key[str(record["id"]), reference["snippet_id"]] = rewrites[reference["rewrite"]]["kind"]
+    for line in sample.read_text(encoding="utf-8").splitlines():
+        item = json.loads(line)
+        kinds[item["item"]] = by_key.get((str(item["id"]), item["snippet_id"]), "unknown")
+    return kinds
+
+
+def judged_summary(sample: Path, judged: Path, kinds: dict[int, str] | None = None) -> str:
     """The blind reader's verdicts on the sample, if they judged this very sample (same items, same
     questions and references)."""
     if not judged.is_file():
@@ -189,15 +229,28 @@ def judged_summary(sample: Path, judged: Path) -> str:
     if sorted(map(key, verdicts)) != sorted(map(key, items)):
         return "The judged sheet is of an earlier sample; judge docs/noise-review-sample.jsonl again."
     n = len(verdicts)
-    count = {name: sum(1 for v in verdicts if v[name] == "yes") for name in ("sensible", "answers", "hard")}
-    return (
+    names = ("sensible", "answers", "hard", "bare")
+    count = {name: sum(1 for v in verdicts if v.get(name) == "yes") for name in names}
+    line = (
         f"Blind reading of the {n} sampled kept references (docs/noise-review.md): {count['sensible']}/{n} "
         f"sensible rewrites ({count['sensible'] / n:.0%}), {count['hard']}/{n} hard negatives "
-        f"({count['hard'] / n:.0%}), {count['answers']}/{n} answering the original ({count['answers'] / n:.0%})."
+        f"({count['hard'] / n:.0%}), {count['bare']}/{n} bare definitions or fragments ({count['bare'] / n:.0%}), "
+        f"{count['answers']}/{n} answering the original ({count['answers'] / n:.0%})."
     )
+    if kinds:
+        for kind, label in (("attribute", "aspect rewrites"), ("entity", "entity rewrites")):
+            mine = [v for v in verdicts if kinds.get(v["item"]) == kind]
+            if mine:
+                per = {name: sum(1 for v in mine if v.get(name) == "yes") for name in names}
+                line += (
+                    f" Of the {len(mine)} from {label}: sensible {per['sensible']}, hard {per['hard']}, bare "
+                    f"{per['bare']}, answering {per['answers']}."
+                )
+    return line
 
 
 def noise_section(demo: Path, work: Path) -> list[str]:
+    """The section's lines (see the module's docstring)."""
     import noise_corpus
 
     work.mkdir(parents=True, exist_ok=True)
@@ -269,6 +322,10 @@ def noise_section(demo: Path, work: Path) -> list[str]:
             -1,
             "--similarity-floor",
             -1,
+            "--original-rank",
+            0,
+            "--reference-ceiling",
+            1,
             "--per-query",
             1_000_000,
             "--out",
@@ -289,6 +346,7 @@ def noise_section(demo: Path, work: Path) -> list[str]:
     )
     n = audit["questions"]
     per_question = audit["kept"] / n
+    kinds = sample_kinds(records, sample_path)
     stops = ", ".join(f"{rule} {count}" for rule, count in audit["stopped"].items())
     digest = hashlib.sha256(outputs[0].read_bytes()).hexdigest()[:16]
     return [
@@ -311,22 +369,33 @@ def noise_section(demo: Path, work: Path) -> list[str]:
         f"({audit['leak_rate'] or 0:.1%}) | {len(audit['generic_swaps'])} | {'yes' if identical else 'NO'} "
         f"(sha256 {digest}) |",
         "",
+        "| rewrites (aspect / entity) | kept from aspect rewrites | kept from entity rewrites | aspect share | "
+        "kept by tier (same-subject / situation / related / bare) | kept text kinds |",
+        "|---|---:|---:|---:|---|---|",
+        f"| {audit['rewrites_by_kind'].get('attribute', 0)} / {audit['rewrites_by_kind'].get('entity', 0)} | "
+        f"{audit['kept_by_rewrite_kind'].get('attribute', 0)} | {audit['kept_by_rewrite_kind'].get('entity', 0)} | "
+        f"{audit['aspect_share'] or 0:.0%} | "
+        f"{' / '.join(str(audit['kept_tiers'].get(str(t), 0)) for t in range(4))} | "
+        f"{', '.join(f'{k} {v}' for k, v in audit['kept_text_kinds'].items())} |",
+        "",
         f"Where questions stopped short of 3 (stage/rule, from the records): {stops}. Entity swaps by rule: "
         f"{audit['entity_swap_rules']}. Candidates rejected by rule: {audit['rejected_by_rule']} (per question: "
         "docs/noise-rejections-by-rule.md).",
+        "",
+        ceiling_line(permissive, qrels),
         "",
         "Coverage against precision over the thresholds (the permissive run decided again by "
         "refkit.noise.filters.replay; hard share = kept texts naming an entity of the question the rewrite kept or "
         "the one it put in; leak = kept gold snippets of the question):",
         "",
         "| answer ceiling | answer margin | entity floor | similarity floor | 3+ kept | kept per question | "
-        "hard share | leak |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "from aspect rewrites | names a question entity | leak |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         *curve_rows(permissive, qrels, NoiseOptions()),
         "",
         calibration_line(permissive, qrels),
         "",
         f"{sampled} kept references of the default run drawn with seed {SHEET_SEED}: docs/noise-review-sample.jsonl. "
-        + judged_summary(sample_path, REPO / "docs" / "noise-review-judged.jsonl"),
+        + judged_summary(sample_path, REPO / "docs" / "noise-review-judged.jsonl", kinds),
         "",
     ]

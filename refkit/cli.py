@@ -488,7 +488,7 @@ def _dictionary_option(value: str, option: str) -> str:
     default=SIMILARITY_FLOOR,
     show_default=True,
     type=click.FloatRange(-1, 1),
-    help="unrelated: a candidate naming none of them must read this close to the rewrite.",
+    help="unrelated: a candidate naming none of them (easy noise) is kept only this close to the rewrite (1: never).",
 )
 @click.option(
     "--original-rank",

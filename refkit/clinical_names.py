@@ -24,7 +24,8 @@ What is left out, because a text would match it where nobody means the concept: 
 back"), names of three characters or less, names with brackets or stray punctuation, one-word names that
 are everyday English words (Zipf `EVERYDAY_ZIPF` or more: "cancer", "parents"), names of everyday words and a
 letter or number ("at 10", "men 2"), and drug names every word of which is an everyday word ("plan b", "clear
-eyes": brands that read as English; a disease's "heart attack" is kept). A name that is already another entity's is left to that entity.
+eyes": brands that read as English; a disease's "heart attack" is kept). A name that is already another
+entity's is left to that entity.
 
 `read_dictionary` refuses a file that is not such a dictionary, naming the file and the key; the pickle is
 read with no class allowed (plain dicts, lists and strings only), so a file given by path runs no code.
@@ -33,6 +34,7 @@ read with no class allowed (plain dicts, lists and strings only), so a file give
 from __future__ import annotations
 
 import bz2
+import functools
 import io
 import pickle
 import re
@@ -136,22 +138,27 @@ def read_dictionary(kind: DictionaryKind, path: Path | None = None) -> Dictionar
     return Dictionary(kind, source, variants, canonical)
 
 
+@functools.cache  # the same words recur across the 180,000 names
+def _zipf(word: str) -> float:
+    from wordfreq import zipf_frequency
+
+    return zipf_frequency(word, "en")
+
+
 def usable_name(name: str, kind: str = "drug") -> bool:
     """Can a text's words be taken for this name (see the module's list of what is left out)? A disease's
     multiword name of everyday words is a name all the same ("heart attack"); a brand's is not ("plan b")."""
-    from wordfreq import zipf_frequency
-
     name = " ".join(name.split())
     if len(name) < MIN_NAME_CHARACTERS or "," in name or _ODD.search(name):
         return False
     words = re.findall(r"[^\s-]+", name)
     if len(words) == 1:
-        return zipf_frequency(name, "en") < EVERYDAY_ZIPF
+        return _zipf(name) < EVERYDAY_ZIPF
     if any(len(w) <= 2 or w.isdigit() for w in words) and all(
-        len(w) <= 2 or w.isdigit() or zipf_frequency(w, "en") >= WORD_ZIPF for w in words
+        len(w) <= 2 or w.isdigit() or _zipf(w) >= WORD_ZIPF for w in words
     ):
         return False  # "at 10", "men 2": a letter or number among everyday words reads as English
-    return kind == "disease" or not all(zipf_frequency(w, "en") >= WORD_ZIPF for w in words)
+    return kind == "disease" or not all(_zipf(w) >= WORD_ZIPF for w in words)
 
 
 _VACCINE = re.compile(r"^(?P<what>.+) vaccines?$")

@@ -73,8 +73,11 @@ _POSSESSIVE = re.compile(r"(?<=\w)['\u2019]s?(?=\s|[^\w]|$)")
 def is_acronym(form: str) -> bool:
     """A name written in capitals ("DMD", "HSP70", "IL-6", "BCL11B"): matched only as written, since in
     lower case it is often a word ("AND", "ALL", "CAT")."""
-    upper = sum(c.isupper() for c in form)
-    return " " not in form.strip() and upper >= 2 and upper >= sum(c.islower() for c in form)
+    word = form.strip()
+    if " " in word or word.islower():  # most names: several words, or none in capitals
+        return False
+    upper = sum(1 for c in word if c.isupper())
+    return upper >= 2 and upper >= sum(1 for c in word if c.islower())
 
 
 class NameMatcher:

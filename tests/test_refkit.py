@@ -22,7 +22,7 @@ from refkit.dedup import Deduplicator, jaccard, shingles
 from refkit.lexicon import LexiconError, read_lexicon
 from refkit.matcher import NameMatcher, PhraseMatcher, read_aspects
 from refkit.noise import QueryRewriter
-from refkit.noise.options import ENTITY_FLOOR
+from refkit.noise.options import ANSWER_CEILING, ENTITY_FLOOR
 from refkit.noise.records import CANDIDATE_RULES
 from refkit.score import Citations, parse_citations, read_responses, score
 from refkit.sense import question_part
@@ -435,7 +435,7 @@ def test_collect_label_noise_assemble_score(server, names_lexicon_path, question
             assert kept["snippet_id"] not in collected_ids  # never a collected reference
             assert kept["label"] == "irrelevant" and kept["reason"].startswith("retrieved for the rewrite")
             measured = kept["measured"]
-            assert measured["to_original"] < 0.45 and kept["related"]["how"] in ("entity", "phrase", "similarity")
+            assert measured["to_original"] < ANSWER_CEILING and kept["related"]["how"] in ("entity", "phrase", "similarity")
             [edit] = record["rewrites"][kept["rewrite"] - 1]["replaced"]
             if edit["what"] == "entity":  # it never names what the swap replaced
                 replaced = lexicon.get(edit["from"])

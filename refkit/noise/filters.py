@@ -14,7 +14,8 @@ decides a recorded run again at other thresholds (`replay`, over the record of a
   (what makes aspect noise hard is that it is about the same drug, gene or disease);
 - `may-answer` against noise that answers the original question (refkit.noise.answers: the one
   decision, its name tests first, then its similarity tests);
-- `unrelated` against easy noise: a text about something else, which teaches a benchmark nothing.
+- `unrelated` against easy noise: a text about something else, which teaches a benchmark nothing (it must
+  name an entity of the question or the one swapped in).
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ class QuestionFacts:
     kept_entities: dict[int, list[Entity]]  # the question's key entities the rewrite kept
     put_in: dict[int, list[Entity]]  # the entity its swap put in
     phrases: dict[int, list[str]]  # the question's own content phrases the rewrite kept (targets.question_phrases)
+    asked: dict[int, object] = field(default_factory=dict)  # an entity rewrite's: the aspect the question asks
 
 
 class CollectedReference:
@@ -161,9 +163,10 @@ class MayAnswerBySimilarity:
 
 
 class Unrelated:
-    """Kept noise must be about the question's topic: it names an entity of the question that the rewrite
-    kept, the one the swap put in, or writes one of the question's own content phrases the rewrite kept,
-    and reads `entity_floor` close to the rewrite; or, naming none, `similarity_floor` close."""
+    """Kept noise must be about the question's subject or situation: it names an entity of the question that the
+    rewrite kept (an aspect rewrite's subject among them) or the one the swap put in, and reads `entity_floor`
+    close to the rewrite. A text naming none of them (related by a shared phrase or by similarity only) is easy
+    noise a reviewer sets aside at once: it is kept only at `similarity_floor` (1.0 by default: never)."""
 
     name = "unrelated"
 
@@ -179,6 +182,7 @@ class Unrelated:
             n: PhraseMatcher(with_variants([(p, p) for p in phrases], english=english))
             for n, phrases in facts.phrases.items()
         }
+        self._asked = {n: PhraseMatcher([(p, p) for p in a.phrases]) for n, a in facts.asked.items() if a is not None}
 
     def measure(self, candidate: Candidate) -> None:
         number = candidate.rewrite_number
@@ -187,11 +191,15 @@ class Unrelated:
             "put_in": sorted({m.payload.name for m in self._put_in[number].find(candidate.text)}),
             "phrases": sorted({m.payload for m in self._phrases[number].find(candidate.text)}),
         }
+        if number in self._asked:  # the swapped-in entity in the question's own aspect: "nivolumab targets PD-1"
+            candidate.measured["names"]["aspect"] = sorted(
+                {m.payload for m in self._asked[number].find(candidate.text)}
+            )
 
     @staticmethod
     def decide(measured: dict, options: NoiseOptions) -> Verdict | None:
         names = measured["names"]
-        named = names["kept"] + names["put_in"] + names.get("phrases", [])
+        named = names["kept"] + names["put_in"]
         score = measured["to_rewrite"]
         if named and score >= options.entity_floor:
             return None
@@ -208,7 +216,9 @@ class Unrelated:
         return Verdict(
             "unrelated",
             "similarity-floor",
-            f"names no entity of the question or of the swap and reads only {score:.2f} close to the rewrite",
+            "names no entity of the question or of the swap"
+            + (f" (shares only {', '.join(names['phrases'])})" if names.get("phrases") else "")
+            + f" and reads {score:.2f} close to the rewrite",
             score,
             options.similarity_floor,
         )

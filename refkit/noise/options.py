@@ -17,21 +17,22 @@ ENTITY_POOL = 4  # the seed picks entity swaps among this many best supported on
 # retrieved it reads as being about the original (an answer), not about the rewritten situation.
 ANSWER_MARGIN = 0.05
 # may-answer: this close to the original question, a text usually answers it whatever it names.
-ANSWER_CEILING = 0.45
+ANSWER_CEILING = 0.55
 # may-answer: this close to one of the question's known relevant references (--refs labelled relevant),
 # a text is taken for another answer (two gold snippets of one BioASQ question reach it in 66% of pairs,
 # gold snippets of two different questions in 0.3%).
 GOLD_CEILING = 0.60
 # unrelated: a kept text names an entity of the question that the rewrite kept, or the one it put in, and
-# reads at least this close to the rewrite; or, naming none, at least SIMILARITY_FLOOR close.
+# reads at least this close to the rewrite; or, naming none, at least SIMILARITY_FLOOR close. A text that names
+# none shares a phrase or a topic at most: the blind reading calls it easy, so by default none is kept.
 ENTITY_FLOOR = 0.40
-SIMILARITY_FLOOR = 0.45
+SIMILARITY_FLOOR = 1.0
 # may-answer: a same-subject text (an aspect rewrite's) that the original question retrieves at this rank or better
 # is written about the original situation.
 ORIGINAL_RANK = 100
 # may-answer: a text this close to one of the question's own references (collected, or its best hits) is about
 # the original situation.
-REFERENCE_CEILING = 0.60
+REFERENCE_CEILING = 0.65
 
 
 @dataclass

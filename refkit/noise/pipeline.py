@@ -105,6 +105,8 @@ class NoiseGenerator:
         searched: dict[str, list] = {}
         subjects = [self.rewriter.subjects(q.query, a) for q, a in zip(queries, analyses, strict=True)]
         refused_subjects = self._settle_subjects(subjects, searched, batch, progress)
+        for analysis, found in zip(analyses, subjects, strict=True):
+            analysis.subjects = found
         candidates = [
             self.rewriter.swap_candidates(q, a, s) for q, a, s in zip(queries, analyses, subjects, strict=True)
         ]
@@ -307,7 +309,8 @@ class NoiseGenerator:
 
     def _facts(self, query: QueryItem, analysis: Analysis, rewrites: list[Rewrite]) -> QuestionFacts:
         key = self._key_entities(query, analysis)
-        swaps, kept, put_in, phrases = {}, {}, {}, {}
+        swaps, kept, put_in, phrases, asked = {}, {}, {}, {}, {}
+        asked_of = {s.entity.key: s.asked for s in analysis.subjects}
         for number, rewrite in enumerate(rewrites, 1):
             entity_swap = rewrite.kind == "entity"
             if rewrite.subject is not None:  # an aspect rewrite: the subject kept, another aspect asked
@@ -326,6 +329,7 @@ class NoiseGenerator:
                 phrases[number] = question_phrases(query.query, []) if self.rewriter.english else []
                 continue
             target = analysis.targets[rewrite.target]
+            asked[number] = target.aspect.payload if target.aspect is not None else asked_of.get(target.entity.key)
             new_aspect = None if entity_swap else self._new_aspect(rewrite)
             swaps[number] = {
                 "replaced": target.entity if entity_swap else None,
@@ -340,7 +344,7 @@ class NoiseGenerator:
                 question_phrases(query.query, [(replaced.start, replaced.end)]) if self.rewriter.english else []
             )
         collected = {r["snippet_id"] for r in self.collected.get(query.id, [])}
-        return QuestionFacts(collected, swaps, kept, put_in, phrases)
+        return QuestionFacts(collected, swaps, kept, put_in, phrases, asked)
 
     def _filter(
         self,

@@ -6,8 +6,8 @@ question keeps the best `per_query` by (tier, the order retrieval met them in), 
 0. `same-subject`: retrieved for an aspect rewrite, it names the question's subject (the same drug, gene or
    disease in another aspect: CRAB's aspect replacement);
 1. `situation`: retrieved for an entity swap, it names the entity the swap put in and something the question
-   keeps (another of its entities, or one of its own content phrases): the swapped-in entity in the question's
-   situation;
+   keeps (another of its entities, one of its own content phrases, or the words of the aspect it asks): the
+   swapped-in entity in the question's situation or aspect;
 2. `related`: retrieved for a rewrite, related to it by one name or by similarity only;
 3. `bare`: a bare definition ("Kearns-Sayre syndrome is a mitochondrial disorder.") or a fragment too short to
    say anything about a situation (`text_kind`): kept only when nothing better passed.
@@ -47,7 +47,11 @@ def tier(kind: str, rewrite_kind: str, measured: dict) -> int:
     names = measured.get("names", {})
     if rewrite_kind == "attribute" and measured.get("names_subject"):
         return 0
-    if rewrite_kind == "entity" and names.get("put_in") and (names.get("kept") or names.get("phrases")):
+    if (
+        rewrite_kind == "entity"
+        and names.get("put_in")
+        and (names.get("kept") or names.get("phrases") or names.get("aspect"))
+    ):
         return 1
     return 2
 

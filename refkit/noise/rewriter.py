@@ -23,7 +23,7 @@ from refkit.lexicon import REWRITTEN_TYPES, Entity, Lexicon, natural_name
 from refkit.matcher import Aspect, Match, NameMatcher, PhraseMatcher
 from refkit.noise.options import ENTITY_POOL, SWAP_POOL, NoiseOptions
 from refkit.noise.siblings import SiblingIndex
-from refkit.noise.subjects import Subject, aspect_choices, find_subjects, write_question
+from refkit.noise.subjects import Subject, aspect_choices, broad_keys, find_subjects, write_question
 from refkit.noise.targets import (
     Analysis,
     Target,
@@ -37,6 +37,7 @@ from refkit.noise.writing import Rewrite, entity_words, match_case, write_swap
 from refkit.sense import aspect_frame_problem, doubled_word, generic_keys, predicate_problem, question_part
 
 _WORDS = re.compile(r"\w+")
+ASPECT_QUESTIONS = 4  # aspect rewrites proposed per subject
 
 
 class QueryRewriter:
@@ -58,6 +59,7 @@ class QueryRewriter:
         self.aspect_matcher = PhraseMatcher([(phrase, tuple(found)) for phrase, found in by_phrase.items()])
         self.generic = generic_keys(lexicon)
         self.siblings = SiblingIndex(lexicon, self.generic)
+        self.broad = broad_keys(typed)
         bigrams = {
             pair
             for form, _ in phrases
@@ -97,7 +99,7 @@ class QueryRewriter:
     def subjects(self, query: str, analysis: Analysis) -> list[Subject]:
         """The question's subjects for aspect rewrites (English questions; none in other languages, which keep
         in-place aspect swaps)."""
-        return find_subjects(query, analysis, self.aspects) if self.english else []
+        return find_subjects(query, analysis, self.aspects, self.broad) if self.english else []
 
     def settle_asked(self, subject: Subject) -> None:
         """The aspect the question asks of a subject whose kind became known (from the corpus's texts)."""
@@ -296,10 +298,11 @@ class QueryRewriter:
         return chosen
 
     def aspect_rewrites(self, query: str, subject: Subject) -> list[Rewrite]:
-        """The subject asked of each other aspect of its kind (refkit.noise.subjects.aspect_choices), in the
-        aspect table's order."""
+        """The subject asked of the other aspects of its kind (refkit.noise.subjects.aspect_choices), the
+        first `ASPECT_QUESTIONS` in the aspect table's order (the table lists a kind's most asked aspects
+        first; each is searched for support, so the cap bounds a question's searches)."""
         rewrites = []
-        for aspect in aspect_choices(subject, self.aspects):
+        for aspect in aspect_choices(subject, self.aspects)[:ASPECT_QUESTIONS]:
             record = {
                 "what": "aspect",
                 "type": aspect.type,

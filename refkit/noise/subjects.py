@@ -38,6 +38,7 @@ from refkit.noise.targets import Analysis
 from refkit.sense import FUNCTION_WORDS, everyday_word, question_part
 
 MAX_SUBJECTS = 2
+BROAD_DESCENDANTS = 60  # under one tree number: "Leukemia" has 45 kinds, "Vaccines" 117, "Transcription Factors" 390
 PATHOGEN_TREES = ("B03", "B04", "B01.300")  # bacteria, viruses, fungi: what infects, spreads and resists
 MOLECULAR_PROCESS_TREES = ("G02", "G03", "G04", "G05", "G06")  # chemical, metabolic, cellular, genetic, microbial
 CELLULAR_TREES = ("A10", "A11", "A15")  # tissues, cells and their structures, blood and immune cells
@@ -98,6 +99,7 @@ PROCESS_HEADS = frozenset(
     "apoptosis autophagy senescence differentiation proliferation signaling signalling inflammation".split()
 )
 
+_ADJECTIVE = re.compile(r"\w{3,}(al|ic|ous|ary|ive|ior|ile|oid|ar)$")
 _CODE = re.compile(r"(?<![\w-])(?=[\w-]*\d)(?=[\w-]*[A-Za-z])[A-Za-z0-9][\w]*(?:[-/][\w]+)*(?![\w-])")
 _CAPITALISED = re.compile(r"(?<![\w'-])[A-Z][\w'’]*(?:[-–][\w]+)*")
 _WORD = re.compile(r"[\w'’]+(?:[-–/][\w'’]+)*")
@@ -314,11 +316,12 @@ def name_spans(query: str, analysis: Analysis) -> list[tuple[int, int]]:
         rest = definitional.group("rest")
         if len(_WORD.findall(rest)) <= 6 and not _PREPOSITION.search(rest):
             spans.append((definitional.start("rest"), definitional.start("rest") + len(rest)))
-    for refused in analysis.refused_targets:
-        if refused.get("text"):
+    for refused in analysis.refused_targets:  # a mention refused as part of a longer name: that name
+        if refused.get("text") and refused["rule"] in ("compound", "possessive"):
             at = query.find(refused["text"], floor)
-            if at >= 0:
-                spans.append(_extend(query, at, at + len(refused["text"]), floor))
+            grown = _extend(query, at, at + len(refused["text"]), floor) if at >= 0 else None
+            if grown is not None and grown != (at, at + len(refused["text"])):
+                spans.append(grown)
     for pattern in (_CODE, _CAPITALISED):
         for found in pattern.finditer(query, floor):
             word = found.group(0)
@@ -346,15 +349,38 @@ def name_spans(query: str, analysis: Analysis) -> list[tuple[int, int]]:
     return sorted(chosen)
 
 
+def _as_written_inside(text: str, first: bool) -> str:
+    """A subject that opened the question, written as it reads inside another: "Spinal subdural hematoma" ->
+    "spinal subdural hematoma" (a capitalised everyday first word; a name such as "Losigamone" keeps its capital)."""
+    from wordfreq import zipf_frequency
+
+    head = text.split(" ", 1)[0]
+    if first and head[:1].isupper() and head[1:].islower() and zipf_frequency(head.lower(), "en") >= 2.5:
+        return head.lower() + text[len(head) :]
+    return text
+
+
 def _may_be_subject(query: str, start: int, end: int) -> bool:
-    """Not the question's answer type ("Which algorithm ..."), a bare category word ("proteins", "DNA") nor the
-    name of a study, a body or a place."""
+    """Not the question's answer type ("Which algorithm ..."), a bare category word ("proteins", "DNA"), the
+    name of a study, a body or a place, nor capitalised everyday words ("African Americans", "European Union":
+    people and places, not things a question asks aspects of)."""
+    from wordfreq import zipf_frequency
+
     text = query[start:end]
     words = _WORD.findall(text)
     if not words or ANSWER_TYPE.search(query[:start]):
         return False
+    capitalised = [w for w in words if w[:1].isupper() and not any(c.isdigit() for c in w)]
+    if (
+        capitalised
+        and len(capitalised) == len(words)
+        and all(w[1:].islower() and zipf_frequency(w.lower(), "en") >= 4.0 for w in words)
+    ):
+        return False
     head = words[-1].lower()
     if head in NOT_A_SUBJECT_HEADS:
+        return False
+    if len(words) == 1 and text.islower() and _ADJECTIVE.search(head):  # "neurodevelopmental": no thing of its own
         return False
     bare = len(words) == 1 and (
         head in CATEGORY_WORDS | METHOD_HEADS | GENE_HEADS | DISEASE_HEADS | ORGANISM_HEADS | PROCEDURE_HEADS
@@ -426,23 +452,44 @@ def question_name(written: str) -> Entity:
     )
 
 
-def find_subjects(query: str, analysis: Analysis, aspects: list[Aspect]) -> list[Subject]:
-    """The question's subjects, best first (at most `MAX_SUBJECTS`): see the module's docstring."""
+def broad_keys(entities) -> frozenset[str]:
+    """Keys of the entities with `BROAD_DESCENDANTS` or more descendants in the vocabulary's trees: categories
+    ("Transcription Factors", "Vaccines", "Antibodies"), which no question asks an aspect of as one thing."""
+    import bisect
+
+    numbers = sorted({t for e in entities for t in e.trees})
+    broad = set()
+    for entity in entities:
+        below = [
+            bisect.bisect_left(numbers, tree + "/") - bisect.bisect_left(numbers, tree + ".") for tree in entity.trees
+        ]
+        if max(below, default=0) >= BROAD_DESCENDANTS:
+            broad.add(entity.key)
+    return frozenset(broad)
+
+
+def find_subjects(
+    query: str, analysis: Analysis, aspects: list[Aspect], broad: frozenset[str] = frozenset()
+) -> list[Subject]:
+    """The question's subjects, best first (at most `MAX_SUBJECTS`): see the module's docstring. A target in
+    `broad` (refkit.noise.subjects.broad_keys) is a category, never a subject."""
     subjects: list[Subject] = []
     taken: list[tuple[int, int]] = []
 
     def add(match: Match | None, start: int, end: int, entity: Entity | None, origin: str, aspect=None) -> None:
         if any(s < end and start < e for s, e in taken) or not _may_be_subject(query, start, end):
             return
-        text = query[_with_article(query, start, end) : end]
+        text = _as_written_inside(query[_with_article(query, start, end) : end], start == 0)
         name = query[start:end]
         if entity is None:
             entity = question_name(name)
             kind = kind_of_name(name)
         else:
+            if entity.key in broad:
+                return
             kind = kind_of_entity(entity, name)
-            if kind is None and entity.type not in ("drug", "organism", "process"):
-                return  # of a type no aspect is asked of ("other")
+            if kind is None:
+                return  # of a type no aspect is asked of: a body part, a population, a non-molecular process
         subject = Subject(text, start, end, entity, kind, origin, query=query)
         if aspect is not None:
             subject.asked = aspect

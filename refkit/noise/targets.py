@@ -62,6 +62,7 @@ class Analysis:
     refused_targets: list[dict] = field(default_factory=list)  # mentions a target rule refused, and why
     out_of_position: list[dict] = field(default_factory=list)  # aspect words that are not what is asked
     refused_swaps: list[dict] = field(default_factory=list)  # swap candidates a rule refused
+    subjects: list = field(default_factory=list)  # refkit.noise.subjects.Subject: what aspect rewrites keep
 
     @property
     def entity(self) -> Match | None:
