@@ -113,7 +113,10 @@ def searchd(search_root):
 @pytest.fixture(scope="module")
 def lexicon(searchd, tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("reader-lexicon") / "lexicon.tsv"
-    refkit("lexicon", "--mesh-names", "--server", searchd, "--out", path)
+    # the recorded SmolLM2 cache asked about the swaps of a lexicon without the clinical names' dictionaries
+    refkit(
+        "lexicon", "--mesh-names", "--drug-names", "none", "--disease-names", "none", "--server", searchd, "--out", path
+    )
     return path
 
 
@@ -219,12 +222,12 @@ def test_an_endpoint_reader_then_its_replay_are_byte_identical_and_a_killed_run_
 
 def test_a_recorded_cache_replays_with_no_reader(searchd, lexicon, questions, tmp_path):
     """The cache of a real SmolLM2 run, committed with the tests, rebuilds that run's noise here with no
-    model: every answer the run needs is in it (a missing one would be an error naming it)."""
+    model: every answer the run needs is in it (a missing one would be an error naming it). The run asked about
+    its entity swaps only (it was recorded before aspect rewrites), hence --attribute-swaps 0."""
     out = tmp_path / "noise.jsonl"
     recorded = RECORDED / "smollm2.jsonl"
-    result = refkit(
-        *noise_args(questions, lexicon, searchd), "--out", out, "--replay", recorded, "--reader-mode", "advise"
-    )
+    args = [*noise_args(questions, lexicon, searchd), "--attribute-swaps", 0]
+    result = refkit(*args, "--out", out, "--replay", recorded, "--reader-mode", "advise")
     assert "0 new answers" in one_line(result.output)
     per_question = one_line(result.output).replace("┃", "").replace("  ", " ")
     assert "question rewrites kept stopped by" in per_question

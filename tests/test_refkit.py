@@ -435,7 +435,12 @@ def test_collect_label_noise_assemble_score(server, names_lexicon_path, question
             assert kept["snippet_id"] not in collected_ids  # never a collected reference
             assert kept["label"] == "irrelevant" and kept["reason"].startswith("retrieved for the rewrite")
             measured = kept["measured"]
-            assert measured["to_original"] < ANSWER_CEILING and kept["related"]["how"] in ("entity", "phrase", "similarity")
+            assert measured["to_original"] < ANSWER_CEILING and kept["related"]["how"] in (
+                "entity",
+                "aspect",
+                "phrase",
+                "similarity",
+            )
             [edit] = record["rewrites"][kept["rewrite"] - 1]["replaced"]
             if edit["what"] == "entity":  # it never names what the swap replaced
                 replaced = lexicon.get(edit["from"])

@@ -164,9 +164,10 @@ class MayAnswerBySimilarity:
 
 class Unrelated:
     """Kept noise must be about the question's subject or situation: it names an entity of the question that the
-    rewrite kept (an aspect rewrite's subject among them) or the one the swap put in, and reads `entity_floor`
-    close to the rewrite. A text naming none of them (related by a shared phrase or by similarity only) is easy
-    noise a reviewer sets aside at once: it is kept only at `similarity_floor` (1.0 by default: never)."""
+    rewrite kept (an aspect rewrite's subject among them), the one the swap put in, or (for an entity swap) the
+    aspect the question asks, and reads `entity_floor` close to the rewrite. A text naming none of them (related by
+    a shared phrase or by similarity only) is easy noise a reviewer sets aside at once: it is kept only at
+    `similarity_floor` (1.0 by default: never)."""
 
     name = "unrelated"
 
@@ -199,7 +200,9 @@ class Unrelated:
     @staticmethod
     def decide(measured: dict, options: NoiseOptions) -> Verdict | None:
         names = measured["names"]
-        named = names["kept"] + names["put_in"]
+        # the words of the aspect the question asks count as its situation ("the symptoms of angina": a text on
+        # the symptoms of chest pain that never writes "angina pectoris" is still about the rewrite's situation)
+        named = names["kept"] + names["put_in"] + names.get("aspect", [])
         score = measured["to_rewrite"]
         if named and score >= options.entity_floor:
             return None
@@ -229,6 +232,8 @@ def related_how(measured: dict, options: NoiseOptions) -> str:
     names = measured["names"]
     if names["kept"] or names["put_in"]:
         named = True
+    elif names.get("aspect"):
+        return "aspect" if measured["to_rewrite"] >= options.entity_floor else "similarity"
     elif names.get("phrases"):
         return "phrase" if measured["to_rewrite"] >= options.entity_floor else "similarity"
     else:
