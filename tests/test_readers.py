@@ -223,10 +223,11 @@ def test_an_endpoint_reader_then_its_replay_are_byte_identical_and_a_killed_run_
 def test_a_recorded_cache_replays_with_no_reader(searchd, lexicon, questions, tmp_path):
     """The cache of a real SmolLM2 run, committed with the tests, rebuilds that run's noise here with no
     model: every answer the run needs is in it (a missing one would be an error naming it). The run asked about
-    its entity swaps only (it was recorded before aspect rewrites), hence --attribute-swaps 0."""
+    its entity swaps and their sense; it was recorded before aspect rewrites and today's candidate filters (which
+    put other candidates before a may-answer reader), hence --attribute-swaps 0 and those two tasks."""
     out = tmp_path / "noise.jsonl"
     recorded = RECORDED / "smollm2.jsonl"
-    args = [*noise_args(questions, lexicon, searchd), "--attribute-swaps", 0]
+    args = [*noise_args(questions, lexicon, searchd), "--attribute-swaps", 0, "--reader-tasks", "swaps,sense"]
     result = refkit(*args, "--out", out, "--replay", recorded, "--reader-mode", "advise")
     assert "0 new answers" in one_line(result.output)
     per_question = one_line(result.output).replace("┃", "").replace("  ", " ")
