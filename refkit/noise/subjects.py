@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from refkit.drug_stems import drug_words
 from refkit.gene_symbols import is_symbol
 from refkit.lexicon import Entity
-from refkit.matcher import Aspect, Match, is_plural
+from refkit.matcher import Aspect, is_plural
 from refkit.noise.targets import Analysis
 from refkit.sense import FUNCTION_WORDS, everyday_word, question_part
 
@@ -476,7 +476,7 @@ def find_subjects(
     subjects: list[Subject] = []
     taken: list[tuple[int, int]] = []
 
-    def add(match: Match | None, start: int, end: int, entity: Entity | None, origin: str, aspect=None) -> None:
+    def add(start: int, end: int, entity: Entity | None, origin: str, aspect=None) -> None:
         if any(s < end and start < e for s, e in taken) or not _may_be_subject(query, start, end):
             return
         text = _as_written_inside(query[_with_article(query, start, end) : end], start == 0)
@@ -502,19 +502,19 @@ def find_subjects(
     ranked = list(analysis.targets)
     asked_first = [t for t in ranked if t.aspect is not None]
     for target in asked_first:
-        add(target.mention, target.mention.start, target.mention.end, target.entity, "target", target.aspect.payload)
+        add(target.mention.start, target.mention.end, target.entity, "target", target.aspect.payload)
     spans = name_spans(query, analysis)
     target_spans = [(t.mention.start, t.mention.end) for t in ranked]
     for start, end in spans:  # a name holding a target is the more specific subject ("Cobb-Stainsby ... arthroplasty")
         if any(start <= s and e <= end and (s, e) != (start, end) for s, e in target_spans):
-            add(None, start, end, None, "name")
+            add(start, end, None, "name")
     if AUXILIARY.match(query[question_part(query) :]):  # "Is cabozantinib effective ...": its subject comes first
         ranked = sorted(ranked, key=lambda t: (_predicate(query, t.mention.start), t.mention.start))
     for target in ranked:
         if not _predicate(query, target.mention.start):
-            add(target.mention, target.mention.start, target.mention.end, target.entity, "target")
+            add(target.mention.start, target.mention.end, target.entity, "target")
     for start, end in spans:
-        add(None, start, end, None, "name")
+        add(start, end, None, "name")
     return subjects[:MAX_SUBJECTS] if subjects else []
 
 
