@@ -59,6 +59,23 @@ def kill_when(process: subprocess.Popen, ready, timeout: float = 120.0) -> None:
     process.wait()
 
 
+def read_proc(path: Path) -> str:
+    """The text of a /proc file, or "" when its thread or process has ended since it was listed."""
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
+def children(pid: int) -> set[int]:
+    """The child processes of every thread of `pid` (threads ending while they are read are skipped)."""
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return set()
+    return {int(child) for task in tasks for child in read_proc(task / "children").split()}
+
+
 def descendants(pid: int) -> set[int]:
     """PIDs of the running processes below `pid` (children, grandchildren, ...), from /proc."""
     parents = {}

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, SAMPLES, run_indexer
+from helpers import children
 from medsnip.buildrecord import read_build_record
 from medsnip.corpus import Corpus, LineageError
 
@@ -207,13 +208,6 @@ def test_an_out_folder_inside_an_input_folder_is_refused(tmp_path, run_corpusbui
     assert result.exit_code == 2 and "one of the files the build writes" in result.output
 
 
-def _children(pid: int) -> list[int]:
-    children = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        children += [int(c) for c in (task / "children").read_text().split()]
-    return children
-
-
 def test_a_killed_indexer_leaves_no_jvm_and_its_debris_is_cleaned(tmp_path, run_corpusbuild):
     """kill -9 of `indexer bm25` while Anserini's JVM indexes: the JVM dies with it (rather than running on
     to the end), and the next run deletes the dead run's `.bm25.tmp-PID` folder before building."""
@@ -243,7 +237,7 @@ def test_a_killed_indexer_leaves_no_jvm_and_its_debris_is_cleaned(tmp_path, run_
         stderr=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + 120
-    while not (java := _children(indexer.pid)):
+    while not (java := sorted(children(indexer.pid))):
         assert indexer.poll() is None and time.monotonic() < deadline, "the indexer ended before starting Java"
         time.sleep(0.01)
     indexer.kill()

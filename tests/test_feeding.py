@@ -16,7 +16,7 @@ import orjson
 import pytest
 from feeding_bench import null_dense_encoder
 
-from helpers import PUBMEDQA_CORPUS, pubmedqa_abstracts
+from helpers import PUBMEDQA_CORPUS, children, pubmedqa_abstracts, read_proc
 from indexer.dense import Feeding, close_feeders, embed_corpus
 from indexer.dense.device_loop import embed_windows
 from indexer.dense.feeding import BatchPlan, Feeders, tokenize_window, tokenizer_settings
@@ -254,13 +254,8 @@ def test_indexer_dense_with_stopped_feeders_never_hangs(tmp_path, run_corpusbuil
     while time.monotonic() < deadline and process.poll() is None:
         if first_stop is not None and time.monotonic() - first_stop > 5:
             break
-        children = {
-            int(pid)
-            for task in Path(f"/proc/{process.pid}/task").iterdir()
-            for pid in (task / "children").read_text().split()
-        }
-        for pid in children - stopped:
-            if "spawn_main" in Path(f"/proc/{pid}/cmdline").read_text():
+        for pid in children(process.pid) - stopped:
+            if "spawn_main" in read_proc(Path(f"/proc/{pid}/cmdline")):
                 os.kill(pid, signal.SIGSTOP)
                 stopped.add(pid)
                 first_stop = first_stop or time.monotonic()
