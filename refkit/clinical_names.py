@@ -34,7 +34,6 @@ read with no class allowed (plain dicts, lists and strings only), so a file give
 from __future__ import annotations
 
 import bz2
-import functools
 import io
 import pickle
 import re
@@ -45,6 +44,7 @@ from pathlib import Path
 
 from refkit.lexicon import Entity, Lexicon, LexiconError
 from refkit.sense import group_name
+from refkit.word_frequency import english_zipf
 
 EVERYDAY_ZIPF = 4.0
 WORD_ZIPF = 3.5  # a word of a multiword name this common in English is an everyday word
@@ -138,13 +138,6 @@ def read_dictionary(kind: DictionaryKind, path: Path | None = None) -> Dictionar
     return Dictionary(kind, source, variants, canonical)
 
 
-@functools.cache  # the same words recur across the 180,000 names
-def _zipf(word: str) -> float:
-    from wordfreq import zipf_frequency
-
-    return zipf_frequency(word, "en")
-
-
 def usable_name(name: str, kind: str = "drug") -> bool:
     """Can a text's words be taken for this name (see the module's list of what is left out)? A disease's
     multiword name of everyday words is a name all the same ("heart attack"); a brand's is not ("plan b")."""
@@ -153,12 +146,12 @@ def usable_name(name: str, kind: str = "drug") -> bool:
         return False
     words = re.findall(r"[^\s-]+", name)
     if len(words) == 1:
-        return _zipf(name) < EVERYDAY_ZIPF
+        return english_zipf(name) < EVERYDAY_ZIPF
     if any(len(w) <= 2 or w.isdigit() for w in words) and all(
-        len(w) <= 2 or w.isdigit() or _zipf(w) >= WORD_ZIPF for w in words
+        len(w) <= 2 or w.isdigit() or english_zipf(w) >= WORD_ZIPF for w in words
     ):
         return False  # "at 10", "men 2": a letter or number among everyday words reads as English
-    return kind == "disease" or not all(_zipf(w) >= WORD_ZIPF for w in words)
+    return kind == "disease" or not all(english_zipf(w) >= WORD_ZIPF for w in words)
 
 
 _VACCINE = re.compile(r"^(?P<what>.+) vaccines?$")

@@ -31,6 +31,7 @@ from refkit.drug_stems import drug_words
 from refkit.gene_symbols import is_symbol, symbols
 from refkit.lexicon import REWRITTEN_TYPES, Entity, Lexicon
 from refkit.matcher import NameMatcher, is_acronym
+from refkit.word_frequency import english_zipf
 
 LONG_FORM_SHARE = 0.6
 MIN_SYMBOL_RECORDS = 2
@@ -70,11 +71,9 @@ def name_type(name: str) -> str:
 def usable_short_form(short: str) -> bool:
     """A short form clinicians write as a name: capitals ("DMD", "HSP70", "IL-6"), not a plural of one
     ("ANDs" is "AND"), and not an everyday English word in lower case ("ALL", "CAT")."""
-    from wordfreq import zipf_frequency
-
     if not is_acronym(short) or (short.endswith("s") and short[-2:-1].isupper()):
         return False
-    return zipf_frequency(short.lower(), "en") < EVERYDAY_ZIPF
+    return english_zipf(short.lower()) < EVERYDAY_ZIPF
 
 
 def _key(name: str) -> str:

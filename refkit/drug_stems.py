@@ -23,6 +23,8 @@ import re
 from dataclasses import dataclass
 from importlib import resources
 
+from refkit.word_frequency import english_words, english_zipf
+
 MIN_STEM_LETTERS = 4
 MAX_ENGLISH_WORDS = 1
 ENGLISH_ZIPF = 3.0
@@ -53,9 +55,7 @@ def _rows(name: str) -> list[tuple[str, str]]:
 @functools.cache
 def stems() -> tuple[Stem, ...]:
     """The suffix stems that name a class, longest first (the most specific one wins)."""
-    from wordfreq import top_n_list, zipf_frequency
-
-    english = [w for w in top_n_list("en", 60_000) if w.isalpha() and zipf_frequency(w, "en") >= ENGLISH_ZIPF]
+    english = english_words(ENGLISH_ZIPF)
     ending: collections.Counter[str] = collections.Counter()  # English words ending with each proper suffix
     for word in english:
         ending.update(word[-length:] for length in range(1, len(word)))
@@ -94,17 +94,8 @@ def stem_of(name: str) -> Stem | None:
 
 def drug_words(text: str) -> list[str]:
     """Words of a text that read as drug names by their stem (module docstring), as written."""
-    from wordfreq import zipf_frequency
-
-    found = []
-    for word in _WORD.findall(text):
-        if len(word) < MIN_DRUG_LETTERS or stem_of(word) is None:
-            continue
-        if _rare(word.lower(), zipf_frequency):
-            found.append(word)
-    return found
-
-
-@functools.lru_cache(maxsize=65536)
-def _rare(word: str, zipf) -> bool:
-    return zipf(word, "en") < DRUG_WORD_ZIPF
+    return [
+        word
+        for word in _WORD.findall(text)
+        if len(word) >= MIN_DRUG_LETTERS and stem_of(word) is not None and english_zipf(word.lower()) < DRUG_WORD_ZIPF
+    ]

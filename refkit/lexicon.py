@@ -125,8 +125,11 @@ class Entity:
         """The names a text in `language` may use for it, preferred first: its names in that language,
         then the English ones (drug and gene names are often written in English in any language)."""
         forms: list[str] = []
+        seen: set[str] = set()
         for term in [*self.translations.get(language, []), self.name, *self.entry_terms]:
-            if term.casefold() not in {f.casefold() for f in forms}:
+            folded = term.casefold()
+            if folded not in seen:
+                seen.add(folded)
                 forms.append(term)
         return forms
 

@@ -61,7 +61,6 @@ query in another language is not held to them.
 
 from __future__ import annotations
 
-import functools
 import re
 from collections import Counter
 from collections.abc import Iterable
@@ -70,6 +69,7 @@ import ahocorasick
 
 from refkit.lexicon import Entity, Lexicon, natural_name
 from refkit.matcher import is_plural
+from refkit.word_frequency import english_zipf
 
 GENERIC_SHARE = 0.0025  # of the vocabulary's names that contain a generic name word for word
 GENERIC_MIN_CONTAINING = 20  # a small vocabulary has no generic names by share alone
@@ -159,11 +159,8 @@ def generic_keys(lexicon: Lexicon) -> frozenset[str]:
     return frozenset(generic)
 
 
-@functools.cache
 def everyday_word(word: str) -> bool:
-    from wordfreq import zipf_frequency  # its tables load on first use
-
-    return zipf_frequency(word, "en") >= EVERYDAY_ZIPF
+    return english_zipf(word) >= EVERYDAY_ZIPF
 
 
 def _depth(tree: str) -> int:

@@ -36,6 +36,7 @@ from refkit.lexicon import Entity
 from refkit.matcher import Aspect, is_plural
 from refkit.noise.targets import Analysis
 from refkit.sense import FUNCTION_WORDS, everyday_word, question_part
+from refkit.word_frequency import english_zipf
 
 MAX_SUBJECTS = 2
 BROAD_DESCENDANTS = 60  # under one tree number: "Leukemia" has 45 kinds, "Vaccines" 117, "Transcription Factors" 390
@@ -273,22 +274,18 @@ def _extend(query: str, start: int, end: int, floor: int) -> tuple[int, int]:
 def _name_at_start(word: str) -> bool:
     """Is the capitalised first word of a question a name ("Losigamone can be used ...") rather than a word
     capitalised because it comes first ("Describe", "List")?"""
-    from wordfreq import zipf_frequency
-
-    return any(c.isdigit() or c.isupper() for c in word[1:]) or zipf_frequency(word.lower(), "en") < 2.0
+    return any(c.isdigit() or c.isupper() for c in word[1:]) or english_zipf(word.lower()) < 2.0
 
 
 def _binomial(genus: str, word: str, alone: bool) -> bool:
     """ "Sideritis scardica", "Rickettsia felis": a capitalised genus then a rare lower-case epithet."""
-    from wordfreq import zipf_frequency
-
     return (
         alone
         and genus[:1].isupper()
         and genus[1:].islower()
         and word.islower()
         and len(word) > 3
-        and (zipf_frequency(word, "en") < 1.5)
+        and english_zipf(word) < 1.5
     )
 
 
@@ -352,10 +349,8 @@ def name_spans(query: str, analysis: Analysis) -> list[tuple[int, int]]:
 def _as_written_inside(text: str, first: bool) -> str:
     """A subject that opened the question, written as it reads inside another: "Spinal subdural hematoma" ->
     "spinal subdural hematoma" (a capitalised everyday first word; a name such as "Losigamone" keeps its capital)."""
-    from wordfreq import zipf_frequency
-
     head = text.split(" ", 1)[0]
-    if first and head[:1].isupper() and head[1:].islower() and zipf_frequency(head.lower(), "en") >= 2.5:
+    if first and head[:1].isupper() and head[1:].islower() and english_zipf(head.lower()) >= 2.5:
         return head.lower() + text[len(head) :]
     return text
 
@@ -364,8 +359,6 @@ def _may_be_subject(query: str, start: int, end: int) -> bool:
     """Not the question's answer type ("Which algorithm ..."), a bare category word ("proteins", "DNA"), the
     name of a study, a body or a place, nor capitalised everyday words ("African Americans", "European Union":
     people and places, not things a question asks aspects of)."""
-    from wordfreq import zipf_frequency
-
     text = query[start:end]
     words = _WORD.findall(text)
     if not words or ANSWER_TYPE.search(query[:start]):
@@ -374,7 +367,7 @@ def _may_be_subject(query: str, start: int, end: int) -> bool:
     if (
         capitalised
         and len(capitalised) == len(words)
-        and all(w[1:].islower() and zipf_frequency(w.lower(), "en") >= 4.0 for w in words)
+        and all(w[1:].islower() and english_zipf(w.lower()) >= 4.0 for w in words)
     ):
         return False
     head = words[-1].lower()

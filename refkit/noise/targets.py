@@ -33,6 +33,7 @@ from refkit.sense import (
     possessive_before,
     question_part,
 )
+from refkit.word_frequency import english_zipf
 
 MAX_TARGETS = 3
 TARGET_PRIORITY = ("drug", "disease", "gene", "organism", "procedure", "anatomy", "process")
@@ -286,9 +287,7 @@ def question_phrases(query: str, skip: list[tuple[int, int]]) -> list[str]:
         if len(run) >= 2:
             phrases.append(" ".join(run))
         elif len(run) == 1 and len(run[0]) >= MIN_RARE_WORD and not everyday_word(run[0].lower()):
-            from wordfreq import zipf_frequency
-
-            if zipf_frequency(run[0].lower(), "en") < RARE_WORD_ZIPF:
+            if english_zipf(run[0].lower()) < RARE_WORD_ZIPF:
                 phrases.append(run[0])
         run.clear()
 
