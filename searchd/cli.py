@@ -110,6 +110,20 @@ def limit_options(command):
     help="Read the root's build records this often and load a new complete generation as SIGHUP does "
     "(a root in the middle of an update is left alone until it is complete).",
 )
+@click.option(
+    "--http-port",
+    type=click.IntRange(0, 65535),
+    help="Also serve HTTP/JSON on this port (0: a free one): Search-R1's POST /retrieve, POST /search, GET /health, "
+    "/docs; same engine, limits, token and TLS as gRPC. Off unless given.",
+)
+@click.option("--http-port-file", type=click.Path(path_type=Path), help="Write the bound HTTP port here once serving.")
+@click.option(
+    "--retrieve-topk",
+    default=3,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Hits per question of a /retrieve request that sends no topk (Search-R1's default).",
+)
 @click.option("--pid-file", type=click.Path(path_type=Path), help="Write the process id here (for `searchd reload`).")
 @click.option(
     "--jvm-heap",
@@ -144,6 +158,9 @@ def serve(
     batch_wait_ms,
     padded_query_batches,
     watch,
+    http_port,
+    http_port_file,
+    retrieve_topk,
     pid_file,
     jvm_heap,
 ) -> None:
@@ -213,6 +230,26 @@ def serve(
         engine.close()
         fail(f"refusing to start: {error}")
     bound = running.port
+    if http_port is not None:
+        from searchd.http_api import HttpServer
+
+        try:
+            running.http = HttpServer(
+                running.servicer,
+                running.health_status,
+                host,
+                http_port,
+                token,
+                tls,
+                retrieve_topk,
+                max_connections,
+                idle_timeout,
+                grace,
+            ).start()
+        except BindError as error:
+            running.server.stop(0)
+            engine.close()
+            fail(f"refusing to start: {error}")
     if pid_file:
         from searchd.process_check import write_pid_file
 
@@ -221,11 +258,16 @@ def serve(
         from medsnip.buildrecord import atomic_write_bytes
 
         atomic_write_bytes(port_file, str(bound).encode())  # whole or absent: a launcher polls for it
+    if http_port_file and running.http:
+        from medsnip.buildrecord import atomic_write_bytes
+
+        atomic_write_bytes(http_port_file, str(running.http.port).encode())
     served = ", ".join(
         f"{name} ({c.corpus.snippets:,} snippets: {'+'.join(c.retrievers)})" for name, c in engine.corpora.items()
     )
     console.print(
         f"searchd {__version__} serving {served} on {host}:{bound}"
+        f"{' and HTTP on ' + host + ':' + str(running.http.port) if running.http else ''}"
         f"{' with TLS' if tls else ''}{' (token required)' if token else ''}"
     )
     try:

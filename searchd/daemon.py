@@ -28,7 +28,8 @@ import sys
 import threading
 import time
 from concurrent import futures
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -40,6 +41,9 @@ from searchd.decoding import DecodingInterceptor
 from searchd.engine import SearchEngine
 from searchd.hot_swap import EngineHolder
 from searchd.server import Limits, SearchServicer, log_request
+
+if TYPE_CHECKING:
+    from searchd.http_api import HttpServer
 
 SERVICE_NAME = search_pb2.DESCRIPTOR.services_by_name["SearchService"].full_name
 GENERATION_HEALTH = "searchd.generation"  # NOT_SERVING while the newest generation failed to load or lacks an index
@@ -73,6 +77,18 @@ class RunningServer:
     port: int
     health: health.HealthServicer
     servicer: SearchServicer
+    stopping: threading.Event = field(default_factory=threading.Event)
+    http: HttpServer | None = None  # searchd.http_api, when serving HTTP too
+
+    def health_status(self) -> dict:
+        """What `GET /health` answers: SERVING until shutdown begins, and whether the newest generation loaded."""
+        engines = self.servicer.engines
+        return {
+            "status": "NOT_SERVING" if self.stopping.is_set() else "SERVING",
+            "generation_complete": engines.complete(),
+            "generation": engines.status()["generation"],
+            "last_error": engines.last_error,
+        }
 
 
 def raise_descriptor_limit(connections: int) -> int:
@@ -200,7 +216,10 @@ def serve_forever(running: RunningServer, grace: float = 10.0, bound: float = 10
             next_lease = now + LEASE_REFRESH_SECONDS
             engines.refresh_leases()
     log.info('{"shutdown": "%s: finishing the calls in flight (grace %.0f s), then stopping"}', received[0], grace)
+    running.stopping.set()
     running.health.enter_graceful_shutdown()
+    if running.http:  # stops accepting; its requests in flight are counted by the servicer below
+        running.http.begin_stop()
     # New calls are refused from here on. The grace period is timed here rather than by gRPC, so that
     # the calls it cuts off are counted in the log before they are cancelled, not after.
     stopped = running.server.stop(grace + bound)
@@ -212,8 +231,12 @@ def serve_forever(running: RunningServer, grace: float = 10.0, bound: float = 10
             grace,
         )
         running.server.stop(0)
+        if running.http:
+            running.http.cancel_calls()
     if running.servicer.wait_idle(bound):
         stopped.wait(bound)
+        if running.http:
+            running.http.join(bound)
         engines.close()
         log.info('{"shutdown": "stopped"}')
         return

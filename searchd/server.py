@@ -219,6 +219,8 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
         start to end), error mapping and the request's log line around `work(scope, engine)`."""
         started = time.perf_counter()
         status = "OK"
+        if getattr(context, "via", None):  # a call that came over HTTP (searchd.http_api)
+            detail = {**detail, "via": context.via}
         if not self._enter():
             log_request(method, detail, started, "RESOURCE_EXHAUSTED")
             context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "server busy: too many calls in flight, retry later")

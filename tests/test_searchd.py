@@ -18,7 +18,7 @@ import pytest
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from conftest import REPO, SAMPLES, copy_corpus
-from helpers import rrf_by_hand
+from helpers import rrf_by_hand, self_signed
 from medsnip.corpus import Corpus
 from medsnip.queries import query_texts
 from searchd.client import SearchClient
@@ -310,42 +310,10 @@ def test_generated_code_matches_the_proto(tmp_path):
         assert (tmp_path / "medsnip" / "v1" / name).read_text() == (REPO / "medsnip" / "v1" / name).read_text(), name
 
 
-def _self_signed(folder: Path) -> tuple[Path, Path]:
-    """A throwaway certificate for 127.0.0.1 and its key (PEM)."""
-    import datetime
-    import ipaddress
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.UTC)
-    certificate = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = folder / "server.crt", folder / "server.key"
-    cert_path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    return cert_path, key_path
-
-
 def test_tls(search_root, tmp_path):
     """With --tls-cert/--tls-key the server speaks TLS only: a TLS client that trusts the certificate
     gets answers, a plaintext client does not."""
-    cert, key = _self_signed(tmp_path)
+    cert, key = self_signed(tmp_path)
     command = [
         sys.executable,
         "-m",

@@ -17,6 +17,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from conftest import REPO, SAMPLES
+from helpers import rss_mb
 from medsnip.queries import query_texts
 from medsnip.v1 import search_pb2
 from searchd.client import SearchClient
@@ -25,11 +26,6 @@ from searchd.launch import start_background_server
 from searchd.server import Limits
 
 QUESTIONS = list(query_texts(SAMPLES / "ir" / "pubmedqa-beir" / "queries.tsv").values())
-
-
-def rss_mb(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as status:
-        return next(int(line.split()[1]) for line in status if line.startswith("VmRSS")) / 1024
 
 
 def cpu_seconds(pid: int) -> float:

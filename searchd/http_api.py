@@ -1,0 +1,445 @@
+"""searchd over HTTP/JSON, for the loops that do not speak gRPC: Search-R1's `POST /retrieve`, `POST /search`
+(a SearchRequest as JSON), `GET /health`, and the OpenAPI document (`/openapi.json`, `/docs`).
+
+Every request runs through the same `SearchServicer` as gRPC: the same engine generation, in-flight slots,
+deadlines (the server's `max_call_seconds`), batching, limits and request log (its lines say `"via": "http"`).
+A refused request gets a 4xx JSON body, `{"error": {"code", "message", "field"}}`, naming the field at fault.
+
+A browser page on another site must not be able to use it: a POST must say `Content-Type: application/json`
+(a cross-site form or `fetch` without a CORS preflight cannot), the Host header must name the address searchd
+listens on (DNS rebinding: a foreign name resolving to 127.0.0.1 is refused), and no CORS header is ever sent,
+so a preflighted cross-site request fails in the browser.
+
+Search-R1's rollout code posts `{"queries": [...], "topk": 3, "return_scores": true}` and reads
+`result[i][j]["document"]["contents"]`, a `"Title"\\ntext` string whose first line it takes as the title.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import ipaddress
+import logging
+import socket
+import threading
+import time
+from dataclasses import dataclass
+
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from google.protobuf import json_format
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
+
+from medsnip import __version__
+from medsnip.v1 import search_pb2
+from searchd.server import SearchServicer
+
+log = logging.getLogger("searchd")
+MAX_BODY_BYTES = 16 << 20  # as gRPC's largest accepted request
+DEFAULT_TOPK = 3  # Search-R1's retriever default (its training scripts pass topk 3 too)
+_STATUS = {  # gRPC status -> HTTP status
+    "INVALID_ARGUMENT": 400,
+    "UNAUTHENTICATED": 401,
+    "RESOURCE_EXHAUSTED": 429,
+    "DEADLINE_EXCEEDED": 504,
+    "UNAVAILABLE": 503,
+    "CANCELLED": 499,
+    "INTERNAL": 500,
+}
+# the servicer's refusals start with the field they are about ("k must be in 1..1000", "unknown corpus x")
+_FIELD_OF_MESSAGE = (
+    ("query", "query"),
+    ("k must", "k"),
+    ("depth", "depth"),
+    ("unknown corpus", "corpora"),
+    ("unknown or unavailable retriever", "retrievers"),
+    ("unknown fusion", "fusion"),
+    ("bm25_k1", "bm25_k1"),
+    ("nprobe", "nprobe"),
+    ("refine", "refine"),
+)
+
+
+class HttpError(HTTPException):
+    """A refused HTTP request: its status, gRPC-style code, message, and the field at fault. (An HTTPException,
+    so that FastAPI passes it on as it is even from inside its reading of the body.)"""
+
+    def __init__(self, status: int, code: str, message: str, field: str = ""):
+        super().__init__(status, message)
+        self.status, self.code, self.message, self.field = status, code, message, field
+
+    def response(self) -> JSONResponse:
+        headers = {"Retry-After": "1"} if self.status in (429, 503) else None
+        body = {"error": {"code": self.code, "message": self.message, "field": self.field}}
+        return JSONResponse(body, status_code=self.status, headers=headers)
+
+
+class HttpCallContext:
+    """What the servicer asks of a gRPC call's context, for one HTTP request: no client deadline (the
+    server's max_call_seconds applies), callbacks run when the request ends or is cancelled (at the end of
+    a shutdown's grace period), and abort raises HttpError."""
+
+    via = "http"
+
+    def __init__(self) -> None:
+        self._callbacks: list = []
+        self._cancelled = False
+
+    def time_remaining(self) -> None:
+        return None
+
+    def is_active(self) -> bool:
+        return not self._cancelled
+
+    def cancel(self) -> None:
+        self._cancelled = True
+        for callback in list(self._callbacks):
+            callback()
+
+    def add_callback(self, callback) -> bool:
+        self._callbacks.append(callback)
+        return True
+
+    def abort(self, code, details: str):
+        status = _STATUS.get(code.name, 500)
+        if code.name == "RESOURCE_EXHAUSTED" and not details.startswith("server busy"):
+            status = 413  # the reply would be too large: the request must ask for less, not retry
+        field = next((name for prefix, name in _FIELD_OF_MESSAGE if details.startswith(prefix)), "")
+        raise HttpError(status, code.name, details, field)
+
+    def finish(self) -> None:
+        for callback in self._callbacks:
+            callback()
+
+
+class LiveCalls:
+    """The HTTP requests being served, so that a shutdown can cancel them when its grace period ends (as
+    gRPC cancels its own calls then)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._calls: set[HttpCallContext] = set()
+
+    def run(self, method, request):
+        """One servicer method under a new HTTP context."""
+        context = HttpCallContext()
+        with self._lock:
+            self._calls.add(context)
+        try:
+            return method(request, context)
+        finally:
+            with self._lock:
+                self._calls.discard(context)
+            context.finish()
+
+    def cancel_all(self) -> None:
+        with self._lock:
+            calls = list(self._calls)
+        for context in calls:
+            context.cancel()
+
+
+class RetrieveRequest(BaseModel):
+    """Search-R1's request: its questions, hits per question, and whether to return scores."""
+
+    model_config = ConfigDict(extra="forbid")
+    queries: list[StrictStr] = Field(description="Questions, answered in order (a GRPO step sends hundreds).")
+    topk: StrictInt | None = Field(None, description="Hits per question [default: the server's --retrieve-topk].")
+    return_scores: StrictBool = Field(False, description="Wrap each hit as {document, score}.")
+
+
+class Document(BaseModel):
+    id: str
+    contents: str = Field(description='"Title"\\ntext, as Search-R1\'s corpora write it.')
+
+
+class ScoredDocument(BaseModel):
+    document: Document
+    score: float
+
+
+class RetrieveResponse(BaseModel):
+    result: list[list[ScoredDocument] | list[Document]]
+
+
+class ErrorBody(BaseModel):
+    code: str
+    message: str
+    field: str
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorBody
+
+
+@dataclass(frozen=True)
+class HttpOptions:
+    host: str
+    port: int  # the bound port (Host headers must name it)
+    token: str | None = None
+    topk: int = DEFAULT_TOPK
+
+
+def contents_of(title: str, content: str) -> str:
+    """A hit as Search-R1's corpora write a document: the title in quotes on the first line, then the text."""
+    return f'"{title}"\n{content}'
+
+
+def create_app(servicer: SearchServicer, health, options: HttpOptions, calls: LiveCalls | None = None) -> FastAPI:
+    """The ASGI app over `servicer` (shared with gRPC); `health()` returns the health status dict; `calls`
+    tracks the requests in flight."""
+    calls = calls or LiveCalls()
+    app = FastAPI(
+        title="searchd",
+        version=__version__,
+        description="Hybrid BM25 + dense search over medsnip corpora (the same engine as the gRPC service).",
+        responses={code: {"model": ErrorResponse} for code in (400, 401, 413, 415, 421, 429, 503, 504)},
+    )
+    allowed_hosts = _allowed_hosts(options.host, options.port)
+    app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES)
+
+    @app.middleware("http")
+    async def guard(request: Request, call_next):
+        """Host, token, content type and body size, before any work."""
+        try:
+            host = request.headers.get("host", "")
+            if allowed_hosts is not None and host.lower() not in allowed_hosts:
+                raise HttpError(421, "INVALID_ARGUMENT", f"Host {host!r} is not this server's address", "Host")
+            if options.token and request.url.path not in ("/health",):
+                given = request.headers.get("authorization", "")
+                token = options.token.encode()
+                if not (given.startswith("Bearer ") and hmac.compare_digest(given[7:].encode(), token)):
+                    raise HttpError(401, "UNAUTHENTICATED", "missing or wrong bearer token", "Authorization")
+            if request.method == "POST":
+                kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+                if kind != "application/json":
+                    message = "the body must be JSON (Content-Type: application/json)"
+                    raise HttpError(415, "INVALID_ARGUMENT", message, "Content-Type")
+                declared = request.headers.get("content-length")
+                if declared is not None and (not declared.isdigit() or int(declared) > MAX_BODY_BYTES):
+                    raise HttpError(413, "INVALID_ARGUMENT", f"the body is over {MAX_BODY_BYTES:,} bytes", "body")
+        except HttpError as error:
+            return error.response()
+        return await call_next(request)
+
+    @app.exception_handler(HttpError)
+    async def refused(request: Request, error: HttpError):
+        return error.response()
+
+    @app.exception_handler(HTTPException)
+    async def routing(request: Request, error: HTTPException):  # 404, 405: the same JSON shape
+        return HttpError(error.status_code, "INVALID_ARGUMENT", str(error.detail), "").response()
+
+    @app.exception_handler(RequestValidationError)
+    async def malformed(request: Request, error: RequestValidationError):
+        first = error.errors()[0]
+        if first.get("type") == "json_invalid":
+            return HttpError(400, "INVALID_ARGUMENT", "the body is not valid JSON", "body").response()
+        where = [str(part) for part in first.get("loc", ()) if part != "body"]
+        field = ".".join(where) or "body"
+        message = f"{field}: {first.get('msg', 'invalid')}"
+        return HttpError(400, "INVALID_ARGUMENT", message, field).response()
+
+    @app.post("/retrieve", response_model=RetrieveResponse, summary="Search-R1's retrieval call")
+    def retrieve(body: RetrieveRequest):
+        """Search-R1's `POST /retrieve`: the served hybrid (or the root's serve.json) for each question."""
+        limits = servicer.limits
+        if not body.queries:
+            raise HttpError(400, "INVALID_ARGUMENT", "queries is empty: send at least one question", "queries")
+        if len(body.queries) > limits.max_batch:
+            raise HttpError(
+                400, "INVALID_ARGUMENT", f"{len(body.queries)} queries, the limit is {limits.max_batch}", "queries"
+            )
+        for at, query in enumerate(body.queries):
+            if not query.strip():
+                raise HttpError(400, "INVALID_ARGUMENT", f"queries[{at}] is empty", f"queries[{at}]")
+            if len(query) > limits.max_query_chars:
+                raise HttpError(
+                    400,
+                    "INVALID_ARGUMENT",
+                    f"queries[{at}] has {len(query)} characters, the limit is {limits.max_query_chars}",
+                    f"queries[{at}]",
+                )
+        topk = body.topk if body.topk is not None else options.topk
+        if not 1 <= topk <= limits.max_k:
+            raise HttpError(400, "INVALID_ARGUMENT", f"topk must be in 1..{limits.max_k}, got {topk}", "topk")
+        batch = search_pb2.BatchSearchRequest(
+            requests=[search_pb2.SearchRequest(query=q, k=topk, return_text=True) for q in body.queries]
+        )
+        answers = calls.run(servicer.BatchSearch, batch).responses
+        result = []
+        for answer in answers:
+            documents = [{"id": hit.id, "contents": contents_of(hit.title, hit.content)} for hit in answer.hits]
+            if body.return_scores:
+                scores = [hit.score for hit in answer.hits]
+                result.append([{"document": d, "score": s} for d, s in zip(documents, scores, strict=True)])
+            else:
+                result.append(documents)
+        return {"result": result}
+
+    @app.post("/search", summary="A SearchRequest as JSON (protobuf's JSON mapping); a SearchResponse back")
+    def search(body: dict):
+        request = search_pb2.SearchRequest()
+        try:
+            json_format.ParseDict(body, request)
+        except json_format.ParseError as error:
+            raise HttpError(400, "INVALID_ARGUMENT", str(error), _parse_error_field(str(error))) from None
+        if not request.k:
+            request.k = 10
+        response = calls.run(servicer.Search, request)
+        return json_format.MessageToDict(response, preserving_proto_field_name=True)
+
+    @app.get("/health", summary="Serving status and the generation being served")
+    def health_endpoint():
+        status = health()
+        return JSONResponse(status, status_code=200 if status["status"] == "SERVING" else 503)
+
+    return app
+
+
+class BodyLimit:
+    """ASGI middleware: a body (chunked ones too) is refused with 413 once it passes `limit` bytes, while it
+    arrives, never read whole first."""
+
+    def __init__(self, app, limit: int):
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        received = 0
+
+        async def counted():
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.limit:
+                    raise HttpError(413, "INVALID_ARGUMENT", f"the body is over {self.limit:,} bytes", "body")
+            return message
+
+        await self.app(scope, counted, send)
+
+
+def _parse_error_field(message: str) -> str:
+    """The field a protobuf JSON parse error names ('Failed to parse k field: ...', 'no field named "x"')."""
+    for marker in ("Failed to parse ", 'no field named "'):
+        if marker in message:
+            rest = message.split(marker, 1)[1]
+            return rest.split(" field", 1)[0] if marker.startswith("Failed") else rest.split('"', 1)[0]
+    return "body"
+
+
+def _allowed_hosts(host: str, port: int) -> set[str] | None:
+    """The Host headers that name this server; None when it listens on every interface (any name may
+    reach it then, and the token is what protects it)."""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:  # a name: it, and nothing else
+        return {f"{host.lower()}:{port}"}
+    if address.is_unspecified:
+        return None
+    written = f"[{address}]" if address.version == 6 else str(address)
+    names = {f"{written}:{port}"}
+    if address.is_loopback:
+        names |= {f"localhost:{port}", f"127.0.0.1:{port}", f"[::1]:{port}"}
+    return names
+
+
+class HttpServer:
+    """uvicorn serving the app from a thread of the searchd process, on a socket bound here (port 0: a free
+    one, known before any request)."""
+
+    def __init__(
+        self,
+        servicer: SearchServicer,
+        health,
+        host: str,
+        port: int,
+        token: str | None = None,
+        tls: tuple[bytes, bytes] | None = None,
+        topk: int = DEFAULT_TOPK,
+        max_connections: int = 1000,
+        idle_seconds: float = 300.0,
+        grace: float = 10.0,
+    ):
+        import uvicorn
+
+        self.socket = _bind(host, port)
+        self.port = self.socket.getsockname()[1]
+        self.calls = LiveCalls()
+        app = create_app(servicer, health, HttpOptions(host, self.port, token, topk), self.calls)
+        ssl = _tls_files(tls) if tls else {}
+        config = uvicorn.Config(
+            app,
+            log_level="warning",
+            access_log=False,  # the servicer logs each call
+            lifespan="off",
+            limit_concurrency=max_connections,  # beyond it uvicorn answers 503 at once
+            timeout_keep_alive=min(idle_seconds, 75),
+            timeout_graceful_shutdown=grace,
+            h11_max_incomplete_event_size=64 * 1024,  # headers larger than this end the connection
+            **ssl,
+        )
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._run, name="searchd-http", daemon=True)
+
+    def _run(self) -> None:
+        asyncio.run(self._server.serve(sockets=[self.socket]))
+
+    def start(self) -> HttpServer:
+        self._thread.start()
+        deadline = time.monotonic() + 30
+        while not self._server.started and self._thread.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if not self._server.started:
+            raise RuntimeError("the HTTP server did not start")
+        return self
+
+    def begin_stop(self) -> None:
+        """Stop accepting; requests in flight finish (uvicorn waits up to the grace period for them)."""
+        self._server.should_exit = True
+
+    def cancel_calls(self) -> None:
+        """End the requests still running (their clients get 503: the server is stopping)."""
+        self.calls.cancel_all()
+
+    def join(self, timeout: float) -> None:
+        self._thread.join(timeout)
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    from searchd.daemon import BindError
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # not SO_REUSEPORT: a taken port stays an error
+    try:
+        sock.bind((host, port))
+    except OSError as error:
+        sock.close()
+        raise BindError(
+            f"cannot listen for HTTP on {host}:{port}: {error.strerror} "
+            "(the port is taken, or the address is not local)"
+        ) from error
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def _tls_files(tls: tuple[bytes, bytes]) -> dict:
+    """uvicorn takes TLS from files: the key and certificate, written private to this process."""
+    import os
+    import tempfile
+
+    key, certificate = tls
+    folder = tempfile.mkdtemp(prefix="searchd-tls-")
+    os.chmod(folder, 0o700)
+    paths = {}
+    for name, data in (("ssl_keyfile", key), ("ssl_certfile", certificate)):
+        path = os.path.join(folder, name)
+        with open(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600), "wb") as out:
+            out.write(data)
+        paths[name] = path
+    return paths

@@ -1,0 +1,126 @@
+"""The runner adapters (searchd.runners) driven by their real libraries against a real searchd: MedRAG's
+RetrievalSystem call equals `searchd query --fusion medrag`, a LangChain chain and a LlamaIndex query engine
+run on the retriever, each hit carrying our id, title, corpus and per-retriever ranks."""
+
+from __future__ import annotations
+
+import json
+import signal
+
+import pytest
+from click.testing import CliRunner
+
+from conftest import SAMPLES
+from medsnip.queries import query_texts
+from searchd.cli import main as searchd_main
+from searchd.client import SearchClient
+from searchd.launch import start_background_server
+from searchd.runners.medrag import RetrievalSystem
+
+QUESTIONS = list(query_texts(SAMPLES / "ir" / "pubmedqa-beir" / "queries.tsv").values())
+# the test root's names for MedRAG's: its dense index is MiniLM (a MedCorp root serves dense-medcpt etc.)
+RETRIEVERS = {"BM25": ("bm25",), "RRF-2": ("bm25", "dense-minilm"), "MedCPT": ("dense-medcpt",)}
+CORPORA = {"PubMedQA": ("pubmedqa",), "Both": ("pubmedqa", "textbooks")}
+
+
+@pytest.fixture(scope="module")
+def server(search_root):
+    process, address = start_background_server(search_root)
+    yield address
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=60) == 0
+
+
+def searchd_query(address: str, question: str, *options) -> dict:
+    result = CliRunner().invoke(
+        searchd_main, ["query", question, "--server", address, "--json", *map(str, options)], catch_exceptions=False
+    )
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+@pytest.mark.parametrize(("retriever", "corpus"), [("RRF-2", "PubMedQA"), ("BM25", "Both")])
+def test_medrag_retrieve_equals_searchd_query_with_medrag_fusion(server, retriever, corpus):
+    """`RetrievalSystem(...).retrieve(question, k=32, rrf_k=100)` returns `searchd query --fusion medrag
+    --rrf-k 100`'s hits: the same ids and scores in order, MedRAG's snippet shape (id, title, content)."""
+    system = RetrievalSystem(retriever, corpus, server=server, retrievers=RETRIEVERS, corpora=CORPORA)
+    for question in QUESTIONS[:3]:
+        snippets, scores = system.retrieve(question, k=32, rrf_k=100)
+        options = ["--fusion", "medrag", "--rrf-k", 100, "--k", 32]
+        for name in RETRIEVERS[retriever]:
+            options += ["--retrievers", name]
+        for name in CORPORA[corpus]:
+            options += ["--corpora", name]
+        expected = searchd_query(server, question, *options)["hits"]
+        assert [s["id"] for s in snippets] == [h["id"] for h in expected] and 0 < len(snippets) <= 32
+        assert scores == pytest.approx([h["score"] for h in expected])
+        assert all(set(s) == {"id", "title", "content"} and s["content"] for s in snippets)
+    ids, _ = system.retrieve(QUESTIONS[0], k=5, id_only=True)
+    assert ids == [{"id": s["id"]} for s in system.retrieve(QUESTIONS[0], k=5)[0]]
+    system.close()
+
+
+def test_medrag_names_the_server_cannot_serve_are_refused(server):
+    with pytest.raises(ValueError, match="unknown retriever_name 'ColBERT'; known: BM25, Contriever"):
+        RetrievalSystem("ColBERT", "Textbooks", server=server)
+    with pytest.raises(ValueError, match="does not serve corpus 'statpearls'"):
+        RetrievalSystem("BM25", "StatPearls", server=server)
+    with pytest.raises(ValueError, match="no dense-medcpt index for 'pubmedqa'; it has bm25, dense-minilm"):
+        RetrievalSystem("MedCPT", "PubMedQA", server=server, retrievers=RETRIEVERS, corpora=CORPORA)
+    with pytest.raises(TypeError, match="question must be a str"):
+        RetrievalSystem("BM25", "PubMedQA", server=server, retrievers=RETRIEVERS, corpora=CORPORA).retrieve(["a"])
+
+
+def test_a_langchain_chain_runs_on_the_searchd_retriever(server):
+    """LCEL: the retriever's documents fill a prompt that a model answers. Each Document is a searchd hit:
+    its id, text, and metadata with title, corpus and each retriever's rank."""
+    from langchain_core.language_models.fake import FakeListLLM
+    from langchain_core.output_parsers import StrOutputParser
+    from langchain_core.prompts import PromptTemplate
+    from langchain_core.runnables import RunnablePassthrough
+
+    from searchd.runners.langchain import SearchdRetriever
+
+    retriever = SearchdRetriever(address=server, k=4, corpora=["pubmedqa"])
+    question = QUESTIONS[5]
+    documents = retriever.invoke(question)
+    with SearchClient(server) as client:
+        hits = client.search(question, k=4, corpora=["pubmedqa"]).hits
+    assert [d.id for d in documents] == [hit.id for hit in hits]
+    assert [d.page_content for d in documents] == [hit.content for hit in hits]
+    first = documents[0].metadata
+    assert first["title"] == hits[0].title and first["corpus"] == "pubmedqa" and first["rank"] == 1
+    assert {r["retriever"] for r in first["retrievers"]} == {"bm25", "dense-minilm"}
+
+    prompt = PromptTemplate.from_template("Answer from the context.\nContext:\n{context}\nQuestion: {question}")
+    context = {
+        "context": retriever | (lambda found: "\n\n".join(d.page_content for d in found)),
+        "question": RunnablePassthrough(),
+    }
+    filled = (context | prompt).invoke(question).to_string()
+    assert hits[0].content in filled and hits[3].content in filled
+    chain = context | prompt | FakeListLLM(responses=["yes"]) | StrOutputParser()
+    assert chain.invoke(question) == "yes"
+    assert chain.batch(QUESTIONS[:3]) == ["yes"] * 3
+
+
+def test_a_llamaindex_query_engine_runs_on_the_searchd_retriever(server):
+    """RetrieverQueryEngine over the retriever with LlamaIndex's MockLLM (which answers with the prompt it
+    was given): the answer holds the retrieved texts, and the source nodes are searchd's hits and scores."""
+    from llama_index.core.llms import MockLLM
+    from llama_index.core.query_engine import RetrieverQueryEngine
+
+    from searchd.runners.llamaindex import SearchdRetriever
+
+    question = QUESTIONS[7]
+    engine = RetrieverQueryEngine.from_args(SearchdRetriever(address=server, k=3), llm=MockLLM())
+    response = engine.query(question)
+    with SearchClient(server) as client:
+        hits = client.search(question, k=3).hits
+    assert [n.node.node_id for n in response.source_nodes] == [hit.id for hit in hits]
+    assert [n.score for n in response.source_nodes] == pytest.approx([hit.score for hit in hits])
+    node = response.source_nodes[0].node
+    assert node.metadata["title"] == hits[0].title and node.metadata["doc_id"] == hits[0].doc_id
+    assert [r["rank"] for r in node.metadata["retrievers"]] == [r.rank for r in hits[0].retrievers]
+    assert hits[0].content[:200] in str(response) and question in str(response)
+    assert "retrievers" not in node.get_content(metadata_mode="llm")  # provenance stays out of the prompt
