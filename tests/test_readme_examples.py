@@ -17,7 +17,10 @@ What a marked block sees, as `make demo` leaves it for a user:
   `build/demo`: a link to the session's `search_root` (tests/conftest.py: the 500 PubMedQA abstracts with
   store, BM25 and dense MiniLM, and the sample textbooks) instead of the whole demo root, which would take
   `medsnip build` 80 s to make; the console scripts are on PATH (this venv's bin);
-- port 50051 is a free port instead (`--port 50051`, `127.0.0.1:50051`): tests run side by side;
+- every port the README names is a free port instead, one per number (`--port 50051`, `--http-port 8000`,
+  `127.0.0.1:50051`, `http://127.0.0.1:8000`): tests run side by side;
+- a marked ```python block runs whole as a script in that folder, once the servers are up; it must exit 0
+  and print something;
 - a line ending in `&` (`searchd serve ... &`) starts in the background; the test waits until it is
   SERVING (as a user waits for its "serving" line) and stops it with SIGTERM when every block has run
   (it must exit 0). Blocks that start a server run first (the others in README order), and a command that
@@ -96,6 +99,7 @@ class Block:
     line: int  # its opening fence in README.md
     marked: bool
     commands: list[Command]
+    python: str | None = None  # a ```python block's code (run whole, as a script)
 
     def label(self) -> str:
         return f"README.md:{self.line} ({self.heading})"
@@ -108,9 +112,11 @@ def readme_blocks() -> list[Block]:
         line = lines[number]
         if line.startswith("```"):
             end = lines.index("```", number + 1)
+            marked = number > 0 and lines[number - 1].strip() == MARK
             if line == "```bash":
-                marked = number > 0 and lines[number - 1].strip() == MARK
                 blocks.append(Block(heading, number + 1, marked, commands(lines[number + 1 : end], number + 2)))
+            elif line == "```python" and marked:
+                blocks.append(Block(heading, number + 1, marked, [], "\n".join(lines[number + 1 : end]) + "\n"))
             number = end + 1
             continue
         if line.startswith("#"):
@@ -211,11 +217,19 @@ def write_responses(items: Path, responses: Path) -> None:
     responses.write_bytes(b"\n".join(lines) + b"\n")
 
 
-def substituted(text: str, port: int) -> str:
-    """The command with the test's port and its shorter question file."""
-    return re.sub(r"(?<=127\.0\.0\.1:)50051\b|(?<=--port )50051\b", str(port), text).replace(
-        QUESTIONS, QUESTIONS_RUN[0]
-    )
+class Ports:
+    """The README's ports (50051, 8000, ...) -> free ports of this test, one each: tests run side by side."""
+
+    def __init__(self) -> None:
+        self.free: dict[str, int] = {}
+
+    def of(self, written: str) -> int:
+        return self.free.setdefault(written, free_port())
+
+    def substituted(self, text: str) -> str:
+        """The command with the test's ports and its shorter question file."""
+        port = re.compile(r"(?<=127\.0\.0\.1:)(\d{4,5})\b|(?<=--port )(\d{4,5})\b|(?<=--http-port )(\d{4,5})\b")
+        return port.sub(lambda m: str(self.of(m.group(0))), text).replace(QUESTIONS, QUESTIONS_RUN[0])
 
 
 def start_server(command: Command, text: str, workdir: Path, env: dict, address: str) -> subprocess.Popen:
@@ -265,29 +279,44 @@ def run_command(text: str, workdir: Path, env: dict) -> tuple[int, str]:
     return completed.returncode, completed.stdout if completed.returncode == 0 else completed.stderr
 
 
+def run_python(block: Block, code: str, workdir: Path, env: dict) -> None:
+    """A marked ```python block, run as a script in the working folder: it must exit 0 and print."""
+    completed = subprocess.run(
+        [sys.executable, "-c", code], cwd=workdir, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert completed.returncode == 0, f"{block.label()}: exit {completed.returncode}\n{completed.stderr[-4000:]}"
+    assert completed.stdout.strip(), f"{block.label()}: printed nothing"
+
+
 def test_the_readme_examples_run(workdir):
     blocks = marked_blocks()
     starts_server = [b for b in blocks if any(c.background for c in b.commands)]
     blocks = starts_server + [b for b in blocks if b not in starts_server]
-    port = free_port()
-    address = f"127.0.0.1:{port}"
+    ports = Ports()
+    address = f"127.0.0.1:{ports.of(DEFAULT_SERVER.rsplit(':', 1)[1])}"
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     servers: list[subprocess.Popen] = []
     ran = []
     try:
         for block in blocks:
+            if block.python is not None:
+                started = time.monotonic()
+                run_python(block, ports.substituted(block.python), workdir, env)
+                ran.append(("python", block.heading))
+                print(f"{time.monotonic() - started:5.1f} s  {block.label()}: a Python example")
             for command in block.commands:
                 where = f"README.md:{command.line} ({block.heading})"
                 if command.name in HUMAN:
                     print(f"not run: {where}: {command.name[0]} {command.name[1]} {HUMAN[command.name]}")
                     continue
-                text = substituted(command.text, port)
+                text = ports.substituted(command.text)
                 if calls_default_server(command.name) and "--server" not in command.words:
                     assert servers, f"{where}: calls searchd, but no marked block starts one"
                     tool, name = command.name
                     text = text.replace(f"{tool} {name}", f"{tool} {name} --server {address}", 1)
                 if command.background:
-                    servers.append(start_server(command, text, workdir, env, address))
+                    served = f"127.0.0.1:{ports.of(command.words[command.words.index('--port') + 1])}"
+                    servers.append(start_server(command, text, workdir, env, served))
                     ran.append(command.name)
                     continue
                 if command.name == ("refkit", "score"):
