@@ -366,6 +366,14 @@ def noise_sections(args) -> list[str]:
     return noise_bench.noise_section(demo_root(), args.work / "noise")
 
 
+def runners_sections(args) -> list[str]:
+    """Search-R1's retrieval server design against searchd over HTTP and gRPC, on the noise bench's realistic
+    root and on recombined PubMed with a compressed index."""
+    import runners_bench
+
+    return runners_bench.runners_section(demo_root(), args.work / "runners")
+
+
 def executor_sections(args) -> list[str]:
     """corpusbuild on Ray (private and joined cluster) against the local pool, on the 60k-citation pair."""
     import executor_bench
@@ -416,6 +424,7 @@ SECTIONS = (
     "refkit",
     "flood",
     "noise",
+    "runners",
     "executor",
     "bm25-sharded",
     "scale",
@@ -474,6 +483,8 @@ def main() -> None:
         lines += flood_sections(args)
     if "noise" in wanted:
         lines += noise_sections(args)
+    if "runners" in wanted:
+        lines += runners_sections(args)
     if "executor" in wanted:
         lines += executor_sections(args)
     if "bm25-sharded" in wanted:

@@ -152,6 +152,12 @@ def discover_corpora(root: Path, names: list[str] | None = None) -> list[Path]:
     return found
 
 
+# Query encoders batch up to this many queries (BM25's batches stay at max_batch): a BatchSearch of hundreds
+# of queries (an RL rollout step) fills them, and MiniLM on 2 CPU cores then served a 512-query batch 1.3x
+# faster than in batches of 64 (docs/benchmarks.md, "searchd for the runners").
+DENSE_MAX_BATCH = 256
+
+
 class SearchEngine:
     def __init__(
         self,
@@ -229,7 +235,7 @@ class SearchEngine:
         if key not in self._encoders:
             reused = previous.encoder_models.get(key) if previous is not None else None
             encoder = reused or DenseEncoder(index.spec, device=device, queries_only=True)
-            batcher = MicroBatcher(self._dense_batch(encoder), max_batch, wait_ms, "dense")
+            batcher = MicroBatcher(self._dense_batch(encoder), max(max_batch, DENSE_MAX_BATCH), wait_ms, "dense")
             self._encoders[key] = (encoder, batcher)
         index.encoder = self._encoders[key][0]
         index.check_encoder(self._encoders[key][0])
@@ -308,9 +314,32 @@ class SearchEngine:
         """Every (corpus, retriever) list for the query, fused (`query.fusion`); gives up
         (CallCancelled, DeadlineExceeded) as soon as the call it serves is over, leaving its queued
         lists unserved."""
+        return self.search_many([query], scope)[0]
+
+    def search_many(self, queries: list[Query], scope: CallScope) -> list[list[FusedHit]]:
+        """`search` for many queries at once (a BatchSearch): every list of every query is queued before
+        any is waited for, so the micro-batchers serve them in full batches (one encoder call for up to
+        `max_batch` queries) rather than a few at a time."""
         scope.check()
         with self.stats.lock:
-            self.stats.queries += 1
+            self.stats.queries += len(queries)
+        asked = [self._submit(query, scope) for query in queries]
+        scope.wait_all([future for text, dense in asked for future in (*text.values(), *dense)])
+        fused = []
+        for query, (text, dense) in zip(queries, asked, strict=True):
+            lists: dict[tuple[str, str], list[tuple[str, float]]] = {}
+            for future in dense:
+                lists.update(future.result(0))
+            for key, future in text.items():
+                lists[key] = future.result(0)
+            if query.fusion == "medrag":
+                fused.append(fuse_medrag(lists, query.k, query.rrf_k, self.lower_is_better))
+            else:
+                fused.append(fuse_rrf(lists, query.k, query.rrf_k))
+        return fused
+
+    def _submit(self, query: Query, scope: CallScope) -> tuple[dict, list]:
+        """Queue the query's lists: ({(corpus, retriever): text future}, [dense futures])."""
         text = {}
         dense_targets: dict[int, tuple[MicroBatcher, list[tuple[str, str]]]] = {}
         for name in query.corpora:
@@ -330,15 +359,7 @@ class SearchEngine:
             )
             for batcher, targets in dense_targets.values()
         ]
-        scope.wait_all([*dense, *text.values()])
-        lists: dict[tuple[str, str], list[tuple[str, float]]] = {}
-        for future in dense:
-            lists.update(future.result(0))
-        for key, future in text.items():
-            lists[key] = future.result(0)
-        if query.fusion == "medrag":
-            return fuse_medrag(lists, query.k, query.rrf_k, self.lower_is_better)
-        return fuse_rrf(lists, query.k, query.rrf_k)
+        return text, dense
 
     @property
     def lower_is_better(self) -> set[str]:

@@ -15,7 +15,6 @@ import logging
 import os
 import threading
 import time
-from concurrent import futures
 from dataclasses import asdict, dataclass
 
 import grpc
@@ -93,7 +92,7 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
         self._count(-1)
 
     def _count(self, change: int) -> None:
-        """Calls and BatchSearch jobs running: shutdown closes the engine only when none is left."""
+        """Calls running: shutdown closes the engine only when none is left."""
         with self._idle:
             self._running += change
             if self._running == 0:
@@ -103,19 +102,6 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
     def engine(self) -> SearchEngine:
         """The engine new calls get now."""
         return self.engines.current
-
-    def _job(
-        self, request: search_pb2.SearchRequest, query: Query, scope: CallScope, engine: SearchEngine
-    ) -> search_pb2.SearchResponse:
-        """One query of a BatchSearch, run in the batch pool (counted as running work; it holds its
-        engine, retained for it when submitted, even past its call's end)."""
-        self._count(+1)
-        try:
-            scope.check()  # queued behind other work past its call's end: give up at once
-            return self._response(request, query, scope, engine)
-        finally:
-            self.engines.release(engine)
-            self._count(-1)
 
     def wait_idle(self, timeout: float) -> bool:
         """Block until no call is running (True), or `timeout` seconds (False)."""
@@ -182,7 +168,13 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
         self, request: search_pb2.SearchRequest, query: Query, scope: CallScope, engine: SearchEngine
     ) -> search_pb2.SearchResponse:
         started = time.perf_counter()
-        fused = engine.search(query, scope)
+        return self._hits(request, engine.search(query, scope), engine, started)
+
+    @staticmethod
+    def _hits(
+        request: search_pb2.SearchRequest, fused: list, engine: SearchEngine, started: float
+    ) -> search_pb2.SearchResponse:
+        """The response of fused hits, with each hit's text when asked."""
         # source and doc_id always come back; each hit's store is the corpus that retrieved it
         texts = engine.snippets([hit.id for hit in fused], [hit.contributions[0][0] for hit in fused])
         hits = []
@@ -271,17 +263,12 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
             if len(request.requests) > self.limits.max_batch:
                 raise InvalidRequest(f"{len(request.requests)} requests, the batch limit is {self.limits.max_batch}")
             queries = [self._query(r, engine) for r in request.requests]
-            pool = _batch_pool()
-            # every job shares the call's scope: one deadline for the whole call, however long a job queued
-            jobs = []
-            for r, q in zip(request.requests, queries, strict=True):
-                self.engines.retain(engine)  # the job gives it back, even after its call has ended
-                job = pool.submit(self._job, r, q, scope, engine)
-                job.add_done_callback(lambda done, e=engine: self.engines.release(e) if done.cancelled() else None)
-                jobs.append(scope.track(job))
+            started = time.perf_counter()
+            # all at once: the micro-batchers serve the whole batch in full batches
+            fused = engine.search_many(queries, scope)
             responses, size = [], 0
-            for job in jobs:  # in request order; the reply grows only up to max_reply_bytes
-                response = scope.wait(job)
+            for r, hits in zip(request.requests, fused, strict=True):  # the reply grows only up to max_reply_bytes
+                response = self._hits(r, hits, engine, started)
                 size += response.ByteSize() + 6  # + the field's tag and length in the batch message
                 self._bounded(size)
                 responses.append(response)
@@ -398,19 +385,6 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
                 log_request("ScanSnippets", {**detail, "snippets": sent}, started, status)
         finally:
             self.engines.release(engine)
-
-
-_pool_lock = threading.Lock()
-_pool: futures.ThreadPoolExecutor | None = None
-
-
-def _batch_pool() -> futures.ThreadPoolExecutor:
-    """Threads that run a BatchSearch's queries at once (so they meet in the micro-batchers)."""
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix="batch-search")
-        return _pool
 
 
 def _snippet_message(snippet: dict, with_text: bool = True) -> search_pb2.Snippet:
