@@ -223,7 +223,7 @@ def measure(demo: Path, work: Path) -> dict:
     questions = _questions(max(size for size, _ in BATCHES) + 64)
     results = {"realistic": measure_pair(noise_root, "bioasq", "dense-minilm", work, questions, hybrid=True)}
     results["scale"] = measure_pair(scale_root(work), "pubmed", "dense-static", work, questions, hybrid=True)
-    (work / "results.json").write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))
+    (work / "results.json").write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS))
     return results
 
 
@@ -286,9 +286,54 @@ def _memory_rows(results: dict) -> list[list[str]]:
     return rows
 
 
+def findings(results: dict) -> list[str]:
+    """Where searchd is faster or smaller than the reference and where it is not, from the figures."""
+
+    def ratio(part: dict, mode: str, transport: str, size: int) -> float:
+        return part[mode][transport][size]["qps"] / part["reference"]["runs"][size]["qps"]
+
+    realistic, scale = results["realistic"], results["scale"]
+    lines = ["**Reading.**", ""]
+    for name, part in (("realistic root (Flat on both sides)", realistic), ("at scale", scale)):
+        cells = ", ".join(
+            f"batch {size}: {ratio(part, 'searchd dense', 'http', size):.2f}x over HTTP, "
+            f"{ratio(part, 'searchd dense', 'grpc', size):.2f}x over gRPC"
+            for size, _ in BATCHES
+        )
+        lines.append(f"- searchd dense against the reference, {name}: {cells}.")
+    hybrid = ", ".join(f"{ratio(scale, 'searchd hybrid', 'http', size):.2f}x" for size, _ in BATCHES)
+    lines.append(
+        f"- Hybrid (BM25 + dense, RRF; what the reference cannot serve) costs the BM25 half on top: at scale "
+        f"{hybrid} the reference's dense-only questions/s at batches of 1, 64 and 512 over HTTP."
+    )
+    reference, dense = scale["reference"], scale["searchd dense"]
+    lines.append(
+        f"- Memory at {scale['snippets']:,} snippets: the reference holds its Flat index and its corpus in "
+        f"anonymous memory ({reference['memory']['RssAnon']:,.0f} MiB, index {reference['index_bytes'] / 2**20:,.0f} "
+        f"MiB); searchd's dense index is {dense['index_bytes'] / 2**20:,.0f} MiB of IVF-PQ codes and its anonymous "
+        f"memory {dense['memory']['RssAnon']:,.0f} MiB, the store and the float16 embeddings it re-ranks from "
+        f"being mapped files ({dense['memory']['RssFile']:,.0f} MiB resident, shared with the page cache). A Flat "
+        "index of MedCorp's 54M snippets at 768 dimensions is ~155 GiB of memory; IVF-PQ codes are ~3 GiB."
+    )
+    lines.append(
+        "- Where searchd is slower: a small Flat root at big batches. Both servers spend the same encoder and "
+        "FAISS calls; searchd also asks each list for depth max(2k, 100) for fusion, reads each hit's text "
+        "from its store and builds protobuf messages, per question. At scale the reference's exact scan "
+        "costs more than all of that at batches up to 64; at 512 its scan runs as one matrix product and "
+        "the two meet."
+    )
+    lines.append(
+        "- HTTP costs little over gRPC for big batches (JSON of 3 hits per question); for single questions "
+        "it is one HTTP round trip more. Run-to-run spread on this 2-core machine is about 20% on the Flat "
+        "root (the same comparison gave 0.99-1.01x at batch 512 in another run of the session)."
+    )
+    return lines + [""]
+
+
 def report(results: dict) -> list[str]:
     lines = ["## searchd for the runners: Search-R1's /retrieve, against Search-R1's server design", ""]
     lines += [(__doc__ or "").split("\n\n", 1)[1].rsplit("Returns markdown lines.", 1)[0].strip(), ""]
+    lines += findings(results)
     for key, title in (("realistic", "Realistic root"), ("scale", "At scale, compressed")):
         part = results[key]
         lines += [
