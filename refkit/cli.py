@@ -571,12 +571,12 @@ def noise(
     With --reader, the user's model proposes swaps, judges rewrites and candidates (README: readers)."""
     from medsnip.jsonl import read_jsonl
     from refkit.collect import DedupOptions, RetrievalOptions
-    from refkit.lexicon import read_lexicon
+    from refkit.lexicon import shared_lexicon
     from refkit.matcher import aspects_table, read_aspects
     from refkit.noise import NoiseGenerator, NoiseOptions, QueryRewriter
 
     queries = read_query_file(queries_file, query_format, limit)
-    lexicon_data = read_lexicon(lexicon_path)
+    lexicon_data = shared_lexicon(lexicon_path)
     aspects = read_aspects(aspects_path, language)
     collected = {}
     if refs:
@@ -999,14 +999,14 @@ def audit(noise_path, qrels, min_noise, lexicon_path, by_rule, out, as_json) -> 
     judgements."""
     from medsnip.buildrecord import atomic_write_bytes
     from refkit.audit import audit_noise, by_rule_table
-    from refkit.lexicon import read_lexicon
+    from refkit.lexicon import shared_lexicon
 
     judgements = None
     if qrels:
         from medsnip.irformats import read_qrels
 
         judgements = read_qrels(qrels)
-    result = audit_noise(noise_path, judgements, min_noise, read_lexicon(lexicon_path) if lexicon_path else None)
+    result = audit_noise(noise_path, judgements, min_noise, shared_lexicon(lexicon_path) if lexicon_path else None)
     text = json.dumps(result, indent=2)
     if out:
         atomic_write_bytes(out, (text + "\n").encode("utf-8"))

@@ -35,7 +35,9 @@ can replace the mined one.
 
 from __future__ import annotations
 
+import collections
 import csv
+import hashlib
 import io
 import math
 from collections import Counter, defaultdict
@@ -247,6 +249,30 @@ def _parse_pairs(text: str, where: str, column: str) -> Counter:
             raise LexiconError(f"{where}: column '{column}': expected name=count, got {part!r}")
         counter[name] = int(count)
     return counter
+
+
+_SHARED: collections.OrderedDict[tuple[str, str], Lexicon] = collections.OrderedDict()
+SHARED_KEPT = 2
+
+
+def shared_lexicon(path: Path) -> Lexicon:
+    """`read_lexicon`, once per file content in a process, for the commands that only read a lexicon (noise,
+    audit): the same Lexicon object comes back while the file's bytes are the same, so what is built from it
+    (refkit.noise.rewriter.lexicon_index) is built once too. The last SHARED_KEPT files are kept."""
+    path = Path(path)
+    try:
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return read_lexicon(path)  # which says what is wrong with the file
+    key = (str(path.resolve()), digest)
+    if key in _SHARED:
+        _SHARED.move_to_end(key)
+        return _SHARED[key]
+    lexicon = read_lexicon(path)
+    _SHARED[key] = lexicon
+    while len(_SHARED) > SHARED_KEPT:
+        _SHARED.popitem(last=False)
+    return lexicon
 
 
 def read_lexicon(path: Path) -> Lexicon:

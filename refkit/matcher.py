@@ -123,12 +123,13 @@ def with_variants(phrases: list[tuple[str, Any]], english: bool = True) -> list[
     keeps the first)."""
     variants = []
     for phrase, payload in phrases:
-        forms = {phrase}
         if "-" in phrase:
-            forms |= {phrase.replace("-", " "), phrase.replace("-", "")}
-        if english:
-            forms |= {number for form in forms if (number := other_number(form))}
-        variants += [(form, payload) for form in sorted(forms - {phrase})]
+            forms = {phrase, phrase.replace("-", " "), phrase.replace("-", "")}
+            if english:
+                forms |= {number for form in forms if (number := other_number(form))}
+            variants += [(form, payload) for form in sorted(forms - {phrase})]
+        elif english and (number := other_number(phrase)) and number != phrase:  # most names: one variant
+            variants.append((number, payload))
     return [*phrases, *variants]
 
 

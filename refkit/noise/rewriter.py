@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import random
 import re
+import weakref
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from medsnip.queries import QueryItem
 from refkit.lexicon import REWRITTEN_TYPES, Entity, Lexicon, natural_name
@@ -40,6 +42,50 @@ _WORDS = re.compile(r"\w+")
 ASPECT_QUESTIONS = 4  # aspect rewrites proposed per subject
 
 
+@dataclass(frozen=True)
+class LexiconIndex:
+    """What a rewriter looks names up in, built from a lexicon alone: its names matcher, generic entities,
+    siblings, broad categories and phrase-cut test. Read-only once built."""
+
+    entity_matcher: NameMatcher
+    generic: frozenset[str]
+    siblings: SiblingIndex
+    broad: frozenset[str]
+    phrase_cut: Callable
+
+    @classmethod
+    def build(cls, lexicon: Lexicon, language: str) -> LexiconIndex:
+        typed = [e for e in lexicon.entities.values() if e.type in REWRITTEN_TYPES]
+        phrases = [(form, e) for e in typed for form in e.surface_forms(language)]
+        generic = generic_keys(lexicon)
+        bigrams = {
+            pair
+            for form, _ in phrases
+            for words in [_WORDS.findall(form.lower())]
+            for pair in zip(words, words[1:], strict=False)
+        }
+        return cls(
+            NameMatcher(phrases, english=language == "en"),
+            generic,
+            SiblingIndex(lexicon, generic),
+            broad_keys(typed),
+            phrase_cut_test(bigrams),
+        )
+
+
+# Built once per (lexicon, language) in a process: with the names of clinicians' dictionaries a lexicon
+# holds ~200,000 names, whose matcher takes seconds to build, and a process that runs several commands on
+# one lexicon (the demo; refkit.cli's shared_lexicon) reads it once. Freed with its lexicon.
+_INDEXES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def lexicon_index(lexicon: Lexicon, language: str) -> LexiconIndex:
+    built = _INDEXES.setdefault(lexicon, {})
+    if language not in built:
+        built[language] = LexiconIndex.build(lexicon, language)
+    return built[language]
+
+
 class QueryRewriter:
     """Analysis and rewrites of queries against one lexicon and one aspect list."""
 
@@ -49,24 +95,14 @@ class QueryRewriter:
         order rules apply to English queries only."""
         self.lexicon, self.aspects, self.language = lexicon, aspects, language
         self.english = language == "en"
-        typed = [e for e in lexicon.entities.values() if e.type in REWRITTEN_TYPES]
-        phrases = [(form, e) for e in typed for form in e.surface_forms(language)]
-        self.entity_matcher = NameMatcher(phrases, english=self.english)
+        index = lexicon_index(lexicon, language)
+        self.entity_matcher, self.generic, self.siblings = index.entity_matcher, index.generic, index.siblings
+        self.broad, self._phrase_cut = index.broad, index.phrase_cut
         by_phrase: dict[str, list[Aspect]] = {}  # one phrase may name aspects of several types ("indications")
         for aspect in aspects:
             for synonym in aspect.synonyms:
                 by_phrase.setdefault(" ".join(synonym.lower().split()), []).append(aspect)
         self.aspect_matcher = PhraseMatcher([(phrase, tuple(found)) for phrase, found in by_phrase.items()])
-        self.generic = generic_keys(lexicon)
-        self.siblings = SiblingIndex(lexicon, self.generic)
-        self.broad = broad_keys(typed)
-        bigrams = {
-            pair
-            for form, _ in phrases
-            for words in [_WORDS.findall(form.lower())]
-            for pair in zip(words, words[1:], strict=False)
-        }
-        self._phrase_cut = phrase_cut_test(bigrams)
         # (question, target) -> (names or None when malformed, raw answer): a reader's swap proposals
         self.proposer: Callable[[str, Entity], tuple[list[str] | None, str]] | None = None
 
