@@ -49,7 +49,7 @@ def run_build(*, kind: str, source: str, inputs, params: dict, options: dict) ->
     # `medsnip update`, run from any directory, finds again
     files = [Path(os.path.abspath(path)) for path in files]
     created = _first_missing(Path(options["out_dir"]))  # (a run that publishes nothing removes it again)
-    out_problem = output_folder_problem(options["out_dir"], inputs, files)
+    out_problem = output_folder_problem(options["out_dir"], inputs, files, options.get("force", False))
     if out_problem:
         raise click.BadParameter(out_problem, param_hint="--out")
     try:

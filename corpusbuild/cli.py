@@ -59,6 +59,11 @@ def build_options(command):
             help="Keep parsed parts in OUT/.work so re-runs with more inputs re-parse only the new ones.",
         ),
         click.option("--quiet", is_flag=True, help="No progress bars."),
+        click.option(
+            "--force",
+            is_flag=True,
+            help="Build into an --out folder that holds files corpusbuild did not write (refused otherwise).",
+        ),
         json_option(SOURCE_JSON),
     ]
     return with_options(options)(command)
@@ -214,35 +219,55 @@ def load_recipe_or_exit(recipe_path: Path, overrides: dict[str, str]):
     "where it cannot be read); the text goes to stderr"
 )
 def verify(directory: Path, check_inputs: bool, as_json: bool) -> None:
-    """Recompute checksums and counts against DIRECTORY/build.json and say exactly what differs."""
+    """Recompute checksums and counts against DIRECTORY/build.json and say exactly what differs. A root of
+    corpora (`medsnip build`'s, or searchd's ROOT) verifies each of its corpora."""
+    from corpusbuild.engine.verify import corpora_of_root
+    from medsnip.buildrecord import NotACorpus, read_corpus_record
+
+    corpora = corpora_of_root(directory)
+    if not corpora:
+        try:
+            read_corpus_record(directory)
+        except NotACorpus as error:  # say what the folder is, not that it "differs"
+            fail(f"{error}")
+    reports = [_verify_one(corpus, check_inputs, as_json) for corpus in corpora or [directory]]
+    if as_json:
+        emit_json(reports[0] if not corpora else {"directory": str(directory), "root": True, "corpora": reports})
+    differing = [r for r in reports if not r["ok"]]
+    if corpora and differing:
+        fail(
+            f"{directory}: a root of {len(corpora)} corpora; {', '.join(Path(r['directory']).name for r in differing)} "
+            "differ from their build.json (DIFFERS above): rebuild them with the same command, or restore what changed"
+        )
+    if differing:
+        fail(  # the one error line (stderr, exit 1) after the report of what differs
+            f"{directory}: {len(differing[0]['differences'])} difference(s) from build.json (DIFFERS above); rebuild "
+            "it with the same corpusbuild command, or restore what changed"
+        )
+
+
+def _verify_one(directory: Path, check_inputs: bool, as_json: bool) -> dict:
+    """Verify one corpus folder, printing its DIFFERS lines or its OK line; its JSON report."""
     from corpusbuild.engine.verify import verify_build
+    from medsnip.buildrecord import read_build_record
 
     differences, summary = verify_build(directory, check_inputs=check_inputs)
-    if as_json:
-        from medsnip.buildrecord import read_build_record
-
-        try:
-            record = read_build_record(directory)
-            shards, snippets = len(record["outputs"]), record["counts"]["snippets"]
-        except (OSError, ValueError, KeyError, TypeError):
-            shards = snippets = None
-        emit_json(
-            {
-                "directory": str(directory),
-                "ok": not differences,
-                "differences": differences,
-                "shards": shards,
-                "snippets": snippets,
-            }
-        )
-    if differences:
-        for line in differences:
-            click.echo(f"DIFFERS {line}", err=as_json)
-        fail(  # the one error line (stderr, exit 1) after the report of what differs
-            f"{directory}: {len(differences)} difference(s) from build.json (DIFFERS above); rebuild it with the "
-            "same corpusbuild command, or restore what changed"
-        )
-    click.echo(f"{directory}: OK ({summary})", err=as_json)
+    try:
+        record = read_build_record(directory)
+        shards, snippets = len(record["outputs"]), record["counts"]["snippets"]
+    except (OSError, ValueError, KeyError, TypeError):
+        shards = snippets = None
+    for line in differences:
+        click.echo(f"DIFFERS {line}", err=as_json)
+    if not differences:
+        click.echo(f"{directory}: OK ({summary})", err=as_json)
+    return {
+        "directory": str(directory),
+        "ok": not differences,
+        "differences": differences,
+        "shards": shards,
+        "snippets": snippets,
+    }
 
 
 @main.command()

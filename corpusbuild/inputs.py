@@ -17,6 +17,7 @@ from isal import igzip  # ISA-L gzip: same format as the gzip module, 2-3x faste
 from isal.igzip_lib import IsalError
 
 from corpusbuild.errors import InputError, InputProblem
+from medsnip.buildrecord import foreign_entries
 from medsnip.corpus import cannot_write
 from medsnip.snippet import SHARD_GLOB
 
@@ -89,13 +90,22 @@ def _dangling(link: Path) -> InputProblem:
     return InputProblem(str(link), f"dangling symbolic link (its target {os.readlink(link)} does not exist)")
 
 
-def output_folder_problem(out_dir: Path, specs: Sequence[str], files: Sequence[Path]) -> str | None:
+def output_folder_problem(
+    out_dir: Path, specs: Sequence[str], files: Sequence[Path], force: bool = False
+) -> str | None:
     """Why `out_dir` cannot receive this build, or None. Checked before anything is read: an output
     that is a file or cannot be written, and an output inside an input folder (the next build would
     read its own shards back as input) or holding an input the build would overwrite."""
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         return f"{out} exists and is not a folder"
+    foreign = [] if force else foreign_entries(out, "corpusbuild.")
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+        return (
+            f"{out} is a folder corpusbuild did not write (it holds {shown}): give a new or empty folder, or "
+            "--force to build into it beside what is there"
+        )
     resolved = out.resolve()
     for spec in specs:
         folder = Path(spec)

@@ -139,6 +139,25 @@ def read_complete_record(directory: Path) -> dict[str, Any] | None:
     return record if record.get("complete") else None
 
 
+def foreign_entries(folder: Path, stage_prefix: str) -> list[str]:
+    """What in `folder` no build of a `stage_prefix` stage wrote ("corpusbuild."): [] for a folder whose build
+    record is of such a stage, for an empty or missing one, and for one a killed build left (its hidden work
+    folders and shards, no record yet); else the names of what is there (someone's notes, another tool's
+    output), which a build must not write beside."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    try:
+        if str(read_build_record(folder).get("stage", "")).startswith(stage_prefix):
+            return []
+        return [BUILD_RECORD]  # another stage's output
+    except FileNotFoundError:
+        pass
+    except ValueError:
+        return [BUILD_RECORD]
+    return sorted(e.name for e in folder.iterdir() if not e.name.startswith((".", "shard-")))
+
+
 class NotACorpus(ValueError):
     """A folder whose build record is not one source's corpusbuild output."""
 

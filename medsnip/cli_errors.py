@@ -29,7 +29,7 @@ EXIT_CODES: dict[ExitCode, str] = {
     ExitCode.OK: "done",
     ExitCode.FAILED: "an input, a record or a folder's state stopped the job (missing or unreadable file, "
     "bad record, folder busy or changed since its build); the line names the file, line and field",
-    ExitCode.USAGE: "an option or argument is wrong (refused before any work)",
+    ExitCode.USAGE: "an option or argument is wrong (refused before any work, by the command or by the server it asks)",
     ExitCode.UNREACHABLE: "a server the command calls (searchd, a reader endpoint, a Ray cluster) cannot be reached",
     ExitCode.INTERNAL: "internal error (a bug): run again with --debug for the traceback and report it",
     ExitCode.INTERRUPTED: "interrupted (Ctrl-C); no output file was created or replaced "

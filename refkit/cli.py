@@ -30,7 +30,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from medsnip import __version__
-from medsnip.cli_errors import ToolGroup, Unreachable, fail
+from medsnip.cli_errors import ExitCode, ToolGroup, Unreachable, fail
 from medsnip.jsonout import emit_json, json_option
 from medsnip.languages import language_callback
 from medsnip.queries import FORMATS, QueryFileError, read_query_file
@@ -66,7 +66,7 @@ def _friendly_errors(command):
         except (QueryFileError, InputFileError, LexiconError, ServerError, ReaderError, ValueError) as error:
             if getattr(error, "unreachable", False):
                 raise Unreachable(str(error)) from None
-            fail(str(error))
+            fail(str(error), ExitCode.USAGE if getattr(error, "rejected", False) else ExitCode.FAILED)
 
     return run
 
@@ -104,6 +104,8 @@ def _resumed(out: Path, identity: dict, lineage: dict, queries: list, restart: b
 
     writer = ResumableJsonl(out, identity)
     done = writer.start(lineage, [str(q.id) for q in queries], restart=restart, mix_generations=mix)
+    if writer.discarded:
+        console.print(writer.discarded)
     if done:
         console.print(f"resuming: {done:,} of {len(queries):,} queries were done by the killed run ({writer.partial})")
     return writer, done
@@ -845,17 +847,22 @@ def review(noise_path, judgements_path, annotator, port, host, open_browser) -> 
         import webbrowser
 
         webbrowser.open(url)
-    signal.signal(signal.SIGTERM, _interrupt)  # a stop by the service manager ends it like Ctrl-C
+    signal.signal(signal.SIGTERM, _stop_serving)  # a stop by the service manager: the page's normal end, exit 0
     try:
         server.serve_forever()
-    except KeyboardInterrupt:
+    except _Stopped:
         pass
     finally:
-        server.server_close()
+        server.server_close()  # every judgement is already saved: each was written when it was made
+    # Ctrl-C (KeyboardInterrupt) goes on to the tool's handler: exit 130, as the exit-code table says
 
 
-def _interrupt(*_) -> None:
-    raise KeyboardInterrupt
+class _Stopped(Exception):
+    """SIGTERM asked the review page to stop."""
+
+
+def _stop_serving(*_) -> None:
+    raise _Stopped
 
 
 @main.command()

@@ -19,15 +19,18 @@ from searchd.client import SearchClient, describe_rpc_error, never_reached  # no
 
 
 class ServerError(RuntimeError):
-    """The server cannot be reached (`unreachable`) or refused the call (the message says which and why)."""
+    """The server cannot be reached (`unreachable`), refused the request's arguments (`rejected`) or refused
+    the call otherwise (the message says which and why)."""
 
     unreachable = False
+    rejected = False
 
 
 def server_error(address: str, error: grpc.RpcError) -> ServerError:
     """A failed call as refkit's error, with searchd's one sentence for it."""
     problem = ServerError(describe_rpc_error(address, error))
     problem.unreachable = never_reached(error)
+    problem.rejected = error.code() == grpc.StatusCode.INVALID_ARGUMENT
     return problem
 
 

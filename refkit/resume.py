@@ -42,6 +42,18 @@ def file_sha256(path: Path | None) -> str | None:
     return digest.hexdigest()
 
 
+def differing_fields(before: dict, now: dict, prefix: str = "") -> list[str]:
+    """The dotted names of the fields two run identities differ in ("options.seed", "queries")."""
+    fields = []
+    for key in sorted(set(before) | set(now), key=str):
+        old, new = before.get(key), now.get(key)
+        if isinstance(old, dict) and isinstance(new, dict):
+            fields += differing_fields(old, new, f"{prefix}{key}.")
+        elif old != new:
+            fields.append(f"{prefix}{key}")
+    return fields
+
+
 class ResumableJsonl:
     def __init__(self, out: Path, identity: dict):
         """`identity`: everything the records depend on besides the server (command, options, input files'
@@ -51,12 +63,19 @@ class ResumableJsonl:
         self.sidecar = self.out.with_name(self.out.name + ".partial.json")
         self.identity = identity
         self.done: list[str] = []  # ids of the complete records already in the partial file
+        self.discarded: str | None = None  # what `start` said about a killed run it could not continue
         self._handle = None
 
     def start(self, lineage: dict, ids: list[str], restart: bool = False, mix_generations: bool = False) -> int:
         """Open the partial output; returns how many leading questions (of `ids`) are already done."""
         state = self._read_sidecar()
         if restart or state is None or state.get("identity") != self.identity:
+            if state is not None and not restart:
+                changed = ", ".join(differing_fields(state.get("identity") or {}, self.identity)) or "its identity"
+                self.discarded = (
+                    f"starting over: {self.partial} holds {len(self._complete_records()):,} records of a killed run "
+                    f"with other {changed} than this one, which cannot be continued; they are replaced"
+                )
             self._begin(lineage)
             return 0
         if state.get("lineage") != lineage["corpora"] and not mix_generations:

@@ -15,7 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from medsnip import __version__
-from medsnip.cli_errors import CommandError, ToolGroup, Unreachable, fail
+from medsnip.cli_errors import CommandError, ExitCode, ToolGroup, Unreachable, fail
 from medsnip.jsonout import emit_json
 from medsnip.queries import FORMATS as QUERY_FORMATS
 
@@ -368,11 +368,13 @@ def client_options(command):
 
 def rpc_command_error(address: str, error) -> CommandError:
     """A failed call as the one line every searchd client command prints (refkit says the same): exit 3
-    for a server that cannot be reached, 1 for a call it refused."""
-    from searchd.client import describe_rpc_error, never_reached
+    for a server that cannot be reached, 2 for arguments it rejected, 1 for any other refusal."""
+    from searchd.client import SearchdRejected, SearchdUnreachable, searchd_error
 
-    message = describe_rpc_error(address, error)
-    return Unreachable(message) if never_reached(error) else CommandError(message)
+    failure = searchd_error(address, error)
+    if isinstance(failure, SearchdUnreachable):
+        return Unreachable(str(failure))
+    return CommandError(str(failure), ExitCode.USAGE if isinstance(failure, SearchdRejected) else ExitCode.FAILED)
 
 
 def _client(address, token_file, tls, ca_file):

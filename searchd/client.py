@@ -5,7 +5,16 @@
             print(hit.rank, hit.id, hit.score, [(r.retriever, r.rank) for r in hit.retrievers])
 
 Calls that fail with UNAVAILABLE (server starting, restarting, briefly unreachable) are retried with
-exponential backoff; every other error is raised at once as grpc.RpcError.
+exponential backoff. A call that fails raises a `SearchdError`, one class per row of the commands' exit-code
+table, whose message is the sentence every medsnip command prints for it (no gRPC internals):
+
+- `SearchdUnreachable`: nothing answered at the address (the commands exit 3);
+- `SearchdRejected`: the server refused the request's arguments (k out of range, an empty query, an unknown
+  retriever or corpus; the commands exit 2);
+- `SearchdDeadline`: the call's deadline passed;
+- `SearchdError` itself for the rest (a missing token, a busy server, a reply too large; exit 1).
+
+Each is also a grpc.RpcError with its `code()` and `details()`, so code written against grpc's errors works.
 """
 
 from __future__ import annotations
@@ -32,6 +41,47 @@ FUSION_METHODS = {
 }
 
 
+class SearchdError(grpc.RpcError):
+    """A failed call to searchd: str() is the one sentence for it; `code()` and `details()` are gRPC's."""
+
+    def __init__(self, address: str, code: grpc.StatusCode, details: str):
+        self.address, self._code, self._details = address, code, details
+        super().__init__(describe_failure(address, code, details))
+
+    def code(self) -> grpc.StatusCode:
+        return self._code
+
+    def details(self) -> str:
+        return self._details
+
+
+class SearchdUnreachable(SearchdError):
+    """Nothing answered at the address (not started, stopped, or a wrong address)."""
+
+
+class SearchdRejected(SearchdError):
+    """The server refused the request's arguments (INVALID_ARGUMENT): the message says which and why."""
+
+
+class SearchdDeadline(SearchdError):
+    """The call's deadline passed before the answer came."""
+
+
+_ERROR_CLASSES = {
+    grpc.StatusCode.UNAVAILABLE: SearchdUnreachable,
+    grpc.StatusCode.INVALID_ARGUMENT: SearchdRejected,
+    grpc.StatusCode.DEADLINE_EXCEEDED: SearchdDeadline,
+}
+
+
+def searchd_error(address: str, error: grpc.RpcError) -> SearchdError:
+    """grpc's error as the SearchdError of its class (one already converted comes back as it is)."""
+    if isinstance(error, SearchdError):
+        return error
+    code, details = error.code(), error.details() or ""
+    return _ERROR_CLASSES.get(code, SearchdError)(address, code, details)
+
+
 class SearchClient:
     def __init__(
         self,
@@ -50,6 +100,7 @@ class SearchClient:
             )
         else:
             self._channel = grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
+        self.address = address
         self._stub = search_pb2_grpc.SearchServiceStub(self._channel)
         self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
         self.retries, self.backoff, self.timeout = retries, backoff, timeout
@@ -74,7 +125,7 @@ class SearchClient:
                 return attempt_call()
             except grpc.RpcError as error:
                 if error.code() != grpc.StatusCode.UNAVAILABLE or attempt == self.retries:
-                    raise
+                    raise searchd_error(self.address, error) from None
                 time.sleep(delay)
                 delay *= 2
         raise AssertionError("unreachable")
@@ -141,7 +192,14 @@ class SearchClient:
             first = next(pages, None)
             return itertools.chain([first] if first is not None else [], pages)
 
-        for page in self._retrying(start):
+        pages = self._retrying(start)
+        while True:
+            try:
+                page = next(pages)
+            except StopIteration:
+                return
+            except grpc.RpcError as error:  # the stream broke after it started
+                raise searchd_error(self.address, error) from None
             for snippet in page.snippets:
                 yield page.corpus, snippet
 
@@ -174,9 +232,14 @@ def never_reached(error: grpc.RpcError) -> bool:
 
 def describe_rpc_error(address: str, error: grpc.RpcError) -> str:
     """One sentence for a failed call, the same in every command: who, what went wrong, what to do."""
-    code = error.code()
-    if never_reached(error):
-        return f"searchd at {address} is unreachable ({error.details()}); start it with `searchd serve --root ROOT`"
+    return describe_failure(address, error.code(), error.details() or "")
+
+
+def describe_failure(address: str, code: grpc.StatusCode, details: str) -> str:
+    if code == grpc.StatusCode.UNAVAILABLE:
+        return f"searchd at {address} is unreachable ({details}); start it with `searchd serve --root ROOT`"
     if code == grpc.StatusCode.UNAUTHENTICATED:
-        return f"searchd at {address} refused the call: {error.details()} (pass --token-file)"
-    return f"searchd at {address}: {code.name}: {error.details()}"
+        return f"searchd at {address} refused the call: {details} (pass --token-file)"
+    if code == grpc.StatusCode.INVALID_ARGUMENT:
+        return f"searchd at {address} refused the request: {details}"
+    return f"searchd at {address}: {code.name}: {details}"

@@ -119,7 +119,7 @@ def test_an_internal_error_is_one_line_and_exit_70_with_its_traceback_only_under
     def broken(*args, **kwargs):
         raise ZeroDivisionError("a bug")
 
-    monkeypatch.setattr(corpusbuild.engine.verify, "verify_build", broken)
+    monkeypatch.setattr(corpusbuild.engine.verify, "corpora_of_root", broken)
     plain = CliRunner().invoke(main, ["verify", str(tmp_path)])
     assert plain.exit_code == 70 and "Traceback" not in plain.output
     assert "error: internal error, ZeroDivisionError: a bug (run again with --debug" in one_line(plain.output)

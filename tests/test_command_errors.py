@@ -291,7 +291,7 @@ UNREADABLE = {
         lambda w, out: f"{w.not_corpus / 'build.json'}: not JSON",
     ),
     "corpusbuild verify": Case(
-        "corpusbuild", lambda w, out: ["verify", w.not_corpus], lambda w, out: "difference(s) from build.json"
+        "corpusbuild", lambda w, out: ["verify", w.not_corpus], lambda w, out: "not a corpusbuild output"
     ),
     **{
         f"indexer {command}": Case(

@@ -159,7 +159,8 @@ def test_a_book_name_that_cannot_be_an_id(tmp_path, run_corpusbuild):
 
 
 def test_a_recipe_root_given_where_a_corpus_is_expected(tmp_path, run_corpusbuild):
-    """indexer, verify and export name the folder a corpus root and list its sources (no KeyError)."""
+    """indexer and export name the folder a corpus root and list its sources (no KeyError); verify verifies
+    each of the root's corpora."""
     from click.testing import CliRunner
 
     from corpusbuild.cli import main as corpusbuild_main
@@ -175,13 +176,14 @@ def test_a_recipe_root_given_where_a_corpus_is_expected(tmp_path, run_corpusbuil
     runner = CliRunner()
     for main, args in (
         (indexer_main, ["store", str(root)]),
-        (corpusbuild_main, ["verify", str(root)]),
         (corpusbuild_main, ["export", str(root), "--format", "jsonl", "--out", str(tmp_path / "x.jsonl")]),
     ):
         result = runner.invoke(main, args)
         assert result.exit_code == 1, result.output
         assert "is a corpus root" in result.output and str(root / "textbooks") in result.output
         assert not isinstance(result.exception, KeyError)
+    verified = runner.invoke(corpusbuild_main, ["verify", str(root)])
+    assert verified.exit_code == 0 and f"{root / 'textbooks'}: OK (1 shards, 315 snippets" in verified.output
     run_indexer("store", root / "textbooks")
 
 

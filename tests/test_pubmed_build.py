@@ -86,7 +86,7 @@ def test_no_chunk_gives_one_snippet_per_abstract_and_keep_no_abstract_keeps_titl
 
 def test_updates_and_deletions_follow_sequence_numbers(tmp_path, update_chain, run_corpusbuild):
     """Given in scrambled order, the files are applied n0999 -> n1016 -> n1017 -> medsamp2014."""
-    out = tmp_path / "chain"
+    out = tmp_path / "built"  # not the inputs' folder: corpusbuild refuses to write beside files it did not write
     result = run_corpusbuild(
         "pubmed",
         update_chain["medsamp"],
@@ -225,3 +225,46 @@ def test_no_keep_work_leaves_only_the_output(tmp_path, pubmed_samples, run_corpu
     run_corpusbuild("pubmed", pubmed_samples, "--out", out, "--shards", 2, "--no-keep-work", "--quiet")
     assert not (out / ".work" / "parts").exists() and not (out / ".work" / "reduce").exists()
     assert run_corpusbuild("verify", out).exit_code == 0
+
+
+def test_verify_says_what_a_folder_is(tmp_path, pubmed_samples, run_corpusbuild):
+    """A root of corpora is verified corpus by corpus (exit 1 naming the one that differs); a folder that is not
+    a corpus, or an index folder, is said to be what it is (exit 1), never reported as 'differences'."""
+    root = tmp_path / "root"
+    for name, shards in (("pubmed", 2), ("other", 1)):
+        run_corpusbuild("pubmed", pubmed_samples, "--out", root / name, "--shards", shards, "--quiet")
+    ok = run_corpusbuild("verify", root)
+    assert ok.exit_code == 0, ok.output
+    assert f"{root / 'other'}: OK (1 shards" in ok.output and f"{root / 'pubmed'}: OK (2 shards" in ok.output
+    shard = root / "pubmed" / "shard-00001-of-00002.jsonl"
+    shard.write_bytes(shard.read_bytes().replace(b"a", b"b", 1))
+    bad = run_corpusbuild("verify", root)
+    assert bad.exit_code == 1 and "DIFFERS shard-00001-of-00002.jsonl: sha256 expected" in bad.output
+    assert f"error: {root}: a root of 2 corpora; pubmed differ from their build.json" in bad.output
+    stranger = tmp_path / "notes"
+    stranger.mkdir()
+    (stranger / "notes.txt").write_text("mine\n")
+    refused = run_corpusbuild("verify", stranger)
+    assert refused.exit_code == 1 and "not a corpusbuild output" in refused.output and "DIFFERS" not in refused.output
+    (root / "pubmed" / "bm25").mkdir()
+    (root / "pubmed" / "bm25" / "build.json").write_text('{"schema": "medsnip.build/1", "stage": "indexer.bm25"}')
+    index = run_corpusbuild("verify", root / "pubmed" / "bm25")
+    assert index.exit_code == 1 and "build.json is from 'indexer.bm25', not a corpusbuild output" in index.output
+
+
+def test_a_folder_corpusbuild_did_not_write_is_refused_as_out(tmp_path, pubmed_samples, run_corpusbuild):
+    """--out naming someone's non-empty folder is refused before anything is read (exit 2, the files named,
+    nothing written beside them); --force builds there; corpusbuild's own folder is rebuilt without it."""
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "notes.txt").write_text("mine\n")
+    refused = run_corpusbuild("pubmed", pubmed_samples, "--out", notes, "--shards", 2, "--quiet")
+    assert refused.exit_code == 2
+    assert (
+        "is a folder corpusbuild did not write (it holds notes.txt)" in refused.output and "--force" in refused.output
+    )
+    assert sorted(p.name for p in notes.iterdir()) == ["notes.txt"]
+    forced = run_corpusbuild("pubmed", pubmed_samples, "--out", notes, "--shards", 2, "--quiet", "--force")
+    assert forced.exit_code == 0 and (notes / "build.json").is_file() and (notes / "notes.txt").read_text() == "mine\n"
+    again = run_corpusbuild("pubmed", pubmed_samples, "--out", notes, "--shards", 2, "--quiet")
+    assert again.exit_code == 0, again.output  # its own folder now (its build record says so)

@@ -1292,3 +1292,11 @@ def test_a_killed_run_resumes_to_the_bytes_of_an_unkilled_one(server, names_lexi
     assert not resumed.exists() and partial.exists()
     refkit(*arguments, "--out", resumed, "--restart")
     assert resumed.read_bytes() == whole.read_bytes()
+    if command == "collect":  # a killed run started again with other options is replaced, and says so
+        resumed.unlink()
+        for path, data in killed_run.items():
+            path.write_bytes(data)
+        other = refkit(*[a if a != 8 else 9 for a in arguments], "--out", resumed)
+        said = " ".join(other.output.split())
+        assert "starting over:" in said and "records of a killed run with other retrieval.k than this" in said, said
+        assert "resuming:" not in said

@@ -147,8 +147,8 @@ def test_review_page_in_a_real_browser_saves_resumes_and_feeds_assemble(noise_fi
             page.keyboard.press(key)
         page.wait_for_selector("body[data-saved='6']")
         assert page.is_visible("#done")
-        process.send_signal(signal.SIGTERM)
-        process.wait(timeout=30)
+        process.send_signal(signal.SIGINT)  # Ctrl-C: the table's 130, what was judged kept
+        assert process.wait(timeout=30) == 130
         browser.close()
 
     lines = judged(judgements)

@@ -347,3 +347,37 @@ def test_tls(search_root, tmp_path):
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=60) == 0
+
+
+def test_the_client_raises_one_error_class_per_row_of_the_exit_code_table(server, questions):
+    """SearchClient's failures are SearchdError subclasses whose message is the commands' sentence (no grpc
+    internals, no chained grpc traceback), still grpc.RpcErrors with code(); the commands exit 2 for arguments
+    the server rejects and 3 for no server."""
+    from click.testing import CliRunner
+
+    from searchd.cli import main as searchd_main
+    from searchd.client import SearchdDeadline, SearchdError, SearchdRejected, SearchdUnreachable
+
+    with SearchClient("127.0.0.1:9", retries=1, backoff=0.01) as dead, pytest.raises(SearchdUnreachable) as caught:
+        dead.search("statins")
+    message = str(caught.value)
+    assert message.startswith("searchd at 127.0.0.1:9 is unreachable (") and "start it with `searchd serve" in message
+    assert "_InactiveRpcError" not in message and "debug_error_string" not in message
+    assert caught.value.__suppress_context__ and caught.value.code() == grpc.StatusCode.UNAVAILABLE
+    with SearchClient(server, retries=0) as client:
+        with pytest.raises(SearchdRejected, match=r"refused the request: k must be in 1\.\.1000, got 5000"):
+            client.search("statins", k=5000)
+        with pytest.raises(SearchdRejected, match="unknown or unavailable retriever nosuch") as rejected:
+            client.search("statins", retrievers=["nosuch"])
+        assert isinstance(rejected.value, grpc.RpcError) and rejected.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        with pytest.raises(SearchdDeadline):
+            client.batch_search(questions[:200], k=100, timeout=0.001)
+        assert issubclass(SearchdRejected, SearchdError) and issubclass(SearchdDeadline, SearchdError)
+    for args, code in (
+        (["query", "statins", "--retrievers", "nosuch", "--server", server], 2),
+        (["query", "   ", "--server", server], 2),
+        (["query", "statins", "--server", "127.0.0.1:9"], 3),
+    ):
+        result = CliRunner().invoke(searchd_main, args)
+        assert result.exit_code == code, (args, result.output)
+        assert result.output.startswith("error: ") and result.output.count("\n") == 1, result.output

@@ -147,6 +147,8 @@ def test_a_taken_port_is_refused(small_limits_server, search_root):
     )
     assert result.returncode == 1
     assert "refusing to start" in result.stderr and "port is taken" in result.stderr
+    assert "add_port.cc" not in result.stderr  # gRPC core's own line stays out of the user's terminal
+    assert result.stderr.count("error: ") == 1
 
 
 def test_ports_out_of_range_are_refused():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from medsnip.buildrecord import NotACorpus, read_corpus_record, sha256_file
+from medsnip.buildrecord import NotACorpus, read_build_record, read_corpus_record, sha256_file
 from medsnip.snippet import SHARD_GLOB
 
 
@@ -20,6 +20,28 @@ def count_and_hash(path: Path) -> tuple[int, int, str]:
             lines += block.count(b"\n")
             size += len(block)
     return lines, size, digest.hexdigest()
+
+
+def corpora_of_root(directory: Path) -> list[Path]:
+    """The corpus folders a root holds (ROOT/<source>/ with a corpusbuild build.json), when `directory` is a
+    root: no build record of its own, or a recipe's (`medsnip build`); [] for anything else."""
+    directory = Path(directory)
+    own = directory / "build.json"
+    if own.is_file():
+        try:
+            if read_build_record(directory).get("stage") != "corpusbuild.build":
+                return []
+        except ValueError:
+            return []
+    found = []
+    for child in sorted(p for p in directory.iterdir() if p.is_dir() and (p / "build.json").is_file()):
+        try:
+            stage = str(read_build_record(child).get("stage", ""))
+        except ValueError:
+            continue
+        if stage.startswith("corpusbuild.") and stage != "corpusbuild.build":
+            found.append(child)
+    return found
 
 
 def verify_build(directory: Path, check_inputs: bool = False) -> tuple[list[str], str]:

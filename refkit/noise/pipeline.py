@@ -29,7 +29,7 @@ import grpc
 
 from medsnip.queries import QueryItem
 from refkit.collect import DedupOptions, RetrievalOptions, reference_from_hit, search_many
-from refkit.connection import ServerError, describe_rpc_error
+from refkit.connection import server_error
 from refkit.lexicon import Entity
 from refkit.matcher import NameMatcher
 from refkit.noise.answers import AnswerTest
@@ -457,7 +457,7 @@ class NoiseGenerator:
             try:
                 response = self.client.get_snippets(unique[start : start + 500])
             except grpc.RpcError as error:
-                raise ServerError(describe_rpc_error(self.address, error)) from error
+                raise server_error(self.address, error) from error
             for snippet in response.snippets:
                 found[snippet.id] = json.loads(snippet.meta_json) if snippet.meta_json else {}
         return found
