@@ -129,6 +129,8 @@ def exit_on_problems(outcome: BuildOutcome) -> None:
 def build_recipe_sources(recipe, root: Path, options: dict, require_checksums: bool) -> tuple[dict, dict[str, float]]:
     """Every source of `recipe` built into `root` (checksums first: a mismatch builds nothing), then the
     root's build.json; returns (that record, seconds per source). Exits 1 on a checksum problem."""
+    if Path(root).exists() and not Path(root).is_dir():  # refused before any stage starts (or prints)
+        raise click.BadParameter(f"{root} exists and is not a folder", param_hint="--out")
     problems = [p for source in recipe.sources for p in check_checksums(source, require_checksums)]
     if problems:
         for problem in problems:

@@ -91,3 +91,16 @@ def test_full_scale_recipe_lists_the_2026_baseline_and_demands_pins(tmp_path):
     assert any("Anatomy_Gray.txt: no pinned checksum" in p for p in problems)
     assert any("Surgery_Schwartz.txt: no such file or directory" in p for p in problems)
     assert json.dumps(recipe.text)  # the recipe text is what the root record stores
+
+
+def test_an_out_that_is_a_file_is_refused_before_any_stage(tmp_path):
+    """`medsnip build RECIPE --out FILE`: a usage error (exit 2) before any stage starts or prints its header."""
+    from click.testing import CliRunner
+
+    from pipeline.cli import main as medsnip_main
+
+    taken = tmp_path / "a-file"
+    taken.write_text("mine\n")
+    result = CliRunner().invoke(medsnip_main, ["build", str(REPO / "manifests" / "demo.toml"), "--out", str(taken)])
+    assert result.exit_code == 2 and f"{taken} exists and is not a folder" in result.output
+    assert "pubmed (pubmed)" not in result.output and taken.read_text() == "mine\n"
