@@ -1041,5 +1041,18 @@ def audit(noise_path, qrels, min_noise, lexicon_path, by_rule, out, as_json) -> 
         click.echo(text)
 
 
+@main.command("reader-folder")
+@click.argument("gguf", type=PathIn)
+@click.option("--out", required=True, type=click.Path(path_type=Path), help="The new model folder.")
+@_friendly_errors
+def reader_folder(gguf: Path, out: Path) -> None:
+    """Turn a .gguf model into a transformers folder (float32 weights, tokenizer), for a server that loads
+    folders only: `transformers serve` (the causal-lm reader reads the .gguf itself)."""
+    from refkit.readers.causal_lm import gguf_to_folder
+
+    gguf_to_folder(gguf, out)
+    console.print(f"{gguf} -> {out} (serve it from its parent folder: transformers serve {out.name})")
+
+
 if __name__ == "__main__":
     main()

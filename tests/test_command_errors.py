@@ -202,6 +202,7 @@ MISSING = {
     "searchd call": Case("searchd", lambda w, out: ["call", "Info", "--token-file", w.missing]),
     "searchd batch": Case("searchd", lambda w, out: ["batch", w.missing, "--out", out / "run"]),
     "refkit collect": Case("refkit", lambda w, out: ["collect", w.missing, "--out", out / "refs.jsonl"]),
+    "refkit reader-folder": Case("refkit", lambda w, out: ["reader-folder", w.missing, "--out", out / "model"]),
     "refkit lexicon": Case("refkit", lambda w, out: ["lexicon", "--mesh", w.missing, "--out", out / "lex.tsv"]),
     "refkit lexicon --translations": Case(
         "refkit",

@@ -40,7 +40,6 @@ def in_process_lm(tmp_path_factory):
     """SmolLM2 loaded in this process from its GGUF file (the causal-lm reader), and the same weights saved
     as a transformers folder for the server (transformers serve cannot name a GGUF model's architecture)."""
     import gguf
-    from transformers import AutoModelForCausalLM
 
     from refkit.readers.causal_lm import CausalLM
 
@@ -58,12 +57,10 @@ def in_process_lm(tmp_path_factory):
         gguf.GGUFReader = plain
     assert len(parses) == 1, parses  # transformers asks three times: config, tokenizer, weights
     folder = tmp_path_factory.mktemp("smollm2") / "SmolLM2-135M-Instruct"
-    config = lm.model.config
-    config.architectures = [type(lm.model).__name__]
-    plain = AutoModelForCausalLM.from_config(config)
-    plain.load_state_dict(lm.model.state_dict())
-    plain.save_pretrained(folder)
-    lm.tokenizer.save_pretrained(folder)
+    said = refkit("reader-folder", smollm2_gguf(), "--out", folder).output  # the README's command for it
+    assert f"-> {folder}" in one_line(said) and (folder / "config.json").is_file()
+    assert "de-quantizing" not in said  # transformers' own bar stays off without --verbose
+    assert refkit("reader-folder", smollm2_gguf(), "--out", folder, ok=False).exit_code == 1  # never overwritten
     return lm, folder
 
 

@@ -60,7 +60,7 @@ class CausalLM:
         folder, extra = (path.parent, {"gguf_file": path.name}) if path.is_file() else (path, {})
         quiet_model_loading()
         try:
-            with each_gguf_parsed_once():
+            with each_gguf_parsed_once(), quiet_gguf_conversion():
                 self.tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True, **extra)
                 self.model = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True, **extra).to(device)
         except (OSError, ValueError) as error:
@@ -92,3 +92,51 @@ class CausalLM:
                 pad_token_id=self.tokenizer.pad_token_id or self.tokenizer.eos_token_id,
             )
         return self.tokenizer.decode(out[0][ids.shape[1] :], skip_special_tokens=True)
+
+
+def gguf_to_folder(gguf: Path, out: Path) -> Path:
+    """A transformers folder (config, weights de-quantized to float32, tokenizer) of a .gguf model, for servers
+    that load folders only (`transformers serve`). Written beside `out` and renamed into place: `out` appears
+    whole or not at all. ReaderError for a file transformers cannot read, or an `out` that is taken."""
+    import shutil
+    import tempfile
+
+    from transformers import AutoModelForCausalLM
+
+    gguf, out = Path(gguf), Path(out)
+    if out.exists():
+        raise ReaderError(f"{out} exists: give a new folder for the converted model")
+    lm = CausalLM(str(gguf))
+    config = lm.model.config
+    config.architectures = [type(lm.model).__name__]
+    plain = AutoModelForCausalLM.from_config(config)  # a GGUF-quantised model cannot be saved as it is
+    plain.load_state_dict(lm.model.state_dict())
+    out.parent.mkdir(parents=True, exist_ok=True)
+    temporary = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    try:
+        plain.save_pretrained(temporary)
+        lm.tokenizer.save_pretrained(temporary)
+        temporary.rename(out)
+    except BaseException:
+        shutil.rmtree(temporary, ignore_errors=True)
+        raise
+    return out
+
+
+@contextlib.contextmanager
+def quiet_gguf_conversion() -> Iterator[None]:
+    """transformers' GGUF loader draws its own tqdm bar ("Converting and de-quantizing GGUF tensors"), which its
+    progress-bar switch (quiet_model_loading) does not reach: off too, unless MEDSNIP_VERBOSE."""
+    if os.environ.get("MEDSNIP_VERBOSE"):
+        yield
+        return
+    import functools
+
+    from transformers import modeling_gguf_pytorch_utils as gguf_loading
+
+    plain = gguf_loading.tqdm
+    gguf_loading.tqdm = functools.partial(plain, disable=True)
+    try:
+        yield
+    finally:
+        gguf_loading.tqdm = plain
