@@ -41,7 +41,7 @@ SAMPLES = REPO / "samples"
 QUESTIONS, QUESTION_SEED = 200, 35
 NOISE_SEED = 13
 SHEET_SIZE, SHEET_SEED = 60, 26
-DEMO_SOURCES = ("pubmed", "statpearls", "textbooks", "wikipedia")
+DEMO_SOURCES = ("pubmed", "pmc", "textbooks", "wikipedia")
 # (answer ceiling, answer margin, entity floor, similarity floor); the first is the default
 CURVE = (
     (0.55, 0.05, 0.40, 1.0),

@@ -25,6 +25,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from demo import shortened
 from medsnip.corpus import Corpus
 from pipeline.cli import main as medsnip_main
 
@@ -84,7 +85,7 @@ def build_root(console: Console, root: Path) -> None:
             stats.get("separators", "-"),
             f"{corpus.snippets:,}",
             bm25.language,
-            escape(first["title"][:50]),
+            escape(shortened(first["title"], 50)),
         )
         bm25.close()
     console.print(table)
@@ -114,7 +115,7 @@ def ask(console: Console, root: Path) -> str:
                         str(hit.rank),
                         escape(hit.id),
                         languages[hit.source],
-                        f"[bold]{escape(hit.title[:60])}[/bold]\n{escape(hit.content[:140])}...",
+                        f"[bold]{escape(shortened(hit.title, 60))}[/bold]\n{escape(shortened(hit.content, 140))}",
                     )
                 console.print(table)
                 top = languages[response.hits[0].source] if response.hits else None

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from demo import shortened
 from refkit.cli import main as refkit_main
 
 REPO = Path(__file__).resolve().parents[1]
@@ -121,9 +122,8 @@ def show_item(console: Console, item: dict, items: Path) -> None:
     table = Table("#", "reference", "answer key (hidden from the model)", title=f"item {item['id']}: {item['query']}")
     for reference in item["references"]:
         key = item["answer_key"][str(reference["number"])]
-        text = (
-            f"[bold]{escape(reference['title'] or reference['doc_id'])}[/bold]\n{escape(reference['content'][:220])}..."
-        )
+        heading = escape(reference["title"] or reference["doc_id"])
+        text = f"[bold]{heading}[/bold]\n{escape(shortened(reference['content'], 220))}"
         table.add_row(str(reference["number"]), text, f"{key['label']} ({key['origin']})")
     console.print(table)
     console.print(f"all items: {items} (score model answers with `refkit score {items} responses.jsonl`)")

@@ -14,6 +14,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 from corpusbuild.engine.verify import verify_build
+from demo import shortened
 from demo.refkit_walkthrough import curation_walkthrough, show_item
 from medsnip.snippet import SHARD_GLOB, iter_snippets
 from pipeline.cli import main as medsnip_main
@@ -24,7 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 EXAMPLE_IDS = (
     "pubmed:27797938:1",
     "pubmed:10540283:0",
-    "statpearls:pone.0000217:4",
+    "pmc:pone.0000217:4",
     "textbooks:Pharmacology_Katzung:0",
     "wikipedia:25:3",
 )
@@ -64,7 +65,7 @@ def main() -> None:
             raise
     steps["medsnip build: 5 sources, their indexes (reused when current)"] = time.perf_counter() - started
     started = time.perf_counter()
-    sources = ("pubmed", "statpearls", "textbooks", "wikipedia", "pubmedqa")
+    sources = ("pubmed", "pmc", "textbooks", "wikipedia", "pubmedqa")
     for source in sources:
         differences, summary = verify_build(args.out / source)
         console.print(f"verify {source}: {'OK, ' + summary if not differences else differences}")
@@ -128,7 +129,7 @@ def serve_and_query(console: Console, root: Path, refkit_out: Path) -> dict[str,
                         f"{hit.score:.4f}",
                         escape(hit.id),
                         escape(ranks),
-                        f"[bold]{escape(hit.title)}[/bold]\n{escape(hit.content[:160])}...",
+                        f"[bold]{escape(hit.title)}[/bold]\n{escape(shortened(hit.content, 160))}",
                     )
                 console.print(table)
         steps["searchd: started, 3 hybrid queries"] = time.perf_counter() - started

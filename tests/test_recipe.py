@@ -22,7 +22,7 @@ def test_demo_recipe_builds_every_source_into_one_root(tmp_path, run_corpusbuild
     assert result.exit_code == 0, result.output
     record = read_build_record(root)
     assert record["stage"] == "corpusbuild.build" and record["complete"] is True
-    assert [s["name"] for s in record["sources"]] == ["pubmed", "statpearls", "textbooks", "wikipedia", "pubmedqa"]
+    assert [s["name"] for s in record["sources"]] == ["pubmed", "pmc", "textbooks", "wikipedia", "pubmedqa"]
     for source in record["sources"]:
         assert source["record_sha256"] == record_hash(root / source["name"])
         assert source["snippets"] == len(all_snippets(root / source["name"])) > 0

@@ -23,7 +23,7 @@ from medsnip.buildrecord import lineage_hash, read_build_record
 from pipeline.cli import main as medsnip_main
 
 DEMO = REPO / "manifests" / "demo.toml"
-SOURCES = ("pubmed", "statpearls", "textbooks", "pubmedqa")
+SOURCES = ("pubmed", "pmc", "textbooks", "pubmedqa")
 QUERIES = ("aspirin myocardial infarction", "mitral valve prolapse", "anatomy of the heart")
 
 
@@ -127,7 +127,7 @@ def test_one_command_builds_the_demo_recipe_and_a_killed_build_resumes_to_the_sa
 
     root = tmp_path / "killed"
     killed_at(recipe, root, "textbooks (textbooks)")  # corpusbuild, between sources
-    killed_at(recipe, root, "statpearls/bm25: building")  # an index build under way
+    killed_at(recipe, root, "pmc/bm25: building")  # an index build under way
     killed_at(recipe, root, "embedded shard", after=2)  # the dense index half embedded
     result = build(recipe, root)
     assert result.exit_code == 0, result.output
