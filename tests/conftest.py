@@ -184,6 +184,8 @@ LONGEST_FILES = (
     "test_wikipedia.py",
     "test_hot_swap.py",
     "test_searchd_limits.py",
+    "test_http_api.py",
+    "test_runners.py",
     "test_indexer.py",
     "test_bm25_sharded.py",
     "test_dump_split.py",
