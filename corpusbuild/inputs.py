@@ -94,18 +94,12 @@ def output_folder_problem(
     out_dir: Path, specs: Sequence[str], files: Sequence[Path], force: bool = False
 ) -> str | None:
     """Why `out_dir` cannot receive this build, or None. Checked before anything is read: an output
-    that is a file or cannot be written, and an output inside an input folder (the next build would
-    read its own shards back as input) or holding an input the build would overwrite."""
+    that is a file or cannot be written, an output inside an input folder (the next build would
+    read its own shards back as input) or holding an input the build would overwrite, and a folder that
+    holds files corpusbuild did not write (unless `force`)."""
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         return f"{out} exists and is not a folder"
-    foreign = [] if force else foreign_entries(out, "corpusbuild.")
-    if foreign:
-        shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
-        return (
-            f"{out} is a folder corpusbuild did not write (it holds {shown}): give a new or empty folder, or "
-            "--force to build into it beside what is there"
-        )
     resolved = out.resolve()
     for spec in specs:
         folder = Path(spec)
@@ -117,6 +111,13 @@ def output_folder_problem(
             inside.parts[0] == ".work" or inside.name == "build.json" or fnmatch.fnmatch(inside.name, SHARD_GLOB)
         ):
             return f"the input {path} is one of the files the build writes in {out}; choose another --out"
+    foreign = [] if force else foreign_entries(out, "corpusbuild.")
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+        return (
+            f"{out} is a folder corpusbuild did not write (it holds {shown}): give a new or empty folder, or "
+            "--force to build into it beside what is there"
+        )
     return cannot_write(out)  # the folder itself is made by the build: a refused build leaves none
 
 
