@@ -167,12 +167,24 @@ for _kind in KINDS.values():
 @click.option("--strict", is_flag=True, help="Stop at the first error; publish nothing.")
 @click.option("--keep-work/--no-keep-work", default=True, show_default=True)
 @click.option("--quiet", is_flag=True, help="No progress bars.")
+@click.option("--force", is_flag=True, help="Build into an --out folder that holds files no recipe build wrote.")
 @json_option(
     'one object per source, as a source command prints it (type "source"), then the root\'s (type "root": '
     "root, sources, snippets, complete)"
 )
 def build(
-    recipe_path, root, variables, workers, executor, ray_address, require_checksums, strict, keep_work, quiet, as_json
+    recipe_path,
+    root,
+    variables,
+    workers,
+    executor,
+    ray_address,
+    require_checksums,
+    strict,
+    keep_work,
+    quiet,
+    force,
+    as_json,
 ) -> None:
     """Build every source of a TOML recipe into one corpus root (ROOT/<source>/ + ROOT/build.json).
 
@@ -187,6 +199,7 @@ def build(
         "executor": executor,
         "ray_address": ray_address,
         "as_json": as_json,
+        "force": force,
     }
     record = build_recipe_sources(recipe, root, options, require_checksums)[0]
     if not record["complete"]:

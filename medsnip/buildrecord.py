@@ -10,6 +10,7 @@ import hashlib
 import io
 import os
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -139,11 +140,11 @@ def read_complete_record(directory: Path) -> dict[str, Any] | None:
     return record if record.get("complete") else None
 
 
-def foreign_entries(folder: Path, stage_prefix: str) -> list[str]:
+def foreign_entries(folder: Path, stage_prefix: str, own: Iterable[str] = ()) -> list[str]:
     """What in `folder` no build of a `stage_prefix` stage wrote ("corpusbuild."): [] for a folder whose build
     record is of such a stage, for an empty or missing one, and for one a killed build left (its hidden work
-    folders and shards, no record yet); else the names of what is there (someone's notes, another tool's
-    output), which a build must not write beside."""
+    folders and shards, and the names in `own`, no record yet); else the names of what is there (someone's
+    notes, another tool's output), which a build must not write beside."""
     folder = Path(folder)
     if not folder.is_dir():
         return []
@@ -155,7 +156,8 @@ def foreign_entries(folder: Path, stage_prefix: str) -> list[str]:
         pass
     except ValueError:
         return [BUILD_RECORD]
-    return sorted(e.name for e in folder.iterdir() if not e.name.startswith((".", "shard-")))
+    own = set(own)
+    return sorted(e.name for e in folder.iterdir() if not e.name.startswith((".", "shard-")) and e.name not in own)
 
 
 class NotACorpus(ValueError):

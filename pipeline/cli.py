@@ -27,6 +27,7 @@ def main() -> None:
 @click.option("--var", "variables", multiple=True, help="Override a recipe variable: NAME=VALUE.")
 @with_options(executor_options("corpusbuild's parse and merge tasks, BM25 groups and embedding workers"))
 @click.option("--require-checksums", is_flag=True, help="Refuse inputs without a pinned sha256 in the recipe.")
+@click.option("--force", is_flag=True, help="Build into an --out folder that holds files no recipe build wrote.")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 @json_option(
     'the stage table: one object per stage (type "stage": stage, corpus, status, seconds, bytes, detail), then '
@@ -40,6 +41,7 @@ def build(
     executor: str,
     ray_address: str | None,
     require_checksums: bool,
+    force: bool,
     quiet: bool,
     as_json: bool,
 ) -> None:
@@ -65,6 +67,7 @@ def build(
         "strict": False,
         "keep_work": True,
         "quiet": quiet,
+        "force": force,
     }
 
     def build_sources(recipe, root: Path) -> dict[str, float]:

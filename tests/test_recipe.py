@@ -104,3 +104,26 @@ def test_an_out_that_is_a_file_is_refused_before_any_stage(tmp_path):
     result = CliRunner().invoke(medsnip_main, ["build", str(REPO / "manifests" / "demo.toml"), "--out", str(taken)])
     assert result.exit_code == 2 and f"{taken} exists and is not a folder" in result.output
     assert "pubmed (pubmed)" not in result.output and taken.read_text() == "mine\n"
+
+
+def test_a_folder_no_recipe_build_wrote_is_refused_as_out(tmp_path, run_corpusbuild):
+    """`corpusbuild build` and `medsnip build` refuse an --out holding someone's files (exit 2, before any
+    stage), build there with --force, and rebuild a root they wrote without it."""
+    from click.testing import CliRunner
+
+    from pipeline.cli import main as medsnip_main
+
+    recipe = tmp_path / "recipe.toml"
+    books = REPO / "samples" / "textbooks" / "books"
+    recipe.write_text(f'[recipe]\nname = "tiny"\n[[sources]]\nkind = "textbooks"\ninputs = ["{books}"]\nshards = 1\n')
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "notes.txt").write_text("mine\n")
+    refused = run_corpusbuild("build", recipe, "--out", notes, "--quiet")
+    assert refused.exit_code == 2 and "is a folder no recipe build wrote (it holds notes.txt)" in refused.output
+    medsnip = CliRunner().invoke(medsnip_main, ["build", str(recipe), "--out", str(notes), "--quiet"])
+    assert medsnip.exit_code == 2 and "no recipe build wrote" in medsnip.output
+    assert sorted(p.name for p in notes.iterdir()) == ["notes.txt"]
+    assert run_corpusbuild("build", recipe, "--out", notes, "--quiet", "--force").exit_code == 0
+    assert run_corpusbuild("build", recipe, "--out", notes, "--quiet").exit_code == 0  # its own root now
+    assert (notes / "notes.txt").read_text() == "mine\n"
