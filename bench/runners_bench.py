@@ -32,20 +32,13 @@ import orjson
 import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from scale_retrieval import _memory  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[1]
 BATCHES = ((1, 60), (64, 8), (512, 3))  # (questions per call, calls)
 TOPK = 3
 SCALE_FILES = 6  # recombined files of 30,000 citations (~180k citations, ~300k snippets)
 PQ_BYTES, REFINE, NPROBE = 48, 10, 32
-
-
-def _memory(pid: int) -> dict:
-    values = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key = line.split(":")[0]
-        if key in ("VmRSS", "RssAnon", "RssFile"):
-            values[key] = int(line.split()[1]) / 1024
-    return values
 
 
 def _bytes(folder: Path, pattern: str) -> int:

@@ -22,7 +22,7 @@ from corpusbuild.inputs import expand_inputs, output_folder_problem
 from corpusbuild.recipe import check_checksums, root_record
 from corpusbuild.sources import KINDS
 from corpusbuild.sources.wikipedia.dump_ranges import RANGE_BYTES
-from medsnip.buildrecord import foreign_entries, write_build_record
+from medsnip.buildrecord import foreign_folder_problem, write_build_record
 from medsnip.executor_options import executor_from_options
 from medsnip.jsonout import emit_json
 
@@ -132,14 +132,10 @@ def build_recipe_sources(recipe, root: Path, options: dict, require_checksums: b
     if Path(root).exists() and not Path(root).is_dir():  # refused before any stage starts (or prints)
         raise click.BadParameter(f"{root} exists and is not a folder", param_hint="--out")
     own = {source.name for source in recipe.sources} | {"serve.json"}  # what a killed build of it left
-    foreign = [] if options.get("force") else foreign_entries(Path(root), "corpusbuild.build", own)
-    if foreign:
-        shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
-        raise click.BadParameter(
-            f"{root} is a folder no recipe build wrote (it holds {shown}): give a new or empty folder, or --force "
-            "to build the root into it beside what is there",
-            param_hint="--out",
-        )
+    if not options.get("force"):
+        foreign = foreign_folder_problem(Path(root), "corpusbuild.build", "no recipe build wrote", own)
+        if foreign:
+            raise click.BadParameter(foreign, param_hint="--out")
     problems = [p for source in recipe.sources for p in check_checksums(source, require_checksums)]
     if problems:
         for problem in problems:

@@ -17,7 +17,7 @@ from isal import igzip  # ISA-L gzip: same format as the gzip module, 2-3x faste
 from isal.igzip_lib import IsalError
 
 from corpusbuild.errors import InputError, InputProblem
-from medsnip.buildrecord import foreign_entries
+from medsnip.buildrecord import foreign_folder_problem
 from medsnip.corpus import cannot_write
 from medsnip.snippet import SHARD_GLOB
 
@@ -111,14 +111,8 @@ def output_folder_problem(
             inside.parts[0] == ".work" or inside.name == "build.json" or fnmatch.fnmatch(inside.name, SHARD_GLOB)
         ):
             return f"the input {path} is one of the files the build writes in {out}; choose another --out"
-    foreign = [] if force else foreign_entries(out, "corpusbuild.")
-    if foreign:
-        shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
-        return (
-            f"{out} is a folder corpusbuild did not write (it holds {shown}): give a new or empty folder, or "
-            "--force to build into it beside what is there"
-        )
-    return cannot_write(out)  # the folder itself is made by the build: a refused build leaves none
+    foreign = None if force else foreign_folder_problem(out, "corpusbuild.", "corpusbuild did not write")
+    return foreign or cannot_write(out)  # the folder itself is made by the build: a refused build leaves none
 
 
 def sequence_of(path: Path) -> tuple[int, int] | None:

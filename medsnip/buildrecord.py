@@ -160,6 +160,19 @@ def foreign_entries(folder: Path, stage_prefix: str, own: Iterable[str] = ()) ->
     return sorted(e.name for e in folder.iterdir() if not e.name.startswith((".", "shard-")) and e.name not in own)
 
 
+def foreign_folder_problem(folder: Path, stage_prefix: str, writer: str, own: Iterable[str] = ()) -> str | None:
+    """Why a build must not write into `folder` (`foreign_entries`), said the same by every build command, or
+    None. `writer` says who did not write it ("corpusbuild did not write")."""
+    foreign = foreign_entries(folder, stage_prefix, own)
+    if not foreign:
+        return None
+    shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+    return (
+        f"{folder} is a folder {writer} (it holds {shown}): give a new or empty folder, or --force to build into "
+        "it beside what is there"
+    )
+
+
 class NotACorpus(ValueError):
     """A folder whose build record is not one source's corpusbuild output."""
 

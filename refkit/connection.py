@@ -15,7 +15,7 @@ import grpc
 
 from medsnip.buildrecord import lineage_hash
 from searchd.auth import read_token
-from searchd.client import SearchClient, describe_rpc_error, never_reached  # noqa: F401 (refkit's modules import it from here)
+from searchd.client import SearchClient, SearchdRejected, SearchdUnreachable, searchd_error
 
 
 class ServerError(RuntimeError):
@@ -28,9 +28,10 @@ class ServerError(RuntimeError):
 
 def server_error(address: str, error: grpc.RpcError) -> ServerError:
     """A failed call as refkit's error, with searchd's one sentence for it."""
-    problem = ServerError(describe_rpc_error(address, error))
-    problem.unreachable = never_reached(error)
-    problem.rejected = error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    failure = searchd_error(address, error)
+    problem = ServerError(str(failure))
+    problem.unreachable = isinstance(failure, SearchdUnreachable)
+    problem.rejected = isinstance(failure, SearchdRejected)
     return problem
 
 

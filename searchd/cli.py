@@ -254,13 +254,11 @@ def serve(
         from searchd.process_check import write_pid_file
 
         write_pid_file(pid_file, os.getpid(), root)
-    if port_file:
-        from medsnip.buildrecord import atomic_write_bytes
+    from medsnip.buildrecord import atomic_write_bytes
 
+    if port_file:
         atomic_write_bytes(port_file, str(bound).encode())  # whole or absent: a launcher polls for it
     if http_port_file and running.http:
-        from medsnip.buildrecord import atomic_write_bytes
-
         atomic_write_bytes(http_port_file, str(running.http.port).encode())
     served = ", ".join(
         f"{name} ({c.corpus.snippets:,} snippets: {'+'.join(c.retrievers)})" for name, c in engine.corpora.items()

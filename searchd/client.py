@@ -225,17 +225,8 @@ class SearchClient:
 SERVICE = search_pb2.DESCRIPTOR.services_by_name["SearchService"]
 
 
-def never_reached(error: grpc.RpcError) -> bool:
-    """Whether a failed call never reached a server (nothing listens there): what commands exit 3 for."""
-    return error.code() == grpc.StatusCode.UNAVAILABLE
-
-
-def describe_rpc_error(address: str, error: grpc.RpcError) -> str:
-    """One sentence for a failed call, the same in every command: who, what went wrong, what to do."""
-    return describe_failure(address, error.code(), error.details() or "")
-
-
 def describe_failure(address: str, code: grpc.StatusCode, details: str) -> str:
+    """One sentence for a failed call, the same in every command: who, what went wrong, what to do."""
     if code == grpc.StatusCode.UNAVAILABLE:
         return f"searchd at {address} is unreachable ({details}); start it with `searchd serve --root ROOT`"
     if code == grpc.StatusCode.UNAUTHENTICATED:
