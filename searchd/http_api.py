@@ -20,6 +20,8 @@ import asyncio
 import hmac
 import ipaddress
 import logging
+import os
+import shutil
 import socket
 import threading
 import time
@@ -371,6 +373,7 @@ class HttpServer:
         self.calls = LiveCalls()
         app = create_app(servicer, health, HttpOptions(host, self.port, token, topk), self.calls)
         ssl = _tls_files(tls) if tls else {}
+        self._tls_folder = os.path.dirname(ssl["ssl_keyfile"]) if ssl else None
         config = uvicorn.Config(
             app,
             log_level="warning",
@@ -393,6 +396,8 @@ class HttpServer:
         deadline = time.monotonic() + 30
         while not self._server.started and self._thread.is_alive() and time.monotonic() < deadline:
             time.sleep(0.01)
+        if self._tls_folder:  # uvicorn has read the key into its SSL context: no copy of it stays on disk
+            shutil.rmtree(self._tls_folder, ignore_errors=True)
         if not self._server.started:
             raise RuntimeError("the HTTP server did not start")
         return self
@@ -432,8 +437,8 @@ def _bind(host: str, port: int) -> socket.socket:
 
 
 def _tls_files(tls: tuple[bytes, bytes]) -> dict:
-    """uvicorn takes TLS from files: the key and certificate, written private to this process."""
-    import os
+    """uvicorn takes TLS from files: the key and certificate, written private to this process (and removed
+    once the server has started)."""
     import tempfile
 
     key, certificate = tls
