@@ -848,6 +848,8 @@ def review(noise_path, judgements_path, annotator, port, host, open_browser) -> 
 
         webbrowser.open(url)
     signal.signal(signal.SIGTERM, _stop_serving)  # a stop by the service manager: the page's normal end, exit 0
+    # Ctrl-C stops it (exit 130) even where it was started with SIGINT ignored (a shell's background job)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         server.serve_forever()
     except _Stopped:
