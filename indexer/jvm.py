@@ -77,12 +77,26 @@ def start_jvm(max_heap: str | None = None) -> None:
 
 
 def heap_mb() -> dict:
-    """The JVM's heap in use and its -Xmx bound in MiB ({} when no JVM runs in this process)."""
+    """The JVM's heap in use, what it has taken from the system (committed: resident once touched) and its
+    -Xmx bound, in MiB ({} when no JVM runs in this process)."""
     if not _started:
         return {}
     runtime = java_class("java.lang.Runtime").getRuntime()
-    used = runtime.totalMemory() - runtime.freeMemory()
-    return {"jvm_heap_used_mb": round(used / 2**20, 1), "jvm_heap_max_mb": round(runtime.maxMemory() / 2**20, 1)}
+    committed = runtime.totalMemory()
+    return {
+        "jvm_heap_used_mb": round((committed - runtime.freeMemory()) / 2**20, 1),
+        "jvm_heap_committed_mb": round(committed / 2**20, 1),
+        "jvm_heap_max_mb": round(runtime.maxMemory() / 2**20, 1),
+    }
+
+
+def collect_heap() -> None:
+    """A full collection of the JVM's heap (nothing when no JVM runs in this process): what a retired
+    searcher left becomes free at once, and G1 gives the heap it no longer needs back to the system after
+    a full collection (MaxHeapFreeRatio), instead of filling its young generation with each generation's
+    garbage until the next young collection."""
+    if _started:
+        java_class("java.lang.System").gc()
 
 
 @functools.cache

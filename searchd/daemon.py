@@ -191,17 +191,28 @@ def serve_forever(running: RunningServer, grace: float = 10.0, bound: float = 10
 
     received = []
 
+    wake = threading.Event()
+
     def on_signal(signum, frame):
         received.append(signal.Signals(signum).name)
         stop.set()
+        wake.set()
+
+    def on_hangup(signum, frame):
+        reload_asked.set()
+        wake.set()  # the reload starts now, not at the next half-second tick
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGHUP, lambda signum, frame: reload_asked.set())
+    signal.signal(signal.SIGHUP, on_hangup)
     engines = running.servicer.engines
-    # Wake every half second: a signal delivered to another thread (gRPC's, the JVM's) only runs
-    # Python's handler once the main thread runs bytecode again.
-    while not stop.wait(0.5):
+    # Wake at least every half second: a signal delivered to another thread (gRPC's, the JVM's) only
+    # runs Python's handler once the main thread runs bytecode again.
+    while True:
+        wake.wait(0.5)
+        wake.clear()
+        if stop.is_set():
+            break
         now = time.monotonic()
         if watch and now >= next_watch and not reload_asked.is_set():
             next_watch = now + watch

@@ -63,9 +63,12 @@ def _close_and_free(engine) -> None:
     import ctypes
     import gc
 
+    from indexer.jvm import collect_heap
+
     engine.close()
     del engine
     gc.collect()
+    collect_heap()
     try:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):  # not glibc: the allocator keeps what it keeps
