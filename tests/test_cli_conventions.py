@@ -94,14 +94,15 @@ TOOL_MAINS = {
 
 
 def test_the_readme_prints_the_exit_code_table_the_tools_use():
-    """Every row of medsnip.cli_errors.EXIT_CODES, as the README's table writes it, and every tool applies it."""
+    """Every row of medsnip.cli_errors.EXIT_CODES, as the documentation's table writes it (docs/operations/errors.md),
+    and every tool applies it."""
     import importlib
 
     from medsnip.cli_errors import EXIT_CODES, ToolGroup
 
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    page = (REPO / "docs" / "operations" / "errors.md").read_text(encoding="utf-8")
     for code, meaning in EXIT_CODES.items():
-        assert f"| {int(code)} | {meaning} |" in readme, f"the README's table lacks exit {int(code)}: {meaning}"
+        assert f"| {int(code)} | {meaning} |" in page, f"the exit-code table lacks {int(code)}: {meaning}"
     for tool, module in TOOL_MAINS.items():
         group = importlib.import_module(module).main
         assert isinstance(group, ToolGroup), tool

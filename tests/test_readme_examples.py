@@ -1,31 +1,38 @@
-"""The README's command examples, run as a user runs them: each command of a marked ```bash block, split into
-words as the shell splits it, runs through its tool's click entry point (what the console script runs) in a
-fresh folder, and a line with a pipe, and the background server, as real subprocesses through bash; each
-must exit 0 and write the files it names.
+"""The command examples of the README and of every page of the documentation site (docs/**/*.md), run as a
+user runs them: each command of a marked ```bash block, split into words as the shell splits it, runs
+through its tool's click entry point (what the console script runs) in a fresh folder, and a line with a
+pipe, and the background server, as real subprocesses through bash; each must exit 0 and write the files
+it names. The same rules hold for every file, and an error names the file and line (`docs/serve/searchd.md:40`).
 
 Which blocks run (the rule): a ```bash block right below the line `<!-- run by tests/test_readme_examples.py
 -->` is run, every command of it in order; editing such a block changes what this test runs, and a marked
 block that stops running fails it. Every other block must show why it cannot run
 (`test_unmarked_blocks_cannot_run`): a placeholder (`INPUT...`, `DIR`, `CORPUS_ROOT`, `[--opt]`, `~/...`,
 `/mnt/...`, `...`), an input file that is neither in the repository, nor in the demo root `build/demo`, nor
-written by an earlier line of the block (`questions.tsv`, `beir/trec-covid/corpus.jsonl`), or a `make`
-target (the demo and the suite themselves). A block that uses only bundled inputs and the demo root must be
-marked, so no runnable example is left out by accident.
+written by an earlier line of the block (`questions.tsv`, `beir/trec-covid/corpus.jsonl`), an output into
+`build/demo` itself (`medsnip build ... --out build/demo`: here `build/demo` is the session's shared test
+root, and building the demo takes minutes), or a `make` target (the demo and the suite themselves). A block
+that uses only bundled inputs and the demo root must be marked, so no runnable example is left out by
+accident.
+
+Run once: the README's tour repeats commands the pages explain (the server, the refkit walkthrough, a
+verify); a command whose words were already run (in any file, comments aside), or a Python block whose code
+was, is not run again, so a page can show the whole walkthrough without the test paying for it twice.
 
 What a marked block sees, as `make demo` leaves it for a user:
 - the working folder is a temp folder holding `samples/` and `manifests/` (links to the repository's) and
   `build/demo`: a link to the session's `search_root` (tests/conftest.py: the 500 PubMedQA abstracts with
   store, BM25 and dense MiniLM, and the sample textbooks) instead of the whole demo root, which would take
   `medsnip build` 80 s to make; the console scripts are on PATH (this venv's bin);
-- every port the README names is a free port instead, one per number (`--port 50051`, `--http-port 8000`,
+- every port an example names is a free port instead, one per number (`--port 50051`, `--http-port 8000`,
   `127.0.0.1:50051`, `http://127.0.0.1:8000`): tests run side by side;
 - a marked ```python block runs whole as a script in that folder, once the servers are up; it must exit 0
   and print something;
 - a line ending in `&` (`searchd serve ... &`) starts in the background; the test waits until it is
   SERVING (as a user waits for its "serving" line) and stops it with SIGTERM when every block has run
-  (it must exit 0). Blocks that start a server run first (the others in README order), and a command that
-  calls searchd without naming it (`searchd query ...` with no `--server`, whose default is the README's
-  127.0.0.1:50051) is given `--server` of that server.
+  (it must exit 0). Blocks that start a server run first (the others in order: the README, then the pages
+  by path), and a command that calls searchd without naming it (`searchd query ...` with no `--server`,
+  whose default is the examples' 127.0.0.1:50051) is given `--server` of that server.
 
 Steps handled explicitly (HUMAN and `write_responses`):
 - `refkit review` is not run: it opens a page for a person to judge noise in and serves it until closed
@@ -34,11 +41,12 @@ Steps handled explicitly (HUMAN and `write_responses`):
   writes responses.jsonl from items.jsonl as a user saves their model's answers, here a model citing
   exactly the references labelled relevant, so its scores must all be 1.0.
 
-The walkthrough's questions: 2 of the 7 of the README's `samples/ir/refkit-demo-queries.tsv` (its path in
-the commands is replaced by a file of those 2, QUESTIONS_RUN): the one step 4's paragraph describes
-(17682349, acute myocardial infarction -> angina pectoris: a rewrite and kept noise) and one stopped before
-any rewrite (26879871, no mention of a lexicon entity). With an empty MiniLM vector cache (a fresh clone's),
-refkit noise took 34 s on all 7 and 21 s on the first 3, when this whole file may take about 30.
+The walkthrough's questions: 2 of the 7 of its `samples/ir/refkit-demo-queries.tsv` (its path in the
+commands is replaced by a file of those 2, QUESTIONS_RUN): the one the paragraph on step 4 describes
+(docs/refkit/index.md; 17682349, acute myocardial infarction -> angina pectoris: a rewrite and kept noise)
+and one stopped before any rewrite (26879871, no mention of a lexicon entity). With an empty MiniLM vector
+cache (a fresh clone's), refkit noise took 34 s on all 7 and 21 s on the first 3, when this whole file may
+take about 30.
 """
 
 from __future__ import annotations
@@ -58,6 +66,8 @@ import grpc
 import orjson
 import pytest
 from click.testing import CliRunner
+from docs_pages import name as page_name
+from docs_pages import pages
 from test_docs_match_help import TOOLS
 from test_docs_match_help import command as click_command
 
@@ -65,7 +75,6 @@ from conftest import REPO
 from helpers import free_port
 from searchd.launch import wait_serving
 
-README = REPO / "README.md"
 MARK = "<!-- run by tests/test_readme_examples.py -->"
 DEFAULT_SERVER = "127.0.0.1:50051"
 HUMAN = {("refkit", "review"): "opens a page for a person to judge the noise in (tests/test_refkit_review.py)"}
@@ -77,7 +86,7 @@ PLACEHOLDER = re.compile(r"\b[A-Z][A-Z0-9_]{2,}\b|~/|/mnt/|/shared/|\[--|\.\.\."
 
 @dataclass
 class Command:
-    line: int  # its first line in README.md
+    line: int  # its first line in its file
     text: str  # as written, continuation lines joined
     words: list[str]  # shell words, comment dropped
 
@@ -95,18 +104,28 @@ class Command:
 
 @dataclass
 class Block:
+    file: str  # README.md, docs/serve/searchd.md, ...
     heading: str
-    line: int  # its opening fence in README.md
+    line: int  # its opening fence in its file
     marked: bool
     commands: list[Command]
     python: str | None = None  # a ```python block's code (run whole, as a script)
 
     def label(self) -> str:
-        return f"README.md:{self.line} ({self.heading})"
+        return f"{self.file}:{self.line} ({self.heading})"
+
+    def where(self, command: Command) -> str:
+        return f"{self.file}:{command.line} ({self.heading})"
 
 
 def readme_blocks() -> list[Block]:
-    lines = README.read_text(encoding="utf-8").splitlines()
+    """The ```bash blocks (and the marked ```python ones) of the README and of every docs page, in that order."""
+    return [block for page in pages() for block in page_blocks(page)]
+
+
+def page_blocks(page: Path) -> list[Block]:
+    lines = page.read_text(encoding="utf-8").splitlines()
+    file = page_name(page)
     blocks, heading, number = [], "", 0
     while number < len(lines):
         line = lines[number]
@@ -114,9 +133,11 @@ def readme_blocks() -> list[Block]:
             end = lines.index("```", number + 1)
             marked = number > 0 and lines[number - 1].strip() == MARK
             if line == "```bash":
-                blocks.append(Block(heading, number + 1, marked, commands(lines[number + 1 : end], number + 2)))
+                found = commands(lines[number + 1 : end], number + 2)
+                blocks.append(Block(file, heading, number + 1, marked, found))
             elif line == "```python" and marked:
-                blocks.append(Block(heading, number + 1, marked, [], "\n".join(lines[number + 1 : end]) + "\n"))
+                code = "\n".join(lines[number + 1 : end]) + "\n"
+                blocks.append(Block(file, heading, number + 1, marked, [], code))
             number = end + 1
             continue
         if line.startswith("#"):
@@ -143,7 +164,7 @@ def commands(lines: list[str], first: int) -> list[Command]:
 
 def calls_default_server(name: tuple[str, str] | None) -> bool:
     """Whether the command's --server defaults to 127.0.0.1:50051 (searchd query, batch, call; refkit collect,
-    noise): run without --server, it calls the README's port."""
+    noise): run without --server, it calls the examples' port."""
     found = click_command(*name) if name else None
     return found is not None and any("--server" in p.opts and p.default == DEFAULT_SERVER for p in found.params)
 
@@ -155,13 +176,18 @@ def marked_blocks() -> list[Block]:
 def test_the_walkthrough_and_the_other_examples_are_marked():
     """Removing a marker would silently stop running its block: the examples this file was written for stay
     marked (a new marked block is welcome)."""
-    headings = {block.heading for block in marked_blocks()}
+    marked = {(block.file, block.heading) for block in marked_blocks()}
     assert {
-        "Build a curation benchmark for your queries (refkit)",
-        "searchd",
-        "corpusbuild verify",
-        "corpusbuild export",
-    } <= headings
+        ("README.md", "2. Serve it"),
+        ("README.md", "3. Query it"),
+        ("README.md", "4. Curate a benchmark from your questions"),
+        ("docs/refkit/index.md", "Build a curation benchmark for your queries (`refkit`)"),
+        ("docs/serve/searchd.md", "Serve and query (`searchd`)"),
+        ("docs/serve/searchd.md", "The Python client"),
+        ("docs/corpus/verify-export.md", "corpusbuild verify"),
+        ("docs/corpus/verify-export.md", "corpusbuild export"),
+        ("docs/runners.md", "MedRAG and MIRAGE"),
+    } <= marked
 
 
 def test_unmarked_blocks_cannot_run():
@@ -182,6 +208,8 @@ def test_unmarked_blocks_cannot_run():
                     bundled = (REPO / word).exists() and not word.startswith("build/")  # a fresh clone's
                     if not (bundled or word.startswith("build/demo") or word in written):
                         reasons.append(f"{word} is not bundled")
+            if any(output.startswith("build/demo") for output in command.outputs()):
+                reasons.append("writes the demo root itself")
             written.update(command.outputs())
         if not reasons:
             runnable.append(block.label())
@@ -218,7 +246,7 @@ def write_responses(items: Path, responses: Path) -> None:
 
 
 class Ports:
-    """The README's ports (50051, 8000, ...) -> free ports of this test, one each: tests run side by side."""
+    """The examples' ports (50051, 8000, ...) -> free ports of this test, one each: tests run side by side."""
 
     def __init__(self) -> None:
         self.free: dict[str, int] = {}
@@ -232,8 +260,8 @@ class Ports:
         return port.sub(lambda m: str(self.of(m.group(0))), text).replace(QUESTIONS, QUESTIONS_RUN[0])
 
 
-def start_server(command: Command, text: str, workdir: Path, env: dict, address: str) -> subprocess.Popen:
-    log_path = workdir / f"searchd-{command.line}.log"
+def start_server(where: str, text: str, workdir: Path, env: dict, address: str) -> subprocess.Popen:
+    log_path = workdir / f"searchd-{len(list(workdir.glob('searchd-*.log')))}.log"
     with open(log_path, "w") as log:  # its request log: a file, never a pipe nobody reads
         process = subprocess.Popen(
             ["bash", "-c", "exec " + text.split(" #")[0].rstrip().removesuffix("&")],
@@ -245,12 +273,12 @@ def start_server(command: Command, text: str, workdir: Path, env: dict, address:
     process.log_path = log_path  # type: ignore[attr-defined]
     deadline = time.monotonic() + 300
     while True:
-        assert process.poll() is None, f"README.md:{command.line}: {text}\n{log_path.read_text()[-3000:]}"
+        assert process.poll() is None, f"{where}: {text}\n{log_path.read_text()[-3000:]}"
         try:
             wait_serving(address, timeout=2)
             return process
         except grpc.RpcError:
-            assert time.monotonic() < deadline, f"README.md:{command.line}: searchd did not start in 300 s"
+            assert time.monotonic() < deadline, f"{where}: searchd did not start in 300 s"
 
 
 def stop(server: subprocess.Popen) -> int | None:
@@ -297,15 +325,23 @@ def test_the_readme_examples_run(workdir):
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     servers: list[subprocess.Popen] = []
     ran = []
+    done: dict[object, str] = {}  # a command's words, or a Python block's code -> where it ran
     try:
         for block in blocks:
-            if block.python is not None:
+            if block.python is not None and block.python in done:
+                print(f"ran as {done[block.python]}: {block.label()}")
+            elif block.python is not None:
                 started = time.monotonic()
                 run_python(block, ports.substituted(block.python), workdir, env)
+                done[block.python] = block.label()
                 ran.append(("python", block.heading))
                 print(f"{time.monotonic() - started:5.1f} s  {block.label()}: a Python example")
             for command in block.commands:
-                where = f"README.md:{command.line} ({block.heading})"
+                where = block.where(command)
+                if tuple(command.words) in done:
+                    print(f"ran as {done[tuple(command.words)]}: {where}")
+                    continue
+                done[tuple(command.words)] = where
                 if command.name in HUMAN:
                     print(f"not run: {where}: {command.name[0]} {command.name[1]} {HUMAN[command.name]}")
                     continue
@@ -316,7 +352,7 @@ def test_the_readme_examples_run(workdir):
                     text = text.replace(f"{tool} {name}", f"{tool} {name} --server {address}", 1)
                 if command.background:
                     served = f"127.0.0.1:{ports.of(command.words[command.words.index('--port') + 1])}"
-                    servers.append(start_server(command, text, workdir, env, served))
+                    servers.append(start_server(where, text, workdir, env, served))
                     ran.append(command.name)
                     continue
                 if command.name == ("refkit", "score"):
