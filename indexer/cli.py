@@ -11,7 +11,7 @@ from rich.markup import escape
 
 from indexer.bm25.sharded import LAYOUTS
 from medsnip import __version__
-from medsnip.buildrecord import read_build_record
+from medsnip.buildrecord import foreign_folder_problem, read_build_record
 from medsnip.cli_errors import ToolGroup, fail
 from medsnip.corpus import Corpus, LineageError, cannot_write, default_out
 from medsnip.encoders import POOLINGS, PRESETS, EncoderSpec, EncoderUnavailable, preset
@@ -40,23 +40,47 @@ def _open_corpus(path: Path, verify: str = "full", out: Path | None = None) -> C
     return corpus
 
 
-def _index_out(corpus_dir: Path, out: Path | None, name: str, stage: str) -> Path:
-    """The folder an index goes to, after checking that building there can only replace an earlier
-    index of the same kind: never a file, the corpus itself, or a folder holding anything else (the
-    swap deletes what was there). Exit status 2 with a message otherwise."""
+# What a killed dense build leaves in its folder (resumed by the next run): never someone else's files.
+DENSE_BUILD_FILES = ("encoder.json", "build-params.json", "trained.index", "emb-*", "faiss-*")
+
+
+# What a static model folder holds (model2vec's save_pretrained).
+STATIC_MODEL_FILES = ("model.safetensors", "config.json", "tokenizer.json", "modules.json", "README.md")
+
+
+def force_option(replaces: bool):
+    """--force of a command writing an index (or model) folder: what it does to a folder holding files no
+    such build wrote."""
+    effect = "replaced whole: what it holds is deleted" if replaces else "the index is written beside them"
+    return click.option(
+        "--force", is_flag=True, help=f"Build into an --out folder holding files no such build wrote ({effect})."
+    )
+
+
+def _index_out(
+    corpus_dir: Path, out: Path | None, name: str, stage: str, force: bool = False, replaces: bool = True
+) -> Path:
+    """The folder an index goes to, after checking that building there can only replace an earlier index of
+    the same kind: never a file, nor the corpus or another build's output (the swap would delete them), nor,
+    unless `force`, a folder holding files no such build wrote (medsnip.buildrecord.foreign_folder_problem;
+    `replaces`: the build swaps a new folder in for it, else it writes into it). Exit status 2 otherwise."""
     out = Path(out) if out else default_out(corpus_dir, name)
     if out.exists() and not out.is_dir():
         raise click.BadParameter(f"{out} exists and is not a folder", param_hint="--out")
-    if out.is_dir() and any(out.iterdir()):
-        record = out / "build.json"
-        stage_found = read_build_record(out).get("stage") if record.is_file() else None
-        resumable = stage == "indexer.dense" and (out / "encoder.json").is_file()  # a dense build under way
-        if stage_found != stage and not resumable:
+    if (out / "build.json").is_file():
+        stage_found = read_build_record(out).get("stage")
+        if stage_found != stage:
             raise click.BadParameter(
-                f"{out} holds other files ({'the output of ' + stage_found if stage_found else 'not an index'}); "
-                f"building there would delete them: choose another --out",
+                f"{out} holds other files (the output of {stage_found}); building there would delete them: "
+                "choose another --out",
                 param_hint="--out",
             )
+    elif not force:
+        own = DENSE_BUILD_FILES if stage == "indexer.dense" else ()
+        forced = "to replace it (what it holds is deleted)" if replaces else "to build into it beside what is there"
+        problem = foreign_folder_problem(out, stage, f"no `{stage.replace('.', ' ')}` build wrote", own, forced)
+        if problem:
+            raise click.BadParameter(problem, param_hint="--out")
     problem = cannot_write(out.parent)  # made only once the corpus opened (_open_corpus): a refused run leaves none
     if problem:
         raise click.BadParameter(problem, param_hint="--out")
@@ -88,13 +112,14 @@ def main() -> None:
 @main.command()
 @click.argument("corpus_dir", type=click.Path(path_type=Path, exists=True, file_okay=False))
 @click.option("--out", type=click.Path(path_type=Path), help="Index folder [default: CORPUS_DIR/store].")
+@force_option(replaces=True)
 @json_option(INDEX_JSON)
-def store(corpus_dir: Path, out: Path | None, as_json: bool) -> None:
+def store(corpus_dir: Path, out: Path | None, force: bool, as_json: bool) -> None:
     """Snippet store: id -> snippet and (shard, row) -> snippet, memory-mapped."""
     from indexer.store import build_store
 
     started = time.perf_counter()
-    out = _index_out(corpus_dir, out, "store", "indexer.store")
+    out = _index_out(corpus_dir, out, "store", "indexer.store", force)
     corpus = _open_corpus(corpus_dir, out=out)
     try:
         with _exclusive(corpus_dir, "indexer store"):
@@ -151,10 +176,12 @@ def store(corpus_dir: Path, out: Path | None, as_json: bool) -> None:
     help="Updating: merge deleted documents away when they pass this share of the index (0: always, "
     "1: never; scores equal a full build's either way, plain Lucene readers only once merged).",
 )
+@force_option(replaces=True)
 @json_option(INDEX_JSON)
 def bm25(
     corpus_dir: Path,
     out: Path | None,
+    force: bool,
     threads: int,
     layout: str,
     language: str | None,
@@ -170,7 +197,7 @@ def bm25(
     from indexer.bm25 import build_bm25
 
     started = time.perf_counter()
-    out = _index_out(corpus_dir, out, "bm25", "indexer.bm25")
+    out = _index_out(corpus_dir, out, "bm25", "indexer.bm25", force)
     corpus = _open_corpus(corpus_dir, out=out)
     with executor_from_options(options) as executor:
         try:
@@ -319,10 +346,12 @@ def encoder_options(command):
     "requests may override.",
 )
 @click.option("--metric", default="ip", show_default=True, type=click.Choice(["ip", "l2"]))
+@force_option(replaces=False)
 @json_option(INDEX_JSON)
 def dense(
     corpus_dir: Path,
     out: Path | None,
+    force: bool,
     batch_size: int | None,
     batch_tokens: int | None,
     feeders: int | None,
@@ -346,7 +375,7 @@ def dense(
     from indexer.dense.job import DenseJob, DeviceError, run_dense
 
     spec = encoder_spec(**spec_options)
-    out = _index_out(corpus_dir, out, f"dense-{spec.name}", "indexer.dense")
+    out = _index_out(corpus_dir, out, f"dense-{spec.name}", "indexer.dense", force, replaces=False)
     corpus = _open_corpus(corpus_dir, out=out)
     job = DenseJob(
         spec,
@@ -396,9 +425,10 @@ def _exclusive(corpus_dir: Path, what: str):
     type=click.IntRange(0),
     help="Top principal directions projected out of the token rows.",
 )
+@force_option(replaces=True)
 @json_option("out, model (the transformer distilled), pooling, remove_components, snippets (texts counted), seconds")
 def distill_static(
-    corpus_dir: Path, out: Path, model: str | None, pooling: str, remove_components: int, as_json: bool
+    corpus_dir: Path, out: Path, model: str | None, pooling: str, remove_components: int, force: bool, as_json: bool
 ) -> None:
     """A static embedding model (`--pooling static`) distilled from a transformer, with token
     frequencies from CORPUS_DIR's snippets: thousands of snippets/s on a CPU, rankings below the
@@ -408,11 +438,22 @@ def distill_static(
     from medsnip.snippet import iter_snippets
 
     started = time.perf_counter()
-    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / "model.safetensors").is_file())):
-        raise click.BadParameter(  # the model replaces the folder whole: never one holding anything else
-            f"{out} holds other files (not a static model); writing there would replace them: choose another --out",
-            param_hint="--out",
+    if out.exists() and not out.is_dir():
+        raise click.BadParameter(f"{out} exists and is not a folder", param_hint="--out")
+    # the model replaces the folder whole: never one holding anything but an earlier static model, unless forced
+    problem = (
+        None
+        if force
+        else foreign_folder_problem(
+            out,
+            "indexer.distill",
+            "no `indexer distill-static` wrote",
+            STATIC_MODEL_FILES,
+            "to replace it (what it holds is deleted)",
         )
+    )
+    if problem:
+        raise click.BadParameter(problem, param_hint="--out")
     corpus = _open_corpus(corpus_dir)
     counted = [0]
 

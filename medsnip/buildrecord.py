@@ -6,6 +6,7 @@ errors and the upstream record's hash (lineage). Later stages trust files only a
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import io
 import os
@@ -143,8 +144,8 @@ def read_complete_record(directory: Path) -> dict[str, Any] | None:
 def foreign_entries(folder: Path, stage_prefix: str, own: Iterable[str] = ()) -> list[str]:
     """What in `folder` no build of a `stage_prefix` stage wrote ("corpusbuild."): [] for a folder whose build
     record is of such a stage, for an empty or missing one, and for one a killed build left (its hidden work
-    folders and shards, and the names in `own`, no record yet); else the names of what is there (someone's
-    notes, another tool's output), which a build must not write beside."""
+    folders and shards, and the names matching `own`, names or glob patterns, no record yet); else the names
+    of what is there (someone's notes, another tool's output), which a build must not write beside."""
     folder = Path(folder)
     if not folder.is_dir():
         return []
@@ -156,21 +157,28 @@ def foreign_entries(folder: Path, stage_prefix: str, own: Iterable[str] = ()) ->
         pass
     except ValueError:
         return [BUILD_RECORD]
-    own = set(own)
-    return sorted(e.name for e in folder.iterdir() if not e.name.startswith((".", "shard-")) and e.name not in own)
+    own = list(own)
+    return sorted(
+        e.name
+        for e in folder.iterdir()
+        if not e.name.startswith((".", "shard-")) and not any(fnmatch.fnmatchcase(e.name, o) for o in own)
+    )
 
 
-def foreign_folder_problem(folder: Path, stage_prefix: str, writer: str, own: Iterable[str] = ()) -> str | None:
+def foreign_folder_problem(
+    folder: Path,
+    stage_prefix: str,
+    writer: str,
+    own: Iterable[str] = (),
+    forced: str = "to build into it beside what is there",
+) -> str | None:
     """Why a build must not write into `folder` (`foreign_entries`), said the same by every build command, or
-    None. `writer` says who did not write it ("corpusbuild did not write")."""
+    None. `writer` says who did not write it ("corpusbuild did not write"); `forced`, what --force does."""
     foreign = foreign_entries(folder, stage_prefix, own)
     if not foreign:
         return None
     shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
-    return (
-        f"{folder} is a folder {writer} (it holds {shown}): give a new or empty folder, or --force to build into "
-        "it beside what is there"
-    )
+    return f"{folder} is a folder {writer} (it holds {shown}): give a new or empty folder, or --force {forced}"
 
 
 class NotACorpus(ValueError):

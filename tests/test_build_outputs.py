@@ -193,6 +193,48 @@ def test_an_index_never_replaces_what_is_not_an_index_of_its_kind(tmp_path, run_
     run_indexer("store", corpus)  # an earlier store is replaced by the new one
 
 
+def test_indexer_commands_refuse_a_strangers_folder_unless_forced(tmp_path, run_corpusbuild):
+    """store, bm25, dense and distill-static given an --out holding someone's files (no build of theirs wrote
+    it) refuse it, saying so and what --force would do, and leave the files alone; with --force the store
+    replaces the folder and dense builds beside the files; a killed dense build's own folder is resumed
+    without --force."""
+    from click.testing import CliRunner
+
+    from helpers import tiny_static_model
+    from indexer.cli import main as indexer_main
+
+    corpus = tmp_path / "corpus"
+    books = SAMPLES / "textbooks" / "books"
+    assert run_corpusbuild("textbooks", books, "--out", corpus, "--shards", 1, "--quiet").exit_code == 0
+    model = tiny_static_model(tmp_path / "static")
+    static = ["--model", str(model), "--pooling", "static", "--normalize"]
+    commands = {
+        "store": (["store", str(corpus)], "no `indexer store` build wrote", "to replace it"),
+        "bm25": (["bm25", str(corpus)], "no `indexer bm25` build wrote", "to replace it"),
+        "dense": (["dense", str(corpus), *static], "no `indexer dense` build wrote", "to build into it beside"),
+        "distill-static": (["distill-static", str(corpus)], "no `indexer distill-static` wrote", "to replace it"),
+    }
+    for name, (arguments, writer, forced) in commands.items():
+        notes = tmp_path / f"notes-{name}"
+        notes.mkdir()
+        (notes / "notes.txt").write_text("mine\n")
+        result = CliRunner().invoke(indexer_main, [*arguments, "--out", str(notes)])
+        assert result.exit_code == 2, (name, result.output)
+        assert f"is a folder {writer} (it holds notes.txt)" in " ".join(result.output.split()), result.output
+        assert f"--force {forced}" in " ".join(result.output.split()), result.output
+        assert sorted(p.name for p in notes.iterdir()) == ["notes.txt"]
+    run_indexer("store", corpus, "--out", tmp_path / "notes-store", "--force")
+    assert not (tmp_path / "notes-store" / "notes.txt").exists() and (tmp_path / "notes-store" / "build.json").is_file()
+    dense_out = tmp_path / "notes-dense"
+    run_indexer("dense", corpus, *static, "--out", dense_out, "--force")
+    assert (dense_out / "notes.txt").read_text() == "mine\n" and (dense_out / "build.json").is_file()
+    killed = tmp_path / "killed-dense"
+    run_indexer("dense", corpus, *static, "--out", killed)
+    (killed / "build.json").unlink()  # as a build killed before its record leaves it: its own files only
+    run_indexer("dense", corpus, *static, "--out", killed)
+    assert (killed / "build.json").is_file()
+
+
 def test_an_out_folder_inside_an_input_folder_is_refused(tmp_path, run_corpusbuild):
     """A build whose --out lies in a folder it reads would read its own shards back next time."""
     data = tmp_path / "data"
