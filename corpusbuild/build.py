@@ -22,7 +22,7 @@ from corpusbuild.inputs import expand_inputs, output_folder_problem
 from corpusbuild.recipe import check_checksums, root_record
 from corpusbuild.sources import KINDS
 from corpusbuild.sources.wikipedia.dump_ranges import RANGE_BYTES
-from medsnip.buildrecord import foreign_folder_problem, write_build_record
+from medsnip.buildrecord import BUILD_RECORD, foreign_folder_problem, read_build_record, write_build_record
 from medsnip.executor_options import executor_from_options
 from medsnip.jsonout import emit_json
 
@@ -126,6 +126,30 @@ def exit_on_problems(outcome: BuildOutcome) -> None:
         sys.exit(1)
 
 
+def _set_aside_dropped_sources(root: Path, kept: set[str]) -> dict[str, Path]:
+    """Corpora an earlier build of this root made for sources the recipe no longer has, moved to
+    ROOT/.dropped/NAME (a hidden folder: searchd serves every corpus folder of a root, and would go on
+    serving them; kept rather than deleted, for whoever still reads them). {name: where it went}."""
+    try:
+        earlier = read_build_record(root)
+    except (FileNotFoundError, ValueError):
+        return {}
+    if earlier.get("stage") != "corpusbuild.build":
+        return {}
+    moved = {}
+    for entry in earlier.get("sources", []):
+        name = str(entry.get("name", ""))
+        folder = root / name
+        if name and name not in kept and "/" not in name and (folder / BUILD_RECORD).is_file():
+            target = root / ".dropped" / name
+            if target.exists():
+                target = target.with_name(f"{name}-{int(time.time())}")
+            target.parent.mkdir(exist_ok=True)
+            os.replace(folder, target)
+            moved[name] = target
+    return moved
+
+
 def build_recipe_sources(recipe, root: Path, options: dict, require_checksums: bool) -> tuple[dict, dict[str, float]]:
     """Every source of `recipe` built into `root` (checksums first: a mismatch builds nothing), then the
     root's build.json; returns (that record, seconds per source). Exits 1 on a checksum problem."""
@@ -142,6 +166,7 @@ def build_recipe_sources(recipe, root: Path, options: dict, require_checksums: b
             console.print(f"[red]error[/red]: {escape(problem)}")
         console.print("nothing was built: fix the inputs or the recipe's checksums")
         sys.exit(1)
+    set_aside = _set_aside_dropped_sources(Path(root), {source.name for source in recipe.sources})
     records, seconds = {}, {}
     for source in recipe.sources:
         if not options["quiet"]:
@@ -158,6 +183,8 @@ def build_recipe_sources(recipe, root: Path, options: dict, require_checksums: b
         seconds[source.name] = time.perf_counter() - started
     record = root_record(recipe, root, records)
     write_build_record(root, record)
+    for name, moved in set_aside.items():
+        console.print(f"source {name} is no longer in the recipe: its corpus was moved to {moved} (not served)")
     snippets = sum(s["snippets"] for s in record["sources"])
     console.print(f"corpus root {root}: {len(records)} sources, {snippets:,} snippets, complete: {record['complete']}")
     if options.get("as_json"):

@@ -127,3 +127,23 @@ def test_a_folder_no_recipe_build_wrote_is_refused_as_out(tmp_path, run_corpusbu
     assert run_corpusbuild("build", recipe, "--out", notes, "--quiet", "--force").exit_code == 0
     assert run_corpusbuild("build", recipe, "--out", notes, "--quiet").exit_code == 0  # its own root now
     assert (notes / "notes.txt").read_text() == "mine\n"
+
+
+def test_a_source_dropped_from_the_recipe_is_set_aside_not_served(tmp_path, run_corpusbuild):
+    """Rebuilding a root from a recipe without one of its sources moves that source's corpus to ROOT/.dropped
+    (said in the output): searchd serves every corpus folder of a root, and would go on serving it."""
+    from searchd.engine import discover_corpora
+
+    books = REPO / "samples" / "textbooks" / "books"
+    source = '[[sources]]\nkind = "textbooks"\nname = "{}"\ninputs = ["{}"]\nshards = 1\n'
+    both, one = tmp_path / "both.toml", tmp_path / "one.toml"
+    both.write_text('[recipe]\nname = "tiny"\n' + source.format("books", books) + source.format("old", books))
+    one.write_text('[recipe]\nname = "tiny"\n' + source.format("books", books))
+    root = tmp_path / "root"
+    assert run_corpusbuild("build", both, "--out", root, "--quiet").exit_code == 0
+    assert [p.name for p in discover_corpora(root)] == ["books", "old"]
+    result = run_corpusbuild("build", one, "--out", root, "--quiet")
+    assert result.exit_code == 0, result.output
+    assert "source old is no longer in the recipe" in " ".join(result.output.split())
+    assert [p.name for p in discover_corpora(root)] == ["books"]
+    assert (root / ".dropped" / "old" / "build.json").is_file()
