@@ -56,23 +56,30 @@ def root_state(corpus_dirs: list[Path]) -> tuple | None:
     return tuple(state)
 
 
-def _close_and_free(engine) -> None:
-    """Close a retired generation and give its memory back at once: a collection frees whatever cycles
-    still tie its objects together, and glibc's malloc_trim returns the freed pages to the system (without
-    it RSS stays at its peak: freed memory is kept in the allocator's arenas for reuse)."""
+def trim_allocator() -> None:
+    """Give the C allocator's free pages back to the system (glibc's malloc_trim): without it RSS stays at
+    its peak, freed memory kept in the allocator's arenas for reuse."""
     import ctypes
-    import gc
 
-    from indexer.jvm import collect_heap
-
-    engine.close()
-    del engine
-    gc.collect()
-    collect_heap()
     try:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):  # not glibc: the allocator keeps what it keeps
         pass
+
+
+def _close_and_free(engine) -> None:
+    """Close a retired generation and give its memory back at once: a collection frees whatever cycles
+    still tie its objects together, one in the JVM frees its Lucene searchers' garbage (and lets the heap
+    shrink), and the allocator is trimmed."""
+    import gc
+
+    from indexer import jvm
+
+    engine.close()
+    del engine
+    gc.collect()
+    jvm.collect_heap()
+    trim_allocator()
 
 
 class ServingFewer(RuntimeError):

@@ -27,8 +27,16 @@ def wait_serving(address: str, timeout: float = 60.0) -> None:
         )
 
 
-def start_background_server(root: Path, *extra: str, timeout: float = 300.0) -> tuple[subprocess.Popen, str]:
+def start_background_server(
+    root: Path,
+    *extra: str,
+    timeout: float = 300.0,
+    program: tuple[str, ...] = ("-m", "searchd.cli"),
+    environment: dict[str, str] | None = None,
+) -> tuple[subprocess.Popen, str]:
     """(process, "127.0.0.1:PORT") of a searchd serving `root`; raises with its log if it exits.
+    `program`: what Python runs (searchd's CLI, or a script wrapping it); `environment`: variables added to
+    this process's for it.
 
     Its log (one JSON line per request) goes to a file, `process.log_path`, not to a pipe nobody
     reads (a full pipe would block the server). The temporary folder holding it (and the port file) is
@@ -37,8 +45,7 @@ def start_background_server(root: Path, *extra: str, timeout: float = 300.0) -> 
     port_file, log_path = folder / "port", folder / "searchd.log"
     command = [
         sys.executable,
-        "-m",
-        "searchd.cli",
+        *program,
         "serve",
         "--root",
         str(root),
@@ -50,7 +57,9 @@ def start_background_server(root: Path, *extra: str, timeout: float = 300.0) -> 
     ]
     repo = Path(__file__).resolve().parents[1]
     with open(log_path, "w") as log:
-        process = subprocess.Popen(command, cwd=repo, stdout=subprocess.DEVNULL, stderr=log, env=dict(os.environ))
+        process = subprocess.Popen(
+            command, cwd=repo, stdout=subprocess.DEVNULL, stderr=log, env={**os.environ, **(environment or {})}
+        )
     process.log_path = log_path  # type: ignore[attr-defined]
     weakref.finalize(process, shutil.rmtree, folder, True)
     deadline = time.monotonic() + timeout
