@@ -106,7 +106,7 @@ def flood_section(root: Path, seconds: float = 120.0) -> list[str]:
         "",
         f"{CLIENT_THREADS} client threads, {IN_FLIGHT} calls in flight each, send {len(GARBAGE)} bytes of garbage to "
         f"`{SEARCH}` for {seconds:.0f} s; server RSS (MiB) sampled every 10 s. grpcio "
-        f"{grpc.__version__} leaks about 19 KB per request its deserializer rejects (README, known issues); "
+        f"{grpc.__version__} leaks about 19 KB per request its deserializer rejects (docs: operations/known-issues); "
         "searchd decodes requests itself (searchd/decoding.py), so the same flood leaves it flat. The first row is "
         "the way searchd registered its methods before (as generated code does): the leak it had.",
         "",

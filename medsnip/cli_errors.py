@@ -1,7 +1,7 @@
 """The one error convention of the five command-line tools (corpusbuild, indexer, searchd, refkit, medsnip).
 
 A problem the user can fix is one line on stderr, `error: WHAT (WHERE): WHAT TO DO`, and an exit status
-that says its class (EXIT_CODES, the table the README prints); a Python traceback appears only with
+that says its class (EXIT_CODES, the table docs/operations/errors.md prints); a Python traceback appears only with
 `--debug`. Every tool's group is a ToolGroup, so a command raises CommandError (or a subclass) and never
 formats or exits by itself.
 """

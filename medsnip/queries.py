@@ -1,6 +1,6 @@
 """Reading query files (searchd batch, refkit): JSONL/TSV and the question sets users already have.
 
-Field mapping (docs: README "Build a curation benchmark"):
+Field mapping (docs: reference/query-files):
 
 | format   | file shape                                   | id                      | query          |
 |----------|----------------------------------------------|-------------------------|----------------|

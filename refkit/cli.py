@@ -79,7 +79,7 @@ def query_options(command):
         default="auto",
         show_default=True,
         type=click.Choice(FORMATS),
-        help="Query file format (README: query files).",
+        help="Query file format (docs: reference/query-files).",
     )(command)
 
 
@@ -570,7 +570,7 @@ def noise(
 ) -> None:
     """Entity/attribute substitutions and the filtered hard-negative references they retrieve. Written as it
     goes: a killed run started again with the same arguments continues where it stopped (refkit.resume).
-    With --reader, the user's model proposes swaps, judges rewrites and candidates (README: readers)."""
+    With --reader, the user's model proposes swaps, judges rewrites and candidates (docs: refkit/readers)."""
     from medsnip.jsonl import read_jsonl
     from refkit.collect import DedupOptions, RetrievalOptions
     from refkit.lexicon import shared_lexicon

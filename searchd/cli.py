@@ -428,7 +428,7 @@ def query(text, address, token_file, tls, ca_file, retrievers, corpora, fusion, 
     default="auto",
     show_default=True,
     type=click.Choice(QUERY_FORMATS),
-    help="Query file format (see README: query files).",
+    help="Query file format (docs: reference/query-files).",
 )
 def batch(
     queries_file,

@@ -4,7 +4,7 @@ Why: grpcio (seen in 1.85.1) leaks about 19 KB per request whose bytes its deser
 server aborts the call with INTERNAL "Exception deserializing request!", then its request loop sees
 the client half-closed with no request and aborts the same call a second time; the second
 SendStatusFromServer batch is refused by the core and its tag, which holds the call, is never
-released (README, known issues). A stream of garbage from anyone who can reach the port, token or
+released (docs: operations/known-issues). A stream of garbage from anyone who can reach the port, token or
 not (health checks need none), would grow the server without bound.
 
 This interceptor hands grpcio a handler without a deserializer (the request arrives as bytes, which

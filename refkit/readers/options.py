@@ -22,7 +22,7 @@ _OPTIONS = (
         "--reader",
         {"type": click.Choice(list(READER_KINDS))},
         "The reader to ask: an openai-compatible "
-        "endpoint, a causal-lm or a cross-encoder on disk [default: none; README: readers].",
+        "endpoint, a causal-lm or a cross-encoder on disk [default: none; docs: refkit/readers].",
     ),
     ("model", "--reader-model", {}, "The endpoint's model name, or the local folder / .gguf file."),
     ("url", "--reader-url", {}, "The OpenAI-compatible endpoint's base URL (http://127.0.0.1:8000/v1)."),
