@@ -83,12 +83,21 @@ def _stems_by_ending() -> tuple[dict[str, Stem], list[int]]:
 def stem_of(name: str) -> Stem | None:
     """The longest class stem a word of the name ends with, the last word first ("Losartan Potassium"
     -> -sartan; "lenvatinib" -> -tinib)."""
-    table, lengths = _stems_by_ending()
     for word in reversed(_WORD.findall(name)):
-        word = word.lower()
-        for length in lengths:  # longest first; a stem needs two more letters before it
-            if length < len(word) - 1 and word[-length:] in table:
-                return table[word[-length:]]
+        stem = _stem_of_word(word.lower())
+        if stem is not None:
+            return stem
+    return None
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _stem_of_word(word: str) -> Stem | None:
+    """The longest class stem one lower-case word ends with (a lexicon build asks about the same words of
+    the served texts many times)."""
+    table, lengths = _stems_by_ending()
+    for length in lengths:  # longest first; a stem needs two more letters before it
+        if length < len(word) - 1 and word[-length:] in table:
+            return table[word[-length:]]
     return None
 
 
