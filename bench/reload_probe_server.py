@@ -48,7 +48,7 @@ def malloc_statistics() -> dict:
 def _dump(signum, frame) -> None:
     folder = Path(os.environ["PROBE_DIR"])
     if (folder / "start-tracing").exists():
-        tracemalloc.start(1)
+        tracemalloc.start(int(os.environ.get("PROBE_FRAMES", "1")))
         (folder / "start-tracing").unlink()
         return
     number = len(list(folder.glob("probe-*.json")))

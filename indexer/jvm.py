@@ -99,6 +99,16 @@ def collect_heap() -> None:
         java_class("java.lang.System").gc()
 
 
+def detach_thread() -> None:
+    """Detach the calling thread from the JVM (nothing when no JVM runs): pyjnius attaches every thread that
+    calls Java and never detaches it, so a short-lived thread that did (a reload, a generation's BM25
+    batcher) would leave a Java thread and its native memory behind when it ends."""
+    if _started:
+        import jnius
+
+        jnius.detach()
+
+
 @functools.cache
 def java_class(name: str):
     """A Java class through pyjnius, starting the JVM first; looked up once per name (hot paths such as

@@ -37,8 +37,11 @@ class MicroBatcher:
         wait_ms: float = 2.0,
         name: str = "",
         expect_ms: float = 10.0,
+        on_exit: Callable[[], None] | None = None,
     ):
+        """`on_exit`: run in the worker thread as it ends (a thread that called into the JVM detaches)."""
         self._function = function
+        self._on_exit = on_exit
         self._max_batch = max_batch
         self._wait = wait_ms / 1000.0
         self._expect_wait = max(expect_ms, wait_ms) / 1000.0
@@ -65,6 +68,13 @@ class MicroBatcher:
         return self.submit(item).result(timeout)
 
     def _run(self) -> None:
+        try:
+            self._serve()
+        finally:
+            if self._on_exit is not None:
+                self._on_exit()
+
+    def _serve(self) -> None:
         while True:
             first = self._queue.get()
             if first is _STOP:

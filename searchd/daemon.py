@@ -171,10 +171,16 @@ def build_server(
 
 
 def _reload(running: RunningServer) -> None:
-    """Load the root again and swap (searchd.hot_swap); health's `searchd.generation` follows."""
-    loaded = running.servicer.engines.reload() and running.servicer.engines.complete()
-    status = health_pb2.HealthCheckResponse.SERVING if loaded else health_pb2.HealthCheckResponse.NOT_SERVING
-    running.health.set(GENERATION_HEALTH, status)
+    """Load the root again and swap (searchd.hot_swap); health's `searchd.generation` follows. Runs in a
+    thread of its own, which detaches from the JVM (the load opened Lucene's searchers) before it ends."""
+    from indexer.jvm import detach_thread
+
+    try:
+        loaded = running.servicer.engines.reload() and running.servicer.engines.complete()
+        status = health_pb2.HealthCheckResponse.SERVING if loaded else health_pb2.HealthCheckResponse.NOT_SERVING
+        running.health.set(GENERATION_HEALTH, status)
+    finally:
+        detach_thread()
 
 
 def serve_forever(running: RunningServer, grace: float = 10.0, bound: float = 10.0, watch: float | None = None) -> None:

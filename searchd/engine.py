@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from indexer.dense import DenseIndex
+from indexer.jvm import detach_thread
 from indexer.kinds import IndexKind, kind_of_record
 from indexer.store import SnippetStore
 from medsnip.buildrecord import BUILD_RECORD, read_build_record
@@ -186,7 +187,8 @@ class SearchEngine:
         self._lucene_threads = lucene_threads
         encoders: dict[str, tuple[DenseEncoder, MicroBatcher]] = {}
         self._encoders = encoders
-        self._text_batcher = MicroBatcher(self._text_batch, max_batch, wait_ms, "bm25")
+        # Lucene runs in the JVM: the worker detaches as it ends, or each generation would leave a Java thread
+        self._text_batcher = MicroBatcher(self._text_batch, max_batch, wait_ms, "bm25", on_exit=detach_thread)
         self.unfinished: list[str] = []  # "corpus/index" folders without a build record, not served
         serving = {"nprobe": nprobe, "device": device, "refine": refine}
         try:
