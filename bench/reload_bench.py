@@ -418,6 +418,9 @@ def reload_section(work: Path) -> list[str]:
     work.mkdir(parents=True, exist_ok=True)
     results_path = work / "reload-results.json"
     results = json.loads(results_path.read_text()) if results_path.is_file() else {}
+    for run in results.values():  # JSON made the reload numbers of the probes strings
+        if isinstance(run, dict) and "probes" in run:
+            run["probes"] = {int(number): probe for number, probe in run["probes"].items()}
 
     def save() -> None:
         results_path.write_text(json.dumps(results))
@@ -482,7 +485,13 @@ def _markdown(results: dict) -> list[str]:
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         *rows,
         "",
-        f"Python lines whose live allocations grew most from reload {WARM_UP} to {RELOADS}:",
+        "The updated root's mapped files every "
+        f"{EVERY} reloads: {', '.join(str(s['mapped']) for s in results['static, updated']['samples'])}: each update "
+        "adds Lucene segments and Lucene's merges take them away again; a retired generation's files are not "
+        "kept mapped.",
+        "",
+        f"Python lines whose live allocations grew most from reload {WARM_UP} to {RELOADS} (a single block of "
+        "megabytes is a table resized, such as the interpreter's table of interned strings, which never shrinks):",
         "",
         *growth,
         "",
@@ -491,6 +500,22 @@ def _markdown(results: dict) -> list[str]:
         f"| run | RSS at start | after 10 | after {ARM_RELOADS} | 10 -> {ARM_RELOADS} | anon at {ARM_RELOADS} |",
         "|---|---:|---:|---:|---:|---:|",
         *arm_rows,
+        "",
+        "Where reload memory went, and what each swap now does about it:",
+        "",
+        "- **The JVM's young generation.** Each retired generation's Lucene searchers became garbage that G1 "
+        "left until its young generation filled, so every reload touched fresh heap pages (the `no JVM "
+        "collection` rows). After a retired generation closes, searchd runs a full collection "
+        "(`indexer.jvm.collect_heap`): the garbage goes at once and G1 shrinks the committed heap to what is "
+        "live (the `JVM heap` column).",
+        "- **Java threads pyjnius never detaches.** pyjnius attaches every thread that calls Java and leaves it "
+        "attached when it ends: the reload thread and each generation's BM25 batcher left a Java thread and its "
+        "native memory behind (native memory tracking's `Thread` category grew with every reload). Both now "
+        "detach as they end (`indexer.jvm.detach_thread`).",
+        "- **glibc's free lists.** `malloc_trim(0)` after a swap returns the free pages at the top of each "
+        "arena; `MALLOC_ARENA_MAX=2` changes little. What growth is left is neither Python's objects (KiB), "
+        "nor the JVM (its tracked total), nor malloc's blocks in use: it is free memory the allocator keeps "
+        "between blocks in use (the `kept` column), which no trim can return.",
         "",
         f"Soak: the static root, a reload every {SOAK_RELOAD_SECONDS:.0f} s for {soaked['seconds']:.0f} s under two "
         f"clients' steady hybrid queries, a `medsnip update` before every {UPDATE_EVERY}th reload: "
