@@ -1,6 +1,6 @@
 """Put the sections of a partial benchmark run (run_benchmarks.py --only ... --out PART) into
 docs/benchmarks.md, replacing the sections of the same title and appending new ones, so one section
-can be re-measured without re-running the whole 35-minute suite.
+can be re-measured without re-running the whole suite.
 
 usage: python bench/splice.py PART [DOC]
 """
