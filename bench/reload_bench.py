@@ -43,6 +43,7 @@ import tracemalloc
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from scale_retrieval import _memory  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 CITATIONS = 1_000
@@ -152,10 +153,7 @@ def apply_update(work: Path, root: Path, day: int) -> None:
 
 def memory(pid: int, root: Path) -> dict:
     """Resident MiB (anonymous, file-backed) and the root's files the process maps."""
-    values = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(("RssAnon:", "RssFile:", "VmRSS:")):
-            values[line.split(":")[0]] = int(line.split()[1]) / 1024
+    values = _memory(pid)
     mapped = set()
     for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
         parts = line.split(None, 5)

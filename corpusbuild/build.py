@@ -155,7 +155,8 @@ def build_recipe_sources(recipe, root: Path, options: dict, require_checksums: b
     root's build.json; returns (that record, seconds per source). Exits 1 on a checksum problem."""
     if Path(root).exists() and not Path(root).is_dir():  # refused before any stage starts (or prints)
         raise click.BadParameter(f"{root} exists and is not a folder", param_hint="--out")
-    own = {source.name for source in recipe.sources} | {"serve.json"}  # what a killed build of it left
+    names = {source.name for source in recipe.sources}
+    own = names | {"serve.json"}  # what a killed build of it left
     if not options.get("force"):
         foreign = foreign_folder_problem(Path(root), "corpusbuild.build", "no recipe build wrote", own)
         if foreign:
@@ -166,7 +167,7 @@ def build_recipe_sources(recipe, root: Path, options: dict, require_checksums: b
             console.print(f"[red]error[/red]: {escape(problem)}")
         console.print("nothing was built: fix the inputs or the recipe's checksums")
         sys.exit(1)
-    set_aside = _set_aside_dropped_sources(Path(root), {source.name for source in recipe.sources})
+    set_aside = _set_aside_dropped_sources(Path(root), names)
     records, seconds = {}, {}
     for source in recipe.sources:
         if not options["quiet"]:
