@@ -190,18 +190,15 @@ def serve_forever(running: RunningServer, grace: float = 10.0, bound: float = 10
     generations (searchd.hot_swap) while calls go on; the server's leases are refreshed meanwhile."""
     from medsnip.generations import LEASE_REFRESH_SECONDS
 
-    stop = threading.Event()
     reload_asked = threading.Event()
     reloading: threading.Thread | None = None
     next_watch = next_lease = time.monotonic()
 
-    received = []
-
+    received = []  # the stop signals: the loop ends at the first
     wake = threading.Event()
 
     def on_signal(signum, frame):
         received.append(signal.Signals(signum).name)
-        stop.set()
         wake.set()
 
     def on_hangup(signum, frame):
@@ -217,7 +214,7 @@ def serve_forever(running: RunningServer, grace: float = 10.0, bound: float = 10
     while True:
         wake.wait(0.5)
         wake.clear()
-        if stop.is_set():
+        if received:
             break
         now = time.monotonic()
         if watch and now >= next_watch and not reload_asked.is_set():
