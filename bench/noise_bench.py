@@ -328,6 +328,8 @@ def noise_section(demo: Path, work: Path) -> list[str]:
             1,
             "--per-query",
             1_000_000,
+            "--fill-to",
+            1_000_000,
             "--out",
             permissive_path,
         )

@@ -437,6 +437,14 @@ def _dictionary_option(value: str, option: str) -> str:
 )
 @click.option("--per-query", default=5, show_default=True, type=click.IntRange(1), help="Noisy references kept.")
 @click.option(
+    "--fill-to",
+    default=3,
+    show_default=True,
+    type=click.IntRange(0),
+    help="Texts related by one name or similarity, bare definitions and fragments fill a question up to this many "
+    "kept, no further (texts on the question's subject or situation fill it to --per-query).",
+)
+@click.option(
     "--candidates", default=100, show_default=True, type=click.IntRange(1), help="Hits retrieved per rewrite."
 )
 @click.option(
@@ -538,6 +546,7 @@ def noise(
     judge_name,
     judge_threshold,
     per_query,
+    fill_to,
     candidates,
     attribute_swaps,
     entity_swaps,
@@ -623,6 +632,7 @@ def noise(
                 similarity_floor,
                 original_rank,
                 reference_ceiling,
+                fill_to,
             ),
             DedupOptions(dedup_threshold, shingle_words),
             collected,

@@ -239,3 +239,115 @@ def test_ranking_keeps_the_closest_kinds_and_one_chunk_per_document():
     kept, aside = choose(passed, 3)
     assert [(c["order"], c["tier"]) for c in kept] == [(2, 0), (4, 1), (1, 2)]
     assert {c["order"]: c["why"] for c in aside} == {3: "same-document", 0: "outranked"}
+
+
+def test_weak_tiers_only_fill_a_question_up():
+    """Texts related by one name, bare definitions and fragments fill a question up to `fill_to` kept, no
+    further; texts on the question's subject or situation fill it to `per_query`; a question with too few
+    close ones still gets an item's worth of weak ones."""
+    from refkit.noise.ranking import choose
+
+    def candidate(order, tier_):
+        return {"order": order, "tier": tier_, "document": str(order)}
+
+    close = [candidate(n, n % 2) for n in range(4)]  # tiers 0 and 1
+    weak = [candidate(10 + n, 2 + n % 2) for n in range(4)]  # tiers 2 and 3
+    kept, aside = choose(close + weak, 5, fill_to=3)
+    assert [c["order"] for c in kept] == [0, 2, 1, 3]
+    assert {c["order"]: c["why"] for c in aside} == {10: "weak-tier", 12: "weak-tier", 11: "weak-tier", 13: "weak-tier"}
+    kept, aside = choose(close[:1] + weak, 5, fill_to=3)
+    assert [c["order"] for c in kept] == [0, 10, 12]
+    kept, _ = choose(close + weak, 5)  # no fill limit: the best five
+    assert [c["order"] for c in kept] == [0, 2, 1, 3, 10]
+    kept, _ = choose(close + weak, 5, fill_to=0)
+    assert [c["order"] for c in kept] == [0, 2, 1, 3]
+
+
+def test_a_same_subject_text_naming_what_the_question_asks_for_may_answer():
+    """ "Which disease can be treated using tezepelumab?": a text on tezepelumab's dose that names a disease the
+    question does not (severe asthma) may be stating the answer; one naming no disease may not; a question that
+    asks for no kind of thing has no such test."""
+    from refkit.matcher import NameMatcher
+    from refkit.noise.answers import answer_types
+
+    assert answer_types("Which disease can be treated using Tezepelumab?") == {"disease"}
+    assert answer_types("What class of drugs frequently causes myopathy?") == {"drug"}
+    assert answer_types("Which is the primary enzyme metabolizing esomeprazole?") == {"gene"}
+    assert answer_types("What is the mechanism of action of Etesevimab?") == frozenset()
+    assert answer_types("What is the incidence of Leigh syndrome?") == frozenset()
+    tezepelumab, asthma = Entity("Tezepelumab", "drug"), Entity("Asthma", "disease")
+    names = NameMatcher([(e.name, e) for e in (tezepelumab, asthma)])
+    dose, effects = ASPECTS["drug", "dosage"], ASPECTS["drug", "adverse effects"]
+    swap = {"replaced": None, "target": tezepelumab, "aspect": None, "new_aspect": dose, "subject": tezepelumab}
+    question = "Which disease can be treated using Tezepelumab?"
+    test = AnswerTest(question, None, entities=names, question_keys=frozenset({tezepelumab.key}))
+    measured: dict = {}
+    text = "Pharmacokinetic modelling of the tezepelumab dose for patients with severe asthma."
+    test.measure_lexical(text, {}, swap, measured)
+    assert measured["names_answer_type"] == "asthma"
+    assert decide_lexical(measured).test == "names-answer-type"
+    measured = {}
+    test.measure_lexical("The tezepelumab dose was chosen by pharmacokinetic modelling.", {}, swap, measured)
+    assert decide_lexical(measured) is None
+    other = AnswerTest("What are the adverse effects of tezepelumab?", None, entities=names)
+    measured = {}
+    other.measure_lexical(text, {}, {**swap, "new_aspect": effects}, measured)
+    assert "names_answer_type" not in measured
+
+
+def test_what_is_said_of_the_subject_is_not_a_subject_of_its_own():
+    """ "Is Satb1 a transcription factor?" asks about Satb1; "a transcription factor" is what is said of it, as
+    "a neuroprotective agent" is in "Has hesperidin any role as a neuroprotective agent?"; the agency that
+    approves a drug, a kind of variant and a dimension name no subject either."""
+    from refkit.noise.subjects import _may_be_subject, _predicate
+
+    satb1 = "Is Satb1 a transcription factor?"
+    assert _predicate(satb1, satb1.index("transcription"))
+    assert not _predicate(satb1, satb1.index("Satb1"))
+    zelda = "Is the zelda transcription factor a chromatin remodeller?"
+    assert _predicate(zelda, zelda.index("chromatin"))
+    hesperidin = "Has Hesperidin any role as a Neuroprotective Agent?"
+    assert _predicate(hesperidin, hesperidin.index("Neuroprotective"))
+    claim = "Is cabozantinib effective for hepatocellular carcinoma?"
+    assert not _predicate(claim, claim.index("hepatocellular"))
+    for question, name in (
+        ("Which IDH inhibitors have been approved by the FDA?", "FDA"),
+        ("Which database contains regulatory SNPs?", "SNPs"),
+        ("What is particular about the 3D structure of the inactive X chromosome?", "3D"),
+    ):
+        start = question.index(name)
+        assert not _may_be_subject(question, start, start + len(name)), name
+
+
+def test_titles_and_pieces_cut_out_of_running_text_are_bare():
+    """A headline (its words capitalised, or a short subtitle after a colon) and a short piece cut out of running
+    text say too little about a situation: the ranking keeps them only to fill a question up; a whole sentence,
+    an abstract's labelled sentence and a long cut chunk are not bare."""
+    from refkit.noise.ranking import text_kind, tier
+
+    headline = "Management of Non-small Cell Lung Cancer Patients with MET Exon 14 Skipping Mutations."
+    assert text_kind(headline) == "title"
+    subtitled = (
+        "Over-expression of the special AT rich sequence binding protein 1 (SATB1) promotes the progression of "
+        "nasopharyngeal carcinoma: association with EBV LMP-1 expression."
+    )
+    assert text_kind(subtitled) == "title"
+    cut = (
+        "age of 25. Rare variants have been described, such as late-onset Friedreich's ataxia and very-late-onset "
+        "Friedreich's ataxia, occurring after 25 and 40 years, r"
+    )
+    assert text_kind(cut) == "fragment"
+    assert tier(text_kind(cut), "attribute", {"names_subject": "Friedreich's ataxia"}) == 3
+    labelled = (
+        "AIMS: CADISS is a prospective multicentre randomised-controlled trial in acute (within 7 days of onset) "
+        "carotid and vertebral artery dissection."
+    )
+    assert text_kind(labelled) == "sentence"
+    colon_in_a_sentence = (
+        "Four monoclonal antibodies have been developed: one targeting the calcitonin gene-related peptide "
+        "receptor (erenumab) and three targeting the calcitonin gene-related peptide (eptinezumab, fremanezumab, "
+        "and galcanezumab)."
+    )
+    assert text_kind(colon_in_a_sentence) == "sentence"
+    chunk = " ".join(["of myocardial infarction, patients with hypertension or chronic IHD including angina"] * 6)
+    assert text_kind(chunk) == "sentence"

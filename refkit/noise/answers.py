@@ -14,6 +14,10 @@ when any of these holds, tried cheapest first (`test` names which):
 - a text retrieved for an aspect rewrite that does not name every entity of the original question (the drug
   *and* the disease of "Is lasmiditan effective for migraine?") is about another situation: the name tests
   below do not take it for an answer (the similarity tests still may);
+- `names-answer-type`: retrieved for an aspect rewrite of a question that asks for a kind of thing ("Which
+  disease can be treated using tezepelumab?", "What class of drugs ...", "Which enzyme metabolizes ..."), it
+  names the subject and a thing of that kind the question does not name ("... tezepelumab ... severe asthma"):
+  it may be stating the answer;
 - `defines-subject`: retrieved for an aspect rewrite of a question asking what its subject is ("What is
   X?"), it says what the subject is ("X is a ...", "X, a ...");
 - `not-the-new-aspect`: retrieved for an aspect swap, it names the entity but none of the new aspect's
@@ -51,6 +55,28 @@ from refkit.text_similarity import TextSimilarity
 
 RULE = "may-answer"
 
+# What a question asks for when it asks for a kind of thing ("which disease", "what class of drugs"): the lexicon
+# type of the things that would answer it. Up to three words between the question word and the kind ("Which is
+# the primary enzyme ...").
+_ASKED_KIND = r"\b(?:which|what)\s+(?:[\w-]+\s+){{0,3}}?(?:{})\b"
+ANSWER_TYPES = tuple(
+    (kind, re.compile(_ASKED_KIND.format(words), re.IGNORECASE))
+    for kind, words in (
+        ("disease", r"diseases?|disorders?|conditions?|syndromes?|cancers?|tumou?rs?|infections?|illness(?:es)?"),
+        (
+            "drug",
+            r"drugs?|medications?|medicines?|agents?|inhibitors?|antibiotics?|compounds?|therap(?:y|ies)|treatments?",
+        ),
+        ("gene", r"genes?|proteins?|enzymes?|receptors?|kinases?|molecules?|molecular|targets?"),
+        ("organism", r"animals?|organisms?|bacteri(?:a|um)|virus(?:es)?|species|hosts?|pathogens?|vectors?"),
+    )
+)
+
+
+def answer_types(question: str) -> frozenset[str]:
+    """The lexicon types of the things that would answer the question, when it asks for a kind of thing."""
+    return frozenset(kind for kind, pattern in ANSWER_TYPES if pattern.search(question))
+
 
 @dataclass(frozen=True)
 class Verdict:
@@ -81,10 +107,16 @@ class AnswerTest:
         judge=None,
         reader=None,
         references: list[str] | None = None,
+        entities: NameMatcher | None = None,
+        question_keys: frozenset[str] = frozenset(),
     ):
         """`reader`: a refkit.readers.Reader whose tasks include may-answer, or None; `references`: the texts of
-        the question's own references (collected, or its best hits)."""
+        the question's own references (collected, or its best hits); `entities`: the lexicon's names (payloads
+        Entity), which the `names-answer-type` test reads texts with, and `question_keys` the keys of the
+        entities the question names (None `entities`: no such test)."""
         self.question, self.similarity, self.language = question, similarity, language
+        self.entities, self.question_keys = entities, question_keys
+        self.asked_types = answer_types(question) if entities is not None and language == "en" else frozenset()
         self.gold, self.judge, self.references = gold or [], judge, references or []
         self.reader = reader if reader is not None and "may-answer" in reader.tasks else None
         self._matchers: dict[tuple, NameMatcher | PhraseMatcher] = {}
@@ -117,11 +149,21 @@ class AnswerTest:
             measured["names_new_aspect"] = new[0].text if new else None
             if swap.get("definitional") and named:
                 measured["defines_subject"] = defines(text, named[0])
+            if self.asked_types and named:
+                measured["names_answer_type"] = self._answer_kind_named(text, swap["target"])
             if swap.get("situation"):  # the question's other entities: a text without one is about another situation
                 measured["situation_missing"] = [e.name for e in swap["situation"] if not self._names(e).find(text)]
         pair = mesh_pair(meta, swap["target"], swap["aspect"])
         if pair:
             measured["mesh_pair"] = pair
+
+    def _answer_kind_named(self, text: str, subject: Entity) -> str | None:
+        """The first thing of a kind the question asks for that the text names and the question does not."""
+        for match in self.entities.find(text):
+            entity = match.payload
+            if entity.type in self.asked_types and entity.key not in self.question_keys and entity.key != subject.key:
+                return match.text
+        return None
 
     def measure_semantic(self, text: str, rewrite: str, measured: dict) -> None:
         to_original, to_rewrite = self.similarity.cosine(text, [self.question, rewrite])
@@ -157,6 +199,13 @@ def decide_lexical(measured: dict, options=None) -> Verdict | None:
             RULE,
             "names-aspect",
             f"pairs {measured['names_target']!r} with the original aspect ({measured['names_aspect']!r})",
+        )
+    if measured.get("names_target") and measured.get("names_answer_type"):
+        return Verdict(
+            RULE,
+            "names-answer-type",
+            f"names {measured['names_target']!r} and {measured['names_answer_type']!r}, a thing of the kind the "
+            "question asks for",
         )
     if measured.get("defines_subject"):
         return Verdict(

@@ -268,6 +268,7 @@ def permissive(options: NoiseOptions) -> NoiseOptions:
     return replace(
         options,
         per_query=1_000_000,
+        fill_to=1_000_000,
         answer_margin=1.0,
         answer_ceiling=1.0,
         entity_floor=-1.0,
@@ -289,4 +290,4 @@ def replay(record: dict, options: NoiseOptions) -> list[dict]:
         for c in record["noise"]
         if first_refusal(c["measured"], options) is None
     ]
-    return choose(passed, options.per_query)[0]
+    return choose(passed, options.per_query, options.fill_to)[0]

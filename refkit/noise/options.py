@@ -33,6 +33,11 @@ ORIGINAL_RANK = 100
 # may-answer: a text this close to one of the question's own references (collected, or its best hits) is about
 # the original situation.
 REFERENCE_CEILING = 0.65
+# rank: texts of the weak tiers (related by one name or similarity, bare definitions, fragments) fill a question
+# up to this many kept and no further. The blind reading calls 2 in 21 of the related ones hard, against 22 in
+# 29 of the same-subject and situation ones: past what an item needs (refkit assemble's default 3..5 irrelevant),
+# they only dilute the hard ones.
+FILL_TO = 3
 
 
 @dataclass
@@ -49,6 +54,7 @@ class NoiseOptions:
     similarity_floor: float = SIMILARITY_FLOOR
     original_rank: int = ORIGINAL_RANK
     reference_ceiling: float = REFERENCE_CEILING
+    fill_to: int = FILL_TO
 
     def as_dict(self) -> dict:
         return {
@@ -64,4 +70,5 @@ class NoiseOptions:
             "similarity_floor": self.similarity_floor,
             "original_rank": self.original_rank,
             "reference_ceiling": self.reference_ceiling,
+            "fill_to": self.fill_to,
         }

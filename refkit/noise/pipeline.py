@@ -12,7 +12,7 @@
 4. filter: the hits of the chosen rewrites, round robin (rank 1 of each, then rank 2, ...), through the
    candidate filters (refkit.noise.filters), until enough of the closest kinds passed or `EXAMINED` did;
 5. rank: the best `per_query` of what passed, by how close each is to the question's situation, one per
-   document (refkit.noise.ranking);
+   document, the weak tiers only up to `fill_to` (refkit.noise.ranking);
 6. record: what each stage found, refused and why, every candidate's rule and measured values, and, when
    fewer than `per_query` were kept, the stage and rule that stopped the question (refkit.noise.records).
 
@@ -45,7 +45,7 @@ from refkit.noise.filters import (
     related_how,
 )
 from refkit.noise.options import NoiseOptions
-from refkit.noise.ranking import choose, document_key, text_kind, tier
+from refkit.noise.ranking import TIERS, choose, document_key, text_kind, tier
 from refkit.noise.records import stop_reason
 from refkit.noise.rewriter import QueryRewriter
 from refkit.noise.subjects import Subject, kind_from_texts
@@ -362,7 +362,17 @@ class NoiseGenerator:
         ]
         own = [f"{r.get('title', '')} {r.get('content', '')}".strip() for r in self.collected.get(query.id, [])]
         own = own or [f"{h.title} {h.content}".strip() for h in original_hits[:OWN_REFERENCES]]
-        answers = AnswerTest(query.query, self.similarity, self.rewriter.language, gold, self.judge, self.reader, own)
+        answers = AnswerTest(
+            query.query,
+            self.similarity,
+            self.rewriter.language,
+            gold,
+            self.judge,
+            self.reader,
+            own,
+            self.rewriter.entity_matcher,
+            frozenset(m.payload.key for m in analysis.entities),
+        )
         deduplicator = self.dedup.new()
         for reference in self.collected.get(query.id, []):
             deduplicator.add(reference["snippet_id"], reference.get("content", ""))
@@ -420,17 +430,14 @@ class NoiseGenerator:
                     "document": document_key(reference, candidate.meta),
                 }
             )
-        noise, aside = choose(passed, self.options.per_query)
+        noise, aside = choose(passed, self.options.per_query, self.options.fill_to)
         for candidate in aside:
             rejected.append(
                 {
                     **{key: candidate[key] for key in ("snippet_id", "rewrite", "rewrite_rank", "order")},
                     "rule": "rank",
                     "test": candidate["why"],
-                    "reason": "another text of its document was kept"
-                    if candidate["why"] == "same-document"
-                    else f"{self.options.per_query} closer to the question's situation were kept (tier "
-                    f"{candidate['tier']}, {candidate['text_kind']})",
+                    "reason": _aside_reason(candidate, self.options),
                     "measured": candidate["measured"],
                     "tier": candidate["tier"],
                 }
@@ -475,6 +482,21 @@ def _refusal(subject: Subject, rule: str, why: str) -> dict:
 def _sense(verdicts: dict[str, dict], rewrite: Rewrite) -> dict:
     """The reader's sense verdict for a chosen rewrite's record (nothing when no reader was asked)."""
     return {"sense": verdicts[rewrite.query]} if rewrite.query in verdicts else {}
+
+
+def _aside_reason(candidate: dict, options: NoiseOptions) -> str:
+    """Why ranking set a candidate that passed every filter aside (refkit.noise.ranking.choose)."""
+    if candidate["why"] == "same-document":
+        return "another text of its document was kept"
+    if candidate["why"] == "weak-tier":
+        return (
+            f"{options.fill_to} were kept, and a {TIERS[candidate['tier']]} text ({candidate['text_kind']}) only "
+            f"fills a question up to {options.fill_to}"
+        )
+    return (
+        f"{options.per_query} closer to the question's situation were kept (tier {candidate['tier']}, "
+        f"{candidate['text_kind']})"
+    )
 
 
 def _kept_reason(rewrite: Rewrite, rank: int, measured: dict, how: str) -> str:

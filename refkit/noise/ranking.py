@@ -9,8 +9,11 @@ question keeps the best `per_query` by (tier, the order retrieval met them in), 
    keeps (another of its entities, one of its own content phrases, or the words of the aspect it asks): the
    swapped-in entity in the question's situation or aspect;
 2. `related`: retrieved for a rewrite, related to it by one name or by similarity only;
-3. `bare`: a bare definition ("Kearns-Sayre syndrome is a mitochondrial disorder.") or a fragment too short to
-   say anything about a situation (`text_kind`): kept only when nothing better passed.
+3. `bare`: a bare definition ("Kearns-Sayre syndrome is a mitochondrial disorder."), a title, or a fragment too
+   short to say anything about a situation (`text_kind`): kept only when nothing better passed.
+
+The weak tiers (`related`, `bare`) only fill a question up to `fill_to` kept references: a question with
+enough close texts keeps no weak one, and one with few keeps weak ones until it has an item's worth.
 
 A document (a PubMed record, a book section) gives at most one kept chunk per question: four chunks of one
 abstract are one reference, not four.
@@ -21,28 +24,49 @@ from __future__ import annotations
 import re
 
 TIERS = ("same-subject", "situation", "related", "bare")
+WEAK_TIER = 2  # this tier and those after it only fill a question up
+BARE_KINDS = ("fragment", "title", "definition")
 FRAGMENT_WORDS = 12  # fewer words than this say too little about any situation
+CUT_FRAGMENT_WORDS = 30  # a piece cut out of running text (starts or stops mid-sentence) shorter than this
 DEFINITION_WORDS = 30  # a one-sentence definition longer than this says more than what the thing is
+TITLE_WORDS = 30
+SUBTITLE_WORDS = 12  # "...nasopharyngeal carcinoma: association with EBV LMP-1 expression."
 _SENTENCE_END = re.compile(r"[.!?](?:\s+|$)(?=[A-Z0-9(\"']|$)")
 _DEFINES = re.compile(
-    r"^[^.;:]{1,120}?\b(?:is|are|was|were|refers to|represents|describes)\s+(?:a|an|the|one of the|one)\b", re.I
+    r"^[^.:]{1,160}?\b(?:is|are|was|were|refers to|represents|describes)\s+(?:a|an|the|one of the|one)\b", re.I
 )
+_ENDS_WHOLE = re.compile(r"[.!?)\]\"'\u201d]\s*$")
+_SECTION_LABEL = re.compile(r"^[A-Z][A-Z /&-]+:\s")  # "BACKGROUND: ", "AIMS: " open an abstract's sentence
+_LONG_WORD = re.compile(r"[A-Za-z][\w-]{3,}")
 
 
 def text_kind(text: str) -> str:
-    """`fragment`, `definition` (one sentence saying what something is), `sentence` or `passage`."""
+    """`fragment` (a few words, or a short piece cut out of running text), `title` (a headline: a subtitle after
+    a colon, or its words capitalised), `definition` (one sentence saying what something is), `sentence` or
+    `passage`."""
+    text = text.strip()
     words = text.split()
     if len(words) < FRAGMENT_WORDS:
         return "fragment"
-    sentences = [s for s in _SENTENCE_END.split(text.strip()) if s.strip()]
-    if len(sentences) <= 1:
-        return "definition" if len(words) <= DEFINITION_WORDS and _DEFINES.match(text.strip()) else "sentence"
-    return "passage"
+    cut = text[:1].islower() or not _ENDS_WHOLE.search(text)
+    if cut and len(words) < CUT_FRAGMENT_WORDS:
+        return "fragment"
+    sentences = [s for s in _SENTENCE_END.split(text) if s.strip()]
+    if len(sentences) > 1:
+        return "passage"
+    if len(words) <= TITLE_WORDS and not _SECTION_LABEL.match(text):
+        later = _LONG_WORD.findall(text)[1:]
+        subtitle = text.rpartition(": ")[2] if ": " in text else None
+        if (subtitle is not None and len(subtitle.split()) <= SUBTITLE_WORDS) or (
+            later and sum(w[0].isupper() for w in later) * 2 >= len(later)
+        ):
+            return "title"
+    return "definition" if len(words) <= DEFINITION_WORDS and _DEFINES.match(text) else "sentence"
 
 
 def tier(kind: str, rewrite_kind: str, measured: dict) -> int:
     """The candidate's tier (the module's list) from its text kind, its rewrite's kind and what was measured."""
-    if kind in ("fragment", "definition"):
+    if kind in BARE_KINDS:
         return 3
     names = measured.get("names", {})
     if rewrite_kind == "attribute" and measured.get("names_subject"):
@@ -67,16 +91,20 @@ def document_key(reference: dict, meta: dict) -> str:
     )
 
 
-def choose(passed: list[dict], per_query: int) -> tuple[list[dict], list[dict]]:
-    """(kept, set aside): the best `per_query` by (tier, order), one per document; the rest set aside, each
-    with why (`outranked` or `same-document`)."""
+def choose(passed: list[dict], per_query: int, fill_to: int | None = None) -> tuple[list[dict], list[dict]]:
+    """(kept, set aside): the best `per_query` by (tier, order), one per document, the weak tiers only while
+    fewer than `fill_to` are kept (None: up to `per_query`); the rest set aside, each with why (`outranked`,
+    `weak-tier` or `same-document`)."""
     kept, aside, documents = [], [], set()
+    weak_limit = per_query if fill_to is None else min(per_query, fill_to)
     for candidate in sorted(passed, key=lambda c: (c["tier"], c["order"])):
         if candidate["document"] in documents:
             aside.append({**candidate, "why": "same-document"})
-        elif len(kept) < per_query:
+        elif len(kept) >= per_query:
+            aside.append({**candidate, "why": "outranked"})
+        elif candidate["tier"] >= WEAK_TIER and len(kept) >= weak_limit:
+            aside.append({**candidate, "why": "weak-tier"})
+        else:
             kept.append(candidate)
             documents.add(candidate["document"])
-        else:
-            aside.append({**candidate, "why": "outranked"})
     return sorted(kept, key=lambda c: (c["tier"], c["order"])), aside

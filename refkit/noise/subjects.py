@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from refkit.drug_stems import drug_words
 from refkit.gene_symbols import is_symbol
 from refkit.lexicon import Entity
-from refkit.matcher import Aspect, is_plural
+from refkit.matcher import Aspect, is_plural, other_number
 from refkit.noise.targets import Analysis
 from refkit.sense import FUNCTION_WORDS, everyday_word, question_part
 from refkit.word_frequency import english_zipf
@@ -56,10 +56,10 @@ AUXILIARY = re.compile(r"^\s*(is|are|was|were|does|do|did|has|have|had|can|could
 # what names a study, a body or a place rather than a thing a question asks aspects of
 NOT_A_SUBJECT_HEADS = frozenset(
     "trial trials study studies cohort consortium project union guideline guidelines society association "
-    "committee university hospital institute".split()
+    "committee university hospital institute fda ema agency administration".split()
 )
 CATEGORY_WORDS = frozenset(
-    "dna rna cells cell tissue tissues antigen antigens mutation mutations genome genomes patients".split()
+    "dna rna cells cell tissue tissues antigen antigens mutation mutations genome genomes patients snp 2d 3d 4d".split()
 )
 METHOD_HEADS = frozenset(
     "algorithm algorithms method methods tool tools software package packages database databases protocol "
@@ -478,8 +478,8 @@ def find_subjects(
             entity = question_name(name)
             kind = kind_of_name(name)
         else:
-            if entity.key in broad:
-                return
+            if entity.key in broad or (other_number(entity.name) or "").casefold() in broad:
+                return  # a category, named in either number ("a transcription factor": Transcription Factors)
             kind = kind_of_entity(entity, name)
             if kind is None:
                 return  # of a type no aspect is asked of: a body part, a population, a non-molecular process
@@ -507,13 +507,19 @@ def find_subjects(
         if not _predicate(query, target.mention.start):
             add(target.mention.start, target.mention.end, target.entity, "target")
     for start, end in spans:
-        add(start, end, None, "name")
+        if not _predicate(query, start):
+            add(start, end, None, "name")
     return subjects[:MAX_SUBJECTS] if subjects else []
 
 
 def _predicate(query: str, start: int) -> bool:
-    """Is the mention at `start` what is said of the subject ("any role as a neuroprotective agent")?"""
-    return bool(re.search(r"\b(as|into|like)\s+(a|an|the)?\s*$", query[:start], re.IGNORECASE))
+    """Is the mention at `start` what is said of the subject ("any role as a neuroprotective agent", "Is Satb1 a
+    transcription factor?", "Is the zelda transcription factor a chromatin remodeller?")?"""
+    before = query[:start]
+    return bool(
+        re.search(r"\b(as|into|like)\s+(a|an|the)?\s*$", before, re.IGNORECASE)
+        or re.search(r"^(is|are|was|were)\s+\S.*\s(a|an)\s+$", before[question_part(query) :], re.IGNORECASE)
+    )
 
 
 def aspect_choices(subject: Subject, aspects: list[Aspect]) -> list[Aspect]:
