@@ -135,6 +135,31 @@ def curve_rows(permissive: list[dict], qrels: dict, base: NoiseOptions) -> list[
     return rows
 
 
+FILL_TO = (0, 1, 2, 3, 5)
+
+
+def fill_rows(permissive: list[dict], base: NoiseOptions) -> list[str]:
+    """What `--fill-to` trades: coverage against the share of kept texts from the two close tiers (same-subject,
+    situation), the permissive run decided again at the default thresholds with each value."""
+    rows = []
+    for fill_to in FILL_TO:
+        options = dataclasses.replace(base, fill_to=fill_to)
+        tiers = [0, 0, 0, 0]
+        covered = 0
+        for record in permissive:
+            chosen = replay(record, options)
+            covered += len(chosen) >= 3
+            for candidate in chosen:
+                tiers[candidate["tier"]] += 1
+        kept = sum(tiers)
+        default = " (default)" if fill_to == base.fill_to else ""
+        rows.append(
+            f"| {fill_to}{default} | {covered / len(permissive):.0%} | {kept / len(permissive):.2f} | "
+            f"{' / '.join(map(str, tiers))} | {(tiers[0] + tiers[1]) / max(kept, 1):.0%} |"
+        )
+    return rows
+
+
 def calibration_line(permissive: list[dict], qrels: dict) -> str:
     """How close to the original question the known answers the rewrites retrieve read, against the rest."""
     gold, other = [], []
@@ -394,6 +419,14 @@ def noise_section(demo: Path, work: Path) -> list[str]:
         "from aspect rewrites | names a question entity | leak |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         *curve_rows(permissive, qrels, NoiseOptions()),
+        "",
+        "What `--fill-to` trades (texts related by one name or similarity, titles, bare definitions and fragments "
+        "fill a question up to it; the same permissive run decided again at the default thresholds):",
+        "",
+        "| --fill-to | 3+ kept | kept per question | kept by tier (same-subject / situation / related / bare) | "
+        "from the two close tiers |",
+        "|---:|---:|---:|---|---:|",
+        *fill_rows(permissive, NoiseOptions()),
         "",
         calibration_line(permissive, qrels),
         "",

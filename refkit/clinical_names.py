@@ -38,7 +38,7 @@ import io
 import pickle
 import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
@@ -84,6 +84,23 @@ class Dictionary:
     source: str  # "<package> <version>" or the path read
     variants: dict[str, list[str]]  # name -> canonical keys
     canonical: dict[str, dict]  # canonical key -> {"name", "mesh_id", "mesh_tree", ...}
+    usable: dict[str, bool] = field(default_factory=dict)  # `usable_name` of each name as written, once asked
+
+    def is_usable(self, written: str) -> bool:
+        if written not in self.usable:
+            self.usable[written] = usable_name(written, self.kind.kind)
+        return self.usable[written]
+
+    def with_usable_names(self) -> Dictionary:
+        """This dictionary with `usable_name` answered for every name it gives (what refkit.disk_cache keeps: a
+        lexicon build asks about ~145,000 names)."""
+        for record in self.canonical.values():
+            if isinstance(record.get("name"), str):
+                self.is_usable(" ".join(record["name"].split()))
+        for name in self.variants:
+            for written in (" ".join(name.split()), *_written_as_vaccination(name)):
+                self.is_usable(written)
+        return self
 
 
 class _PlainData(pickle.Unpickler):
@@ -188,7 +205,7 @@ def add_clinical_names(lexicon: Lexicon, dictionaries: list[Dictionary]) -> tupl
             owner, class_entity = _owner(record, dictionary.kind.kind, entities, by_ui)
             if owner is None:
                 written = " ".join(record["name"].split())
-                if not usable_name(written, dictionary.kind.kind) or written.casefold() in taken:
+                if not dictionary.is_usable(written) or written.casefold() in taken:
                     continue
                 owner = Entity(name=written, type=dictionary.kind.kind, origin=f"{dictionary.kind.kind}-names")
                 if dictionary.kind.kind == "disease":
@@ -205,7 +222,7 @@ def add_clinical_names(lexicon: Lexicon, dictionaries: list[Dictionary]) -> tupl
             for name in sorted(names_of.get(key, ())):
                 for written in (" ".join(name.split()), *_written_as_vaccination(name)):
                     folded = written.casefold()
-                    if folded in taken or not usable_name(written, dictionary.kind.kind):
+                    if folded in taken or not dictionary.is_usable(written):
                         continue
                     owner.entry_terms.append(written)
                     taken[folded] = owner

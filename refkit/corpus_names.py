@@ -28,9 +28,10 @@ from collections.abc import Iterable
 
 from refkit.abbreviations import definitions
 from refkit.drug_stems import drug_words
+from refkit.entity_names import names_matcher
 from refkit.gene_symbols import is_symbol, symbols
 from refkit.lexicon import REWRITTEN_TYPES, Entity, Lexicon
-from refkit.matcher import NameMatcher, is_acronym
+from refkit.matcher import is_acronym
 from refkit.word_frequency import english_zipf
 
 LONG_FORM_SHARE = 0.6
@@ -239,8 +240,8 @@ def type_drugs_by_stem(lexicon: Lexicon) -> int:
 def count_mentions(lexicon: Lexicon, texts: Iterable[str]) -> int:
     """Set every rewritten-type entity's `corpus_frequency`: the texts naming it by any of its names
     (with the plural and hyphen variants refkit noise matches). Returns the texts read."""
-    typed = [e for e in lexicon.entities.values() if e.type in REWRITTEN_TYPES]
-    matcher = NameMatcher([(form, e.key) for e in typed for form in e.surface_forms()])
+    typed = [e for e in lexicon.in_file_order() if e.type in REWRITTEN_TYPES]
+    matcher = names_matcher(typed)
     counts: Counter = Counter()
     read = 0
     for text in texts:

@@ -157,13 +157,18 @@ class Lexicon:
         record uses is never a target or a swap."""
         return any(e.corpus_frequency is not None for e in self.entities.values())
 
+    def in_file_order(self) -> list[Entity]:
+        """The entities in the order a lexicon file lists them (the most frequent MeSH heading first): where two
+        share a name, the first is the one the name stands for, in `refkit lexicon` and `refkit noise` alike."""
+        return sorted(self.entities.values(), key=lambda e: (-e.frequency, e.key))
+
     def to_tsv(self) -> bytes:
         out = io.StringIO()
         for source in self.sources:
             out.write(f"{SOURCE_PREFIX}{' '.join(source.split())}\n")
         writer = csv.writer(out, delimiter="\t", lineterminator="\n", quoting=csv.QUOTE_NONE, escapechar="\\")
         writer.writerow(COLUMNS)
-        for entity in sorted(self.entities.values(), key=lambda e: (-e.frequency, e.key)):
+        for entity in self.in_file_order():
             writer.writerow(
                 [
                     entity.name,

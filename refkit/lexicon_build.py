@@ -95,8 +95,9 @@ def vocabulary(sources: LexiconSources) -> Lexicon:
     """Step 1: MeSH XML over the installed (or given) descriptor names."""
     from lxml import etree
 
+    from refkit.disk_cache import cached
     from refkit.mesh import read_mesh
-    from refkit.mesh_names import overlay, read_mesh_names
+    from refkit.mesh_names import installed_names_csv, overlay, read_mesh_names
 
     names = Lexicon([])
     if sources.names_path:
@@ -110,7 +111,11 @@ def vocabulary(sources: LexiconSources) -> Lexicon:
                 raise ValueError(f"{option} {value}: no such file")
             tables.append({"shipped": None, "none": False}.get(value, Path(value)))
         csv = None if sources.names_path == "installed" else Path(sources.names_path)
-        names = read_mesh_names(csv, sources.qualifiers_path, *tables)
+        names = cached(
+            "mesh-names",
+            _inputs_key(csv or installed_names_csv(), sources.qualifiers_path, *tables),
+            lambda: read_mesh_names(csv, sources.qualifiers_path, *tables),
+        )
     try:
         known_types = {e.ui: e.type for e in names.entities.values()}
         built = overlay(read_mesh(sources.mesh_path, sources.supplementary, known_types), names)
@@ -120,6 +125,13 @@ def vocabulary(sources: LexiconSources) -> Lexicon:
     if not len(built):
         raise ValueError(f"{sources.mesh_path or sources.names_path}: no MeSH descriptors")
     return built
+
+
+def _inputs_key(*paths) -> list:
+    """What a parse of these files (None: a shipped table, False: none) gives is decided by: their bytes."""
+    from refkit.disk_cache import file_digest
+
+    return [file_digest(p) if isinstance(p, Path) else p for p in paths]
 
 
 def build_lexicon(
@@ -183,12 +195,24 @@ def build_lexicon(
 
 def clinical_dictionaries(sources: LexiconSources) -> list:
     """The drug and disease dictionaries asked for (refkit.clinical_names), read and checked."""
-    from refkit.clinical_names import DISEASES, DRUGS, read_dictionary
+    from refkit.clinical_names import DISEASES, DRUGS, installed_dictionary_path, read_dictionary
+    from refkit.disk_cache import cached
 
     chosen = []
     for kind, value in ((DRUGS, sources.drug_names), (DISEASES, sources.disease_names)):
-        if value != "none":
-            chosen.append(read_dictionary(kind, None if value == "installed" else Path(value)))
+        if value == "none":
+            continue
+        path = None if value == "installed" else Path(value)
+        if path is not None and not path.is_file():
+            chosen.append(read_dictionary(kind, path))  # which says what is wrong
+            continue
+        where, source = installed_dictionary_path(kind) if path is None else (path, str(path))
+        key = {"kind": kind.kind, "source": source, "file": _inputs_key(Path(where))[0]}
+        chosen.append(
+            cached(
+                "clinical-dictionary", key, lambda kind=kind, path=path: read_dictionary(kind, path).with_usable_names()
+            )
+        )
     return chosen
 
 

@@ -33,7 +33,7 @@ class PhraseMatcher:
         """`phrases`: (phrase, payload); a phrase given twice keeps its first payload. Matching ignores case
         unless `case_sensitive`."""
         self._automaton = ahocorasick.Automaton()
-        self._fold = (lambda text: text) if case_sensitive else str.lower
+        self._case_sensitive = case_sensitive
         for phrase, payload in phrases:
             key = " ".join(self._fold(phrase).split())
             if key and key not in self._automaton:
@@ -41,6 +41,9 @@ class PhraseMatcher:
         self._empty = len(self._automaton) == 0
         if not self._empty:
             self._automaton.make_automaton()
+
+    def _fold(self, text: str) -> str:
+        return text if self._case_sensitive else text.lower()
 
     def find(self, text: str) -> list[Match]:
         if self._empty:

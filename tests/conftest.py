@@ -195,6 +195,7 @@ LONGEST_FILES = (
     "test_searchd_retrievers.py",
     "test_recipe_build.py",
     "test_readme_examples.py",
+    "test_refkit_cache.py",
     "test_ivf_nprobe.py",
     "test_watch_records.py",
     "test_incremental_indexes.py",

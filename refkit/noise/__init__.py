@@ -21,9 +21,20 @@ candidates inside the same stages, under the same rules.
 | `options` | the run's options and calibrated thresholds |
 """
 
-from refkit.noise.options import NoiseOptions
-from refkit.noise.pipeline import NoiseGenerator
-from refkit.noise.rewriter import QueryRewriter
-from refkit.noise.writing import Rewrite
+from importlib import import_module
 
 __all__ = ["NoiseGenerator", "NoiseOptions", "QueryRewriter", "Rewrite"]
+_HOMES = {
+    "NoiseGenerator": "refkit.noise.pipeline",
+    "NoiseOptions": "refkit.noise.options",
+    "QueryRewriter": "refkit.noise.rewriter",
+    "Rewrite": "refkit.noise.writing",
+}
+
+
+def __getattr__(name: str):
+    # imported when first asked for: the pipeline pulls in datasketch (and scipy), ~0.8 s that the commands
+    # which only read refkit.noise.options (every refkit command's option defaults) need not pay
+    if name in _HOMES:
+        return getattr(import_module(_HOMES[name]), name)
+    raise AttributeError(f"module 'refkit.noise' has no attribute {name!r}")

@@ -33,10 +33,10 @@ ORIGINAL_RANK = 100
 # may-answer: a text this close to one of the question's own references (collected, or its best hits) is about
 # the original situation.
 REFERENCE_CEILING = 0.65
-# rank: texts of the weak tiers (related by one name or similarity, bare definitions, fragments) fill a question
-# up to this many kept and no further. The blind reading calls 2 in 21 of the related ones hard, against 22 in
-# 29 of the same-subject and situation ones: past what an item needs (refkit assemble's default 3..5 irrelevant),
-# they only dilute the hard ones.
+# rank: texts of the weak tiers (related by one name or similarity, titles, bare definitions, fragments) fill a
+# question up to this many kept and no further. The blind reading calls 6 in 27 of the related ones hard, against
+# 20 in 27 of the same-subject and situation ones: past what an item needs (refkit assemble's default 3..5
+# irrelevant), they only dilute the hard ones.
 FILL_TO = 3
 
 

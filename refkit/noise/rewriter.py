@@ -21,8 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from medsnip.queries import QueryItem
+from refkit.entity_names import EntityFinder
 from refkit.lexicon import REWRITTEN_TYPES, Entity, Lexicon, natural_name
-from refkit.matcher import Aspect, Match, NameMatcher, PhraseMatcher
+from refkit.matcher import Aspect, Match, PhraseMatcher
 from refkit.noise.options import ENTITY_POOL, SWAP_POOL, NoiseOptions
 from refkit.noise.siblings import SiblingIndex
 from refkit.noise.subjects import Subject, aspect_choices, broad_keys, find_subjects, write_question
@@ -47,7 +48,7 @@ class LexiconIndex:
     """What a rewriter looks names up in, built from a lexicon alone: its names matcher, generic entities,
     siblings, broad categories and phrase-cut test. Read-only once built."""
 
-    entity_matcher: NameMatcher
+    entity_matcher: EntityFinder
     generic: frozenset[str]
     siblings: SiblingIndex
     broad: frozenset[str]
@@ -55,17 +56,17 @@ class LexiconIndex:
 
     @classmethod
     def build(cls, lexicon: Lexicon, language: str) -> LexiconIndex:
-        typed = [e for e in lexicon.entities.values() if e.type in REWRITTEN_TYPES]
-        phrases = [(form, e) for e in typed for form in e.surface_forms(language)]
+        typed = [e for e in lexicon.in_file_order() if e.type in REWRITTEN_TYPES]
         generic = generic_keys(lexicon)
         bigrams = {
             pair
-            for form, _ in phrases
+            for e in typed
+            for form in e.surface_forms(language)
             for words in [_WORDS.findall(form.lower())]
             for pair in zip(words, words[1:], strict=False)
         }
         return cls(
-            NameMatcher(phrases, english=language == "en"),
+            EntityFinder(lexicon, typed, language),
             generic,
             SiblingIndex(lexicon, generic),
             broad_keys(typed),
