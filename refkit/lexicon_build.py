@@ -111,11 +111,13 @@ def vocabulary(sources: LexiconSources) -> Lexicon:
                 raise ValueError(f"{option} {value}: no such file")
             tables.append({"shipped": None, "none": False}.get(value, Path(value)))
         csv = None if sources.names_path == "installed" else Path(sources.names_path)
-        names = cached(
-            "mesh-names",
-            _inputs_key(csv or installed_names_csv(), sources.qualifiers_path, *tables),
-            lambda: read_mesh_names(csv, sources.qualifiers_path, *tables),
-        )
+        inputs = (csv or installed_names_csv(), sources.qualifiers_path, *tables)
+
+        def parse() -> Lexicon:
+            return read_mesh_names(csv, sources.qualifiers_path, *tables)
+
+        found = all(p.is_file() for p in inputs if isinstance(p, Path))
+        names = cached("mesh-names", _inputs_key(*inputs), parse) if found else parse()  # else: which file is missing
     try:
         known_types = {e.ui: e.type for e in names.entities.values()}
         built = overlay(read_mesh(sources.mesh_path, sources.supplementary, known_types), names)
