@@ -57,9 +57,10 @@ from refkit.text_similarity import PoolBM25, TextSimilarity, similarity_record
 from searchd.client import SearchClient
 
 CHUNK = 32  # questions whose searches go to the server together
-# candidates measured by the similarity filters per question at most: enough for `per_query` of the closest tiers
-# in all but a few questions, and a bound on the embedding time of a question whose rewrites retrieve little
-EXAMINED = 60
+# candidates measured by the similarity filters per question at most: a bound on the embedding time of a question
+# whose rewrites retrieve little. On the realistic bench 60 left 35 close-tier texts unfound (filled in with weaker
+# ones); 150 and 400 find the same.
+EXAMINED = 150
 OWN_REFERENCES = 16  # without --refs, the original question's best hits stand for its references
 SUBJECT_CANDIDATES = 20  # texts retrieved for a subject's name to see whether the corpus writes it
 
