@@ -98,7 +98,7 @@ class Dictionary:
             if isinstance(record.get("name"), str):
                 self.is_usable(" ".join(record["name"].split()))
         for name in self.variants:
-            for written in (" ".join(name.split()), *_written_as_vaccination(name)):
+            for written in written_forms(name):
                 self.is_usable(written)
         return self
 
@@ -180,6 +180,11 @@ def _written_as_vaccination(name: str) -> list[str]:
     return [f"{vaccine.group('what')} vaccination"] if vaccine else []
 
 
+def written_forms(name: str) -> tuple[str, ...]:
+    """How a text writes a dictionary's name: as listed (spaces normalised), and a vaccine as the act."""
+    return (" ".join(name.split()), *_written_as_vaccination(name))
+
+
 def _is_disease(record: dict) -> bool:
     return any(tree.startswith(DISEASE_TREES) for tree in record.get("mesh_tree", []))
 
@@ -220,7 +225,7 @@ def add_clinical_names(lexicon: Lexicon, dictionaries: list[Dictionary]) -> tupl
                 owner.actions.append(class_entity.name)
                 counts["classes"] += 1
             for name in sorted(names_of.get(key, ())):
-                for written in (" ".join(name.split()), *_written_as_vaccination(name)):
+                for written in written_forms(name):
                     folded = written.casefold()
                     if folded in taken or not dictionary.is_usable(written):
                         continue

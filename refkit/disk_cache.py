@@ -26,6 +26,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
+from refkit.resume import file_sha256
+
 T = TypeVar("T")
 LIMIT_BYTES = 2 << 30  # a ~200,000-name lexicon's names matcher weighs ~60 MB
 
@@ -56,11 +58,7 @@ def code_version() -> str:
 
 @functools.lru_cache(maxsize=64)
 def _digest_of(path: str, size: int, modified: int) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    return file_sha256(Path(path))
 
 
 def file_digest(path: Path) -> str:

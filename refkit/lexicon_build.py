@@ -198,7 +198,7 @@ def build_lexicon(
 def clinical_dictionaries(sources: LexiconSources) -> list:
     """The drug and disease dictionaries asked for (refkit.clinical_names), read and checked."""
     from refkit.clinical_names import DISEASES, DRUGS, installed_dictionary_path, read_dictionary
-    from refkit.disk_cache import cached
+    from refkit.disk_cache import cached, file_digest
 
     chosen = []
     for kind, value in ((DRUGS, sources.drug_names), (DISEASES, sources.disease_names)):
@@ -209,7 +209,7 @@ def clinical_dictionaries(sources: LexiconSources) -> list:
             chosen.append(read_dictionary(kind, path))  # which says what is wrong
             continue
         where, source = installed_dictionary_path(kind) if path is None else (path, str(path))
-        key = {"kind": kind.kind, "source": source, "file": _inputs_key(Path(where))[0]}
+        key = {"kind": kind.kind, "source": source, "file": file_digest(Path(where))}
         chosen.append(
             cached(
                 "clinical-dictionary", key, lambda kind=kind, path=path: read_dictionary(kind, path).with_usable_names()

@@ -48,6 +48,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from refkit.entity_names import EntityFinder
 from refkit.lexicon import Entity
 from refkit.matcher import Aspect, NameMatcher, PhraseMatcher
 from refkit.noise.options import GOLD_CEILING, ORIGINAL_RANK
@@ -107,12 +108,13 @@ class AnswerTest:
         judge=None,
         reader=None,
         references: list[str] | None = None,
-        entities: NameMatcher | None = None,
+        entities: EntityFinder | None = None,
         question_keys: frozenset[str] = frozenset(),
     ):
         """`reader`: a refkit.readers.Reader whose tasks include may-answer, or None; `references`: the texts of
-        the question's own references (collected, or its best hits); `entities`: the lexicon's names (payloads
-        Entity), which the `names-answer-type` test reads texts with, and `question_keys` the keys of the
+        the question's own references (collected, or its best hits); `entities`: the lexicon's names
+        (refkit.entity_names; any matcher whose payloads are entities), which the `names-answer-type` test reads
+        texts with, and `question_keys` the keys of the
         entities the question names (None `entities`: no such test)."""
         self.question, self.similarity, self.language = question, similarity, language
         self.entities, self.question_keys = entities, question_keys
