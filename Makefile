@@ -36,8 +36,9 @@ demo-multilingual: setup
 # many tests wait on a JVM, a server or Ray starting, so two run in about 3/4 of one's time on 2 cores.
 # --no-loadscope-reorder keeps tests/conftest.py's order (the longest files first) instead of xdist's
 # (files with the most tests first, which left the few long Ray files running alone at the end).
+# --durations lists the slowest steps, so that a run's log shows where its time went.
 test: setup
-	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder tests
+	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=25 tests
 
 bench: setup
 	$(PY) bench/run_benchmarks.py --out docs/benchmarks.md

@@ -136,14 +136,19 @@ def curve_rows(permissive: list[dict], qrels: dict, base: NoiseOptions) -> list[
 
 
 FILL_TO = (0, 1, 2, 3, 5)
+WEAK_FLOOR = (-1.0, 0.25, 0.33, 0.40)
 
 
 def fill_rows(permissive: list[dict], base: NoiseOptions) -> list[str]:
-    """What `--fill-to` trades: coverage against the share of kept texts from the two close tiers (same-subject,
-    situation), the permissive run decided again at the default thresholds with each value."""
+    """What `--fill-to` and `--weak-floor` trade: coverage against the share of kept texts from the two close
+    tiers (same-subject, situation), the permissive run decided again at the default thresholds with each value
+    of one of them, the other at its default."""
+    settings = [(f"{f}", base.weak_floor, f) for f in FILL_TO] + [
+        (f"{base.fill_to}", w, base.fill_to) for w in WEAK_FLOOR if w != base.weak_floor
+    ]
     rows = []
-    for fill_to in FILL_TO:
-        options = dataclasses.replace(base, fill_to=fill_to)
+    for fill_label, weak_floor, fill_to in settings:
+        options = dataclasses.replace(base, fill_to=fill_to, weak_floor=weak_floor)
         tiers = [0, 0, 0, 0]
         covered = 0
         for record in permissive:
@@ -152,9 +157,10 @@ def fill_rows(permissive: list[dict], base: NoiseOptions) -> list[str]:
             for candidate in chosen:
                 tiers[candidate["tier"]] += 1
         kept = sum(tiers)
-        default = " (default)" if fill_to == base.fill_to else ""
+        default = " (default)" if (fill_to, weak_floor) == (base.fill_to, base.weak_floor) else ""
+        floor = "none" if weak_floor < 0 else f"{weak_floor:.2f}"
         rows.append(
-            f"| {fill_to}{default} | {covered / len(permissive):.0%} | {kept / len(permissive):.2f} | "
+            f"| {fill_label} | {floor}{default} | {covered / len(permissive):.0%} | {kept / len(permissive):.2f} | "
             f"{' / '.join(map(str, tiers))} | {(tiers[0] + tiers[1]) / max(kept, 1):.0%} |"
         )
     return rows
@@ -355,6 +361,8 @@ def noise_section(demo: Path, work: Path) -> list[str]:
             1_000_000,
             "--fill-to",
             1_000_000,
+            "--weak-floor",
+            -1,
             "--out",
             permissive_path,
         )
@@ -420,12 +428,13 @@ def noise_section(demo: Path, work: Path) -> list[str]:
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         *curve_rows(permissive, qrels, NoiseOptions()),
         "",
-        "What `--fill-to` trades (texts related by one name or similarity, titles, bare definitions and fragments "
-        "fill a question up to it; the same permissive run decided again at the default thresholds):",
+        "What `--fill-to` and `--weak-floor` trade (texts related by one name or similarity, titles, bare "
+        "definitions and fragments fill a question up to `--fill-to`, from `--weak-floor` close to the original "
+        "question; the same permissive run decided again at the default thresholds):",
         "",
-        "| --fill-to | 3+ kept | kept per question | kept by tier (same-subject / situation / related / bare) | "
-        "from the two close tiers |",
-        "|---:|---:|---:|---|---:|",
+        "| --fill-to | --weak-floor | 3+ kept | kept per question | kept by tier (same-subject / situation / related / "
+        "bare) | from the two close tiers |",
+        "|---:|---:|---:|---:|---|---:|",
         *fill_rows(permissive, NoiseOptions()),
         "",
         calibration_line(permissive, qrels),

@@ -38,9 +38,11 @@ from refkit.noise.options import (
     ANSWER_CEILING,
     ANSWER_MARGIN,
     ENTITY_FLOOR,
+    FILL_TO,
     ORIGINAL_RANK,
     REFERENCE_CEILING,
     SIMILARITY_FLOOR,
+    WEAK_FLOOR,
 )
 from refkit.readers.options import reader_options, resolve_settings
 from searchd.cli import client_options
@@ -438,11 +440,18 @@ def _dictionary_option(value: str, option: str) -> str:
 @click.option("--per-query", default=5, show_default=True, type=click.IntRange(1), help="Noisy references kept.")
 @click.option(
     "--fill-to",
-    default=3,
+    default=FILL_TO,
     show_default=True,
     type=click.IntRange(0),
     help="Texts related by one name or similarity, bare definitions and fragments fill a question up to this many "
     "kept, no further (texts on the question's subject or situation fill it to --per-query).",
+)
+@click.option(
+    "--weak-floor",
+    default=WEAK_FLOOR,
+    show_default=True,
+    type=float,
+    help="Texts of those weak kinds are kept only from this MiniLM cosine to the original question (closest first).",
 )
 @click.option(
     "--candidates", default=100, show_default=True, type=click.IntRange(1), help="Hits retrieved per rewrite."
@@ -547,6 +556,7 @@ def noise(
     judge_threshold,
     per_query,
     fill_to,
+    weak_floor,
     candidates,
     attribute_swaps,
     entity_swaps,
@@ -633,6 +643,7 @@ def noise(
                 original_rank,
                 reference_ceiling,
                 fill_to,
+                weak_floor,
             ),
             DedupOptions(dedup_threshold, shingle_words),
             collected,

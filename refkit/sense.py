@@ -41,6 +41,16 @@ still be a question an expert would ask, about something else. The rules, each w
   "periportal fibrosis"; itself an adjective before a word: "therapeutic index") is part of a concept
   the vocabulary does not know; it is never the one replaced. A rewrite never writes a word twice in
   a row where the original did not ("gestational diabetes mellitus" -> "diabetes mellitus mellitus").
+- `member-frame` (English entity swaps): the question says of its entity something that holds for that one
+  member of a class only, and another member put in makes a question with a false premise: what it is made
+  of ("What is the active ingredient of Eligard?" -> "... of tamoxifen?", "the main component of the Lewy
+  body" -> "... of the Purkinje cell"), who makes it ("IDH inhibitors by Agios Pharmaceuticals"), the trial
+  that tested it ("... effective for stroke in the RIGHT-2 trial?"), that it is
+  approved or marketed (a wh-question about a drug: "What is tolebrutinib approved for in the United
+  States?"), or which kind of molecule it acts on (a drug: "Which interleukins are affected by rituximab?").
+  A yes/no question keeps its approval frame ("Is X approved for Y?": the answer may be no).
+- `repeated-word`: a swap never writes a word the question already has spelt nearly alike ("such as mysositis
+  and rhabdomyolysis" -> "... mysositis and myositis").
 - `aspect-position`: an aspect is replaced only where it is what the question asks about the entity:
   "the X of|for|in ... <entity>", "<entity>('s) X", or a question's head ("which of the following X",
   "what X"); never inside a compound ("gene therapies": a word that is neither a function word nor a
@@ -61,6 +71,7 @@ query in another language is not held to them.
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections import Counter
 from collections.abc import Iterable
@@ -314,6 +325,79 @@ def doubled_word(original: str, rewrite: str) -> str | None:
     return None
 
 
+REPEAT_WORD_LENGTH = 6  # shorter words ("type", "cell") repeat in ordinary questions
+REPEAT_LIKENESS = 0.85
+
+
+def repeated_word(original: str, span: tuple[int, int], written: str) -> str | None:
+    """A word of `written` (what a swap puts at `span`) that the rest of the question already has, spelt nearly
+    but not exactly alike ("mysositis" and "myositis"); the same word twice ("breast cancer and colon cancer")
+    is ordinary."""
+    rest = {
+        w.casefold().rstrip("s"): w
+        for w in _WORD.findall(f"{original[: span[0]]} {original[span[1] :]}")
+        if len(w) >= REPEAT_WORD_LENGTH
+    }
+    for word in _WORD.findall(written):
+        folded = word.casefold().rstrip("s")
+        if len(word) < REPEAT_WORD_LENGTH or folded in rest:
+            continue
+        for other, as_written in rest.items():
+            if folded in other or other in folded:  # "radiation" and "irradiation": a word and its derivative
+                continue
+            if difflib.SequenceMatcher(None, folded, other).ratio() >= REPEAT_LIKENESS:
+                return f"repeated-word: {word!r} is spelt nearly like {as_written!r}, which the question has already"
+    return None
+
+
+_COMPOSITION = re.compile(
+    r"\b(?:active\s+ingredients?|ingredients?|components?|constituents?|composed\s+of|made\s+of|consists?\s+of|"
+    r"composition)\b",
+    re.IGNORECASE,
+)
+_APPROVAL = re.compile(r"\b(?:approved|approval|licen[cs]ed|marketed|FDA|EMA)\b", re.IGNORECASE)
+_DEVELOPER = re.compile(
+    r"\b[A-Z][\w-]*\s+(?:Pharmaceuticals?|Pharma|Therapeutics|Biosciences|Biotech(?:nology)?|Biologics|"
+    r"Laboratories|Inc\b|Ltd\b|Corp(?:oration)?\b)"
+)
+# "... effective for stroke in the RIGHT-2 trial?": a named trial tested one drug in one disease
+_NAMED_TRIAL = re.compile(
+    r"\b[A-Z][A-Z0-9]+(?:-[A-Z0-9]+)*\s+(?:trial|study)\b|\b(?:trial|study)\s+[A-Z][A-Z0-9]+(?:-[A-Z0-9]+)*\b"
+)
+# "Which interleukins are affected by dupilumab?": the kind of molecule the drug acts on is part of the question
+_MOLECULE_ASKED = re.compile(
+    r"^\s*(?:which|what)\s+(?:(?!(?:is|are|was|were|does|do|did|has|have)\b)[a-z-]+\s+)?"
+    r"(?:interleukins?|cytokines?|chemokines?|receptors?|enzymes?|kinases?|channels?|transporters?|integrins?)\b",
+    re.IGNORECASE,
+)
+_ASKS_FOR = re.compile(r"^\s*(?:which|what)(?:\s+(?:is|was|are|were|the|first|last|only|new))*\s+$", re.IGNORECASE)
+_ASKS_YES_NO = re.compile(
+    r"^\s*(?:is|are|was|were|does|do|did|has|have|had|can|could|will|would|should|may|might)\b", re.IGNORECASE
+)
+
+
+def member_frame_problem(query: str, entity_type: str, start: int | None = None) -> str | None:
+    """Why no other entity of `entity_type` may replace the one the (English) question names at `start`: its
+    frame holds for that member only (see the module's `member-frame`). None: the frame takes another member.
+    A drug the question's head asks for ("Which was the first cholera vaccine approved ...?") is the kind of
+    answer, not a member the approval is presumed of."""
+    begin = question_part(query)
+    asked = query[begin:]
+    if found := _COMPOSITION.search(asked):
+        return f"member-frame: the question asks what its {entity_type} is made of ({found.group(0)!r})"
+    if found := _DEVELOPER.search(query):
+        return f"member-frame: the question names who makes its {entity_type} ({found.group(0)!r})"
+    if found := _NAMED_TRIAL.search(query):
+        return f"member-frame: the question names a trial of its own drug and disease ({found.group(0)!r})"
+    answer_kind = start is not None and bool(_ASKS_FOR.match(query[begin:start]))
+    if entity_type == "drug" and not _ASKS_YES_NO.match(asked) and not answer_kind:
+        if found := _APPROVAL.search(asked):
+            return f"member-frame: the question presumes its drug is {found.group(0)!r} (approved or marketed)"
+        if found := _MOLECULE_ASKED.match(asked):
+            return f"member-frame: the question asks which {found.group(0).split()[-1]} its drug acts on"
+    return None
+
+
 def possessive_before(text: str, start: int) -> bool:
     """Do the words at `start` follow a possessive ("Alzheimer's disease": at "disease")?"""
     before = text[:start].rstrip()
@@ -418,6 +502,13 @@ def rewrite_sense_problems(
             problems.append(f"compound: {edit['text']!r} is part of a longer name")
         elif english and (modifier := modifier_problem(query, (start, end), entity_spans)):
             problems.append(modifier)
+        if edit["what"] == "entity" and english:
+            frame = member_frame_problem(query, str(edit.get("type", "")), start)
+            if frame:
+                problems.append(frame)
+            repeated = repeated_word(query, (start, end), str(edit.get("written", "")))
+            if repeated:
+                problems.append(repeated)
         if edit["what"] == "entity" and lexicon is not None:
             original, replacement = lexicon.get(edit["from"]), lexicon.get(edit["to"])
             if original is not None and replacement is not None:

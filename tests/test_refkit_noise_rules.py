@@ -227,7 +227,7 @@ def test_ranking_keeps_the_closest_kinds_and_one_chunk_per_document():
     assert tier("definition", "attribute", {"names_subject": "cabozantinib"}) == 3
 
     def candidate(order, tier_, document):
-        return {"order": order, "tier": tier_, "document": document}
+        return {"order": order, "tier": tier_, "document": document, "measured": {"to_original": 0.4}}
 
     passed = [
         candidate(0, 3, "a"),
@@ -248,7 +248,7 @@ def test_weak_tiers_only_fill_a_question_up():
     from refkit.noise.ranking import choose
 
     def candidate(order, tier_):
-        return {"order": order, "tier": tier_, "document": str(order)}
+        return {"order": order, "tier": tier_, "document": str(order), "measured": {"to_original": 0.4}}
 
     close = [candidate(n, n % 2) for n in range(4)]  # tiers 0 and 1
     weak = [candidate(10 + n, 2 + n % 2) for n in range(4)]  # tiers 2 and 3
@@ -261,6 +261,29 @@ def test_weak_tiers_only_fill_a_question_up():
     assert [c["order"] for c in kept] == [0, 2, 1, 3, 10]
     kept, _ = choose(close + weak, 5, fill_to=0)
     assert [c["order"] for c in kept] == [0, 2, 1, 3]
+
+
+def test_a_weak_text_far_from_the_question_is_never_kept():
+    """A text related to a rewrite by one name and reading far from the original question distracts no one: under
+    `weak_floor` it is set aside as `far`; among the weak texts above it the closest to the question come first.
+    The close tiers keep their retrieval order whatever their closeness."""
+    from refkit.noise.ranking import choose
+
+    def candidate(order, tier_, closeness):
+        return {"order": order, "tier": tier_, "document": str(order), "measured": {"to_original": closeness}}
+
+    passed = [
+        candidate(0, 0, 0.2),
+        candidate(1, 2, 0.30),
+        candidate(2, 2, 0.35),
+        candidate(3, 2, 0.50),
+        candidate(4, 3, 0.60),
+    ]
+    kept, aside = choose(passed, 5, fill_to=3, weak_floor=0.33)
+    assert [c["order"] for c in kept] == [0, 3, 2]
+    assert {c["order"]: c["why"] for c in aside} == {1: "far", 4: "weak-tier"}
+    kept, _ = choose(passed, 5, fill_to=5)
+    assert [c["order"] for c in kept] == [0, 3, 2, 1, 4]
 
 
 def test_a_same_subject_text_naming_what_the_question_asks_for_may_answer():
@@ -351,3 +374,89 @@ def test_titles_and_pieces_cut_out_of_running_text_are_bare():
     assert text_kind(colon_in_a_sentence) == "sentence"
     chunk = " ".join(["of myocardial infarction, patients with hypertension or chronic IHD including angina"] * 6)
     assert text_kind(chunk) == "sentence"
+
+
+def test_a_frame_that_holds_for_one_member_takes_no_other(lexicon):
+    """What a drug is made of, who makes it, that it is approved and which kind of molecule it acts on hold for
+    that drug only: "What is the active ingredient of tamoxifen?" has a false premise, so such a question gets
+    no entity swap of that entity (its aspect rewrites stay). A yes/no question keeps its approval frame, and
+    a swap never writes a word the question already has spelt nearly alike."""
+    from refkit.sense import member_frame_problem, repeated_word
+
+    rewriter = QueryRewriter(lexicon, read_aspects())
+    for question in (
+        "What is the active ingredient of tucatinib?",
+        "What clinical applications is tucatinib approved for in the United States?",
+        "Which interleukins are affected by tucatinib?",
+        "What is the mechanism of action of tucatinib by Array Therapeutics?",
+    ):
+        query = QueryItem("q", question)
+        analysis = rewriter.analyse(question)
+        swaps = rewriter.swap_candidates(query, analysis)
+        assert not [r for r in swaps if r.kind == "entity"], question
+        assert "member-frame" in {r["rule"] for r in analysis.refused_swaps}, question
+        assert [r for r in swaps if r.kind == "attribute"], question
+    claim = QueryItem("c", "Is tucatinib approved for hepatocellular carcinoma?")
+    swaps = rewriter.swap_candidates(claim, rewriter.analyse(claim.query))
+    assert "Is lapatinib approved for hepatocellular carcinoma?" in [r.query for r in swaps]
+    assert member_frame_problem("Which drugs are approved for spinal muscular atrophy?", "disease") is None
+    assert member_frame_problem("What is the target of dupilumab?", "drug") is None
+    trial = "Was prehospital transdermal glyceryl trinitrate effective for stroke in the RIGHT-2 trial?"
+    assert "RIGHT-2 trial" in member_frame_problem(trial, "disease", trial.index("stroke"))
+    assert member_frame_problem("Is aspirin effective for stroke in randomised trials?", "disease") is None
+    cholera = "Which was the first cholera vaccine approved in the US?"  # the kind of answer, not a presumption
+    assert member_frame_problem(cholera, "drug", cholera.index("cholera")) is None
+    radiation = "Can radiation induced meningiomas be treated with radiosurgery?"
+    at = (radiation.index("radiosurgery"), len(radiation) - 1)
+    assert repeated_word(radiation, at, "cranial irradiation") is None  # a word and its derivative
+    assert member_frame_problem("Which is the main component of the Lewy body?", "anatomy").startswith("member-frame")
+    statins = "Which drugs cause muscle toxicities such as mysositis and rhabdomyolysis?"
+    span = (statins.index("rhabdomyolysis"), statins.index("rhabdomyolysis") + len("rhabdomyolysis"))
+    assert repeated_word(statins, span, "myositis").startswith("repeated-word: 'myositis'")
+    assert repeated_word(statins, span, "myoglobinuria") is None
+    cancers = "Is breast cancer more common than lung cancer?"
+    assert repeated_word(cancers, (cancers.index("lung"), len(cancers) - 1), "colon cancer") is None
+
+
+def test_a_category_of_many_kinds_is_never_swapped_in_for_one():
+    """MeSH's "Chromosome Disorders" (60 kinds below it here) beside "Angioedemas, Hereditary": a question about the
+    one asked of the category has no answer; the swap is refused as `broad`, a sibling of one kind is kept."""
+    kinds = [Entity(f"Chromosome Disorder {n}", "disease", trees=[f"C16.320.180.{n:03d}"]) for n in range(60)]
+    lexicon = Lexicon(
+        [
+            Entity(
+                "Angioedemas, Hereditary",
+                "disease",
+                entry_terms=["Hereditary Angioedema"],
+                trees=["C16.320.382"],
+                corpus_frequency=9,
+            ),
+            Entity("Chromosome Disorders", "disease", trees=["C16.320.180"], corpus_frequency=30),
+            Entity("Albinisms", "disease", entry_terms=["Albinism"], trees=["C16.320.565"], corpus_frequency=5),
+            *kinds,
+        ]
+    )
+    rewriter = QueryRewriter(lexicon, read_aspects())
+    query = QueryItem("q", "What is the inheritance pattern of hereditary angioedema?")
+    analysis = rewriter.analyse(query.query)
+    written = [r.query for r in rewriter.swap_candidates(query, analysis) if r.kind == "entity"]
+    assert "What is the inheritance pattern of albinism?" in written
+    assert not [w for w in written if "hromosome" in w]
+    assert ("Chromosome Disorders", "broad") in {(r["to"], r["rule"]) for r in analysis.refused_swaps}
+
+
+def test_a_company_is_no_subject_and_a_cell_is_not_asked_what_it_is_made_of():
+    from refkit.noise.subjects import Subject, _may_be_subject, aspect_choices
+
+    agios = "Which IDH inhibitors by Agios Pharmaceuticals have been approved by the FDA?"
+    start = agios.index("Agios")
+    assert not _may_be_subject(agios, start, start + len("Agios Pharmaceuticals"))
+    aspects = read_aspects()
+    granulocytes = Entity("Granulocytes", "anatomy", trees=["A11.118.637.555.567", "A15.145.229.637.555.567"])
+    lewy = Entity("Lewy Bodies", "anatomy", trees=["A11.284.430.214.190.875.564"])
+    asked = {
+        entity.name: {a.name for a in aspect_choices(Subject(entity.name, 0, 5, entity, "anatomy", "target"), aspects)}
+        for entity in (granulocytes, lewy)
+    }
+    assert "composition" in asked["Lewy Bodies"] and "composition" not in asked["Granulocytes"]
+    assert asked["Granulocytes"] - {"composition"} == asked["Lewy Bodies"] - {"composition"}

@@ -167,6 +167,8 @@ def test_audit_flags_the_nonsense_rewrites(mesh_names, tmp_path):
     dmd = "Is eteplirsen effective for the treatment of DMD?"
     gene = "Which gene therapies are under investigation for DMD?"
     medqa = real_question(IR / "medqa_us_4options_test.jsonl", "medqa-57")
+    eligard = "What is the active ingredient of Eligard?"
+    statins = "What class of drugs has muscle toxicities such as mysositis and rhabdomyolysis as a side effect?"
     records = [
         record(
             alzheimer,
@@ -195,6 +197,21 @@ def test_audit_flags_the_nonsense_rewrites(mesh_names, tmp_path):
             medqa,
             medqa.replace("Risperidone", "Antipsychotic Agents"),
             [edit("entity", "Risperidone", "Antipsychotic Agents", medqa, "Risperidone", "Antipsychotic Agents")],
+        ),
+        record(
+            eligard,
+            eligard.replace("Eligard", "Tamoxifen"),
+            [{**edit("entity", "Eligard", "Tamoxifen", eligard, "Leuprolide", "Tamoxifen"), "type": "drug"}],
+        ),
+        record(
+            statins,
+            statins.replace("rhabdomyolysis", "myositis"),
+            [
+                {
+                    **edit("entity", "rhabdomyolysis", "myositis", statins, "Rhabdomyolysis", "Myositis"),
+                    "type": "disease",
+                }
+            ],
         ),
     ]
     for one in records:

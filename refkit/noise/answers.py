@@ -11,13 +11,14 @@ when any of these holds, tried cheapest first (`test` names which):
 - `retrieved-for-original`: retrieved for an aspect rewrite, the original question itself retrieves it within
   `original_rank` (a text about the same subject that the original question finds is written about the
   original situation: BioASQ's gold snippets beyond the references collected are found so);
+- `names-answer-type`: retrieved for an aspect rewrite of a question that asks for a kind of thing ("Which
+  disease can be treated using tezepelumab?", "What class of drugs ...", "Which enzyme metabolizes ..."), it
+  names the subject and a thing of that kind the question does not name ("... tezepelumab ... severe asthma";
+  "Rhabdomyolysis from the combination of a statin and gemfibrozil" for the class of drugs that causes
+  rhabdomyolysis): it may be stating the answer, whatever else of the question it names;
 - a text retrieved for an aspect rewrite that does not name every entity of the original question (the drug
   *and* the disease of "Is lasmiditan effective for migraine?") is about another situation: the name tests
   below do not take it for an answer (the similarity tests still may);
-- `names-answer-type`: retrieved for an aspect rewrite of a question that asks for a kind of thing ("Which
-  disease can be treated using tezepelumab?", "What class of drugs ...", "Which enzyme metabolizes ..."), it
-  names the subject and a thing of that kind the question does not name ("... tezepelumab ... severe asthma"):
-  it may be stating the answer;
 - `defines-subject`: retrieved for an aspect rewrite of a question asking what its subject is ("What is
   X?"), it says what the subject is ("X is a ...", "X, a ...");
 - `not-the-new-aspect`: retrieved for an aspect swap, it names the entity but none of the new aspect's
@@ -194,6 +195,14 @@ def decide_lexical(measured: dict, options=None) -> Verdict | None:
             measured["original_rank"],
             limit,
         )
+    # what the question asks for, named beside its subject, may be the answer in any situation
+    if measured.get("names_target") and measured.get("names_answer_type"):
+        return Verdict(
+            RULE,
+            "names-answer-type",
+            f"names {measured['names_target']!r} and {measured['names_answer_type']!r}, a thing of the kind the "
+            "question asks for",
+        )
     if measured.get("situation_missing"):  # another situation than the question's: it cannot answer it by name
         return None
     if measured.get("names_target") and measured.get("names_aspect"):
@@ -201,13 +210,6 @@ def decide_lexical(measured: dict, options=None) -> Verdict | None:
             RULE,
             "names-aspect",
             f"pairs {measured['names_target']!r} with the original aspect ({measured['names_aspect']!r})",
-        )
-    if measured.get("names_target") and measured.get("names_answer_type"):
-        return Verdict(
-            RULE,
-            "names-answer-type",
-            f"names {measured['names_target']!r} and {measured['names_answer_type']!r}, a thing of the kind the "
-            "question asks for",
         )
     if measured.get("defines_subject"):
         return Verdict(

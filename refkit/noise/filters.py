@@ -269,6 +269,7 @@ def permissive(options: NoiseOptions) -> NoiseOptions:
         options,
         per_query=1_000_000,
         fill_to=1_000_000,
+        weak_floor=-1.0,
         answer_margin=1.0,
         answer_ceiling=1.0,
         entity_floor=-1.0,
@@ -290,4 +291,4 @@ def replay(record: dict, options: NoiseOptions) -> list[dict]:
         for c in record["noise"]
         if first_refusal(c["measured"], options) is None
     ]
-    return choose(passed, options.per_query, options.fill_to)[0]
+    return choose(passed, options.per_query, options.fill_to, options.weak_floor)[0]

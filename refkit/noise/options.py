@@ -38,6 +38,10 @@ REFERENCE_CEILING = 0.65
 # 20 in 27 of the same-subject and situation ones: past what an item needs (refkit assemble's default 3..5
 # irrelevant), they only dilute the hard ones.
 FILL_TO = 3
+# rank: a text of the weak tiers reading less than this close to the original question is not kept at all: on the
+# blind sheet of the last realistic bench, none of the 12 related texts under 0.33 was hard, 6 of the 10 above it.
+# Among themselves the weak texts rank closest to the question first.
+WEAK_FLOOR = 0.33
 
 
 @dataclass
@@ -55,6 +59,7 @@ class NoiseOptions:
     original_rank: int = ORIGINAL_RANK
     reference_ceiling: float = REFERENCE_CEILING
     fill_to: int = FILL_TO
+    weak_floor: float = WEAK_FLOOR
 
     def as_dict(self) -> dict:
         return {
@@ -71,4 +76,5 @@ class NoiseOptions:
             "original_rank": self.original_rank,
             "reference_ceiling": self.reference_ceiling,
             "fill_to": self.fill_to,
+            "weak_floor": self.weak_floor,
         }

@@ -12,7 +12,7 @@
 4. filter: the hits of the chosen rewrites, round robin (rank 1 of each, then rank 2, ...), through the
    candidate filters (refkit.noise.filters), until enough of the closest kinds passed or `EXAMINED` did;
 5. rank: the best `per_query` of what passed, by how close each is to the question's situation, one per
-   document, the weak tiers only up to `fill_to` (refkit.noise.ranking);
+   document, the weak tiers only up to `fill_to` and `weak_floor` close to the question (refkit.noise.ranking);
 6. record: what each stage found, refused and why, every candidate's rule and measured values, and, when
    fewer than `per_query` were kept, the stage and rule that stopped the question (refkit.noise.records).
 
@@ -431,7 +431,7 @@ class NoiseGenerator:
                     "document": document_key(reference, candidate.meta),
                 }
             )
-        noise, aside = choose(passed, self.options.per_query, self.options.fill_to)
+        noise, aside = choose(passed, self.options.per_query, self.options.fill_to, self.options.weak_floor)
         for candidate in aside:
             rejected.append(
                 {
@@ -489,6 +489,11 @@ def _aside_reason(candidate: dict, options: NoiseOptions) -> str:
     """Why ranking set a candidate that passed every filter aside (refkit.noise.ranking.choose)."""
     if candidate["why"] == "same-document":
         return "another text of its document was kept"
+    if candidate["why"] == "far":
+        return (
+            f"a {TIERS[candidate['tier']]} text ({candidate['text_kind']}) reading "
+            f"{candidate['measured']['to_original']:.2f} close to the original question, under {options.weak_floor}"
+        )
     if candidate["why"] == "weak-tier":
         return (
             f"{options.fill_to} were kept, and a {TIERS[candidate['tier']]} text ({candidate['text_kind']}) only "

@@ -13,7 +13,10 @@ question keeps the best `per_query` by (tier, the order retrieval met them in), 
    short to say anything about a situation (`text_kind`): kept only when nothing better passed.
 
 The weak tiers (`related`, `bare`) only fill a question up to `fill_to` kept references: a question with
-enough close texts keeps no weak one, and one with few keeps weak ones until it has an item's worth.
+enough close texts keeps no weak one, and one with few keeps weak ones until it has an item's worth. A weak text
+reading less than `weak_floor` close to the original question (its `to_original` cosine) is never kept: related
+to the rewrite by a name and far from the question, it distracts no reader. The weak ones rank closest to the
+question first.
 
 A document (a PubMed record, a book section) gives at most one kept chunk per question: four chunks of one
 abstract are one reference, not four.
@@ -91,20 +94,32 @@ def document_key(reference: dict, meta: dict) -> str:
     )
 
 
-def choose(passed: list[dict], per_query: int, fill_to: int | None = None) -> tuple[list[dict], list[dict]]:
-    """(kept, set aside): the best `per_query` by (tier, order), one per document, the weak tiers only while
-    fewer than `fill_to` are kept (None: up to `per_query`); the rest set aside, each with why (`outranked`,
-    `weak-tier` or `same-document`)."""
+def rank_key(candidate: dict) -> tuple:
+    """(tier, closeness, order): the close tiers in the order retrieval met them, the weak ones closest to the
+    original question first."""
+    weak = candidate["tier"] >= WEAK_TIER
+    return candidate["tier"], -candidate["measured"]["to_original"] if weak else 0.0, candidate["order"]
+
+
+def choose(
+    passed: list[dict], per_query: int, fill_to: int | None = None, weak_floor: float | None = None
+) -> tuple[list[dict], list[dict]]:
+    """(kept, set aside): the best `per_query` by `rank_key`, one per document, the weak tiers only while fewer
+    than `fill_to` are kept (None: up to `per_query`) and only from `weak_floor` close to the original question
+    (None: any); the rest set aside, each with why (`outranked`, `weak-tier`, `far` or `same-document`)."""
     kept, aside, documents = [], [], set()
     weak_limit = per_query if fill_to is None else min(per_query, fill_to)
-    for candidate in sorted(passed, key=lambda c: (c["tier"], c["order"])):
-        if candidate["document"] in documents:
+    for candidate in sorted(passed, key=rank_key):
+        weak = candidate["tier"] >= WEAK_TIER
+        if weak and weak_floor is not None and candidate["measured"]["to_original"] < weak_floor:
+            aside.append({**candidate, "why": "far"})
+        elif candidate["document"] in documents:
             aside.append({**candidate, "why": "same-document"})
         elif len(kept) >= per_query:
             aside.append({**candidate, "why": "outranked"})
-        elif candidate["tier"] >= WEAK_TIER and len(kept) >= weak_limit:
+        elif weak and len(kept) >= weak_limit:
             aside.append({**candidate, "why": "weak-tier"})
         else:
             kept.append(candidate)
             documents.add(candidate["document"])
-    return sorted(kept, key=lambda c: (c["tier"], c["order"])), aside
+    return sorted(kept, key=rank_key), aside

@@ -37,7 +37,15 @@ from refkit.noise.targets import (
     with_defined_abbreviations,
 )
 from refkit.noise.writing import Rewrite, entity_words, match_case, write_swap
-from refkit.sense import aspect_frame_problem, doubled_word, generic_keys, predicate_problem, question_part
+from refkit.sense import (
+    aspect_frame_problem,
+    doubled_word,
+    generic_keys,
+    member_frame_problem,
+    predicate_problem,
+    question_part,
+    repeated_word,
+)
 
 _WORDS = re.compile(r"\w+")
 ASPECT_QUESTIONS = 4  # aspect rewrites proposed per subject
@@ -58,6 +66,7 @@ class LexiconIndex:
     def build(cls, lexicon: Lexicon, language: str) -> LexiconIndex:
         typed = [e for e in lexicon.in_file_order() if e.type in REWRITTEN_TYPES]
         generic = generic_keys(lexicon)
+        broad = broad_keys(typed)
         bigrams = {
             pair
             for e in typed
@@ -68,8 +77,8 @@ class LexiconIndex:
         return cls(
             EntityFinder(lexicon, typed, language),
             generic,
-            SiblingIndex(lexicon, generic),
-            broad_keys(typed),
+            SiblingIndex(lexicon, generic, broad),
+            broad,
             phrase_cut_test(bigrams),
         )
 
@@ -250,6 +259,16 @@ class QueryRewriter:
                 if number == 0 and not self.english:
                     for aspect in self.aspect_candidates(query.query, target, analysis.refused_swaps):
                         swaps.append(self._aspect_swap(query.query, target, aspect, number))
+                frame = (
+                    member_frame_problem(query.query, target.entity.type, target.mention.start)
+                    if self.english
+                    else None
+                )
+                if frame is not None:
+                    analysis.refused_swaps.append(
+                        {"target": target.entity.name, "to": "any", "rule": "member-frame", "why": frame}
+                    )
+                    continue
                 found = self.entity_candidates(target.entity, present, analysis.refused_swaps)
                 if self.proposer is not None:
                     found += self.proposed_candidates(
@@ -273,12 +292,19 @@ class QueryRewriter:
                         )
                         continue
                     rewrite = self._entity_swap(query.query, target, entity, rule, number)
-                    problem = doubled_word(query.query, rewrite.query) if self.english else None
+                    span = (target.mention.start, target.mention.end)
+                    problem = (
+                        doubled_word(query.query, rewrite.query)
+                        or repeated_word(query.query, span, natural_name(entity, self.language))
+                        if self.english
+                        else None
+                    )
                     if problem is None:
                         swaps.append(rewrite)
                     else:
+                        rule = problem.partition(":")[0]
                         analysis.refused_swaps.append(
-                            {"target": target.entity.name, "to": entity.name, "rule": "compound", "why": problem}
+                            {"target": target.entity.name, "to": entity.name, "rule": rule, "why": problem}
                         )
             analysis._swaps = swaps
         return analysis._swaps

@@ -23,6 +23,8 @@ first that refuses it is recorded with its name:
 - `generic`, `unwritable`, `same-concept` (refkit.sense.entity_swap_problem: a category, a name no
   question would write, the target's own name, an ancestor or descendant, nested names, a group for one
   concept);
+- `broad`: a category of many kinds (refkit.noise.subjects.broad_keys: "Chromosome Disorders", "Parasites")
+  put in for one concept: a question about hereditary angioedema asked of "chromosome disorders" has no answer;
 - `look-alike`: a name spelt nearly like the target's (character similarity `LOOK_ALIKE` or more; not
   for a symbol family, whose members differ by design in one character);
 - `not-in-corpus`: no served record names it (when the lexicon was counted in the corpus);
@@ -76,8 +78,8 @@ def symbol_forms(entity: Entity) -> list[str]:
 class SiblingIndex:
     """Every rewritten-type entity by pharmacological action, INN stem, tree parent and symbol family."""
 
-    def __init__(self, lexicon: Lexicon, generic: frozenset[str]):
-        self.generic, self.counted = generic, lexicon.counted
+    def __init__(self, lexicon: Lexicon, generic: frozenset[str], broad: frozenset[str] = frozenset()):
+        self.generic, self.broad, self.counted = generic, broad, lexicon.counted
         self.by_action: dict[str, list[Entity]] = defaultdict(list)
         self.by_stem: dict[str, list[Entity]] = defaultdict(list)
         self.by_parent: dict[str, list[Entity]] = defaultdict(list)
@@ -165,6 +167,8 @@ class SiblingIndex:
         problem = entity_swap_problem(original, candidate, self.generic)
         if problem is not None:
             return problem
+        if candidate.key in self.broad and original.key not in self.broad:
+            return f"broad: {candidate.name} is a category of many kinds, {original.name} one of them"
         if rule != "symbol-family":
             alike = difflib.SequenceMatcher(None, natural_name(original).lower(), natural_name(candidate).lower())
             if alike.ratio() >= LOOK_ALIKE:

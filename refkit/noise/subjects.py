@@ -43,6 +43,8 @@ BROAD_DESCENDANTS = 60  # under one tree number: "Leukemia" has 45 kinds, "Vacci
 PATHOGEN_TREES = ("B03", "B04", "B01.300")  # bacteria, viruses, fungi: what infects, spreads and resists
 MOLECULAR_PROCESS_TREES = ("G02", "G03", "G04", "G05", "G06")  # chemical, metabolic, cellular, genetic, microbial
 CELLULAR_TREES = ("A10", "A11", "A15")  # tissues, cells and their structures, blood and immune cells
+CELL_TREES = ("A11", "A15.145")  # cells, blood cells
+CELL_STRUCTURE_TREES = ("A11.284",)  # inclusion bodies, organelles, membranes: what a cell holds
 PROTEIN_TREES = ("D08", "D12")  # enzymes, proteins: asked of as genes are, not as drugs
 DRUG_TREES = ("D20", "D26", "D27")  # vaccines, pharmaceutical preparations, pharmacologic actions and uses
 DRUG_ORIGINS = ("drug-names", "inn-stem")
@@ -53,10 +55,11 @@ ANSWER_TYPE = re.compile(
     re.IGNORECASE,
 )
 AUXILIARY = re.compile(r"^\s*(is|are|was|were|does|do|did|has|have|had|can|could|will|would|should|may|might)\b", re.I)
-# what names a study, a body or a place rather than a thing a question asks aspects of
+# what names a study, a body, a company or a place rather than a thing a question asks aspects of
 NOT_A_SUBJECT_HEADS = frozenset(
     "trial trials study studies cohort consortium project union guideline guidelines society association "
-    "committee university hospital institute fda ema agency administration".split()
+    "committee university hospital institute fda ema agency administration pharmaceuticals pharma therapeutics "
+    "biosciences biotech biologics laboratories inc ltd corp corporation company".split()
 )
 CATEGORY_WORDS = frozenset(
     "dna rna cells cell tissue tissues antigen antigens mutation mutations genome genomes patients snp 2d 3d 4d".split()
@@ -528,7 +531,14 @@ def aspect_choices(subject: Subject, aspects: list[Aspect]) -> list[Aspect]:
         return []
     asked = subject.asked
     avoid = {asked.name, *asked.close} if asked is not None else set()
+    if _a_cell(subject.entity):
+        avoid.add("composition")  # what a Lewy body is made of is asked; what a granulocyte is made of is not
     return [a for a in aspects if a.type == subject.kind and a.question and a.name not in avoid]
+
+
+def _a_cell(entity: Entity) -> bool:
+    """Is the entity a kind of cell (MeSH Cells or Blood Cells), not a structure inside one?"""
+    return any(t.startswith(CELL_TREES) and not t.startswith(CELL_STRUCTURE_TREES) for t in entity.trees)
 
 
 def write_question(aspect: Aspect, subject: Subject) -> str:
