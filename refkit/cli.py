@@ -38,6 +38,7 @@ from refkit.noise.options import (
     ANSWER_CEILING,
     ANSWER_MARGIN,
     ENTITY_FLOOR,
+    EXAMINED,
     FILL_TO,
     ORIGINAL_RANK,
     REFERENCE_CEILING,
@@ -457,6 +458,13 @@ def _dictionary_option(value: str, option: str) -> str:
     "--candidates", default=100, show_default=True, type=click.IntRange(1), help="Hits retrieved per rewrite."
 )
 @click.option(
+    "--examined",
+    default=EXAMINED,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Candidates measured by the similarity filters per question at most (each is embedded once).",
+)
+@click.option(
     "--attribute-swaps",
     default=4,
     show_default=True,
@@ -558,6 +566,7 @@ def noise(
     fill_to,
     weak_floor,
     candidates,
+    examined,
     attribute_swaps,
     entity_swaps,
     support,
@@ -644,6 +653,7 @@ def noise(
                 reference_ceiling,
                 fill_to,
                 weak_floor,
+                examined,
             ),
             DedupOptions(dedup_threshold, shingle_words),
             collected,

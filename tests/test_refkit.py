@@ -396,7 +396,8 @@ def test_collect_label_noise_assemble_score(server, names_lexicon_path, question
     lexicon_path = names_lexicon_path
     # this 1,100-document root names few of the siblings a swap puts in beside the question's other entities, and
     # holds few texts on any one topic: the rewrites are tested without the corpus-support rule and with lower
-    # relatedness floors here, and with the defaults below
+    # relatedness floors here, and with the defaults below; 40 candidates measured per question, not 150 (each is
+    # embedded on this CPU)
     refkit(
         "noise",
         questions,
@@ -410,6 +411,8 @@ def test_collect_label_noise_assemble_score(server, names_lexicon_path, question
         refs,
         "--per-query",
         4,
+        "--examined",
+        40,
         "--no-support",
         "--entity-floor",
         0.30,
@@ -472,6 +475,8 @@ def test_collect_label_noise_assemble_score(server, names_lexicon_path, question
         refs,
         "--per-query",
         4,
+        "--examined",
+        40,
         "--out",
         supported,
     )

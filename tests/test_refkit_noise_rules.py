@@ -460,3 +460,31 @@ def test_a_company_is_no_subject_and_a_cell_is_not_asked_what_it_is_made_of():
     }
     assert "composition" in asked["Lewy Bodies"] and "composition" not in asked["Granulocytes"]
     assert asked["Granulocytes"] - {"composition"} == asked["Lewy Bodies"] - {"composition"}
+
+
+def test_only_texts_the_name_filters_let_through_are_embedded_ahead():
+    """When a candidate reaches the similarity test, its text and those of the next candidates that the text-alone
+    filters let through are embedded in one batch; a text those filters refuse is never embedded, and candidates
+    already scanned are not scanned again."""
+    from types import SimpleNamespace
+
+    from refkit.noise.pipeline import _LookAhead
+
+    class RefusesOffSubject:
+        def measure(self, candidate):
+            candidate.measured["off"] = "off-subject" in candidate.text
+
+        def decide(self, measured, options):
+            return "refused" if measured["off"] else None
+
+    def hit(number, text):
+        return SimpleNamespace(id=f"d{number}", title="", content=text)
+
+    texts = ["on subject 0", "off-subject 1", "on subject 2", "off-subject 3", "on subject 4"]
+    order = [(1, hit(n, t)) for n, t in enumerate(texts)]
+    candidate = lambda number, h: SimpleNamespace(text=h.content, measured={})  # noqa: E731
+    ahead = _LookAhead(order, candidate, [RefusesOffSubject()])
+    ahead.BATCH = 2
+    assert ahead.texts_from(0, None) == ["on subject 0", "on subject 2"]
+    assert ahead.texts_from(2, None) == []  # scanned already: its text is embedded
+    assert ahead.texts_from(3, None) == ["off-subject 3", "on subject 4"]  # its own text whatever the filters say

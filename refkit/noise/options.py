@@ -10,6 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# candidates measured by the similarity filters per question at most: a bound on the embedding time of a question
+# whose rewrites retrieve little. On the realistic bench 60 left 35 close-tier texts unfound (filled in with weaker
+# ones); 150 and 400 find the same.
+EXAMINED = 150
 SWAP_POOL = 20  # sibling swaps per target searched for support, best-ranked first
 ENTITY_POOL = 4  # the seed picks entity swaps among this many best supported ones
 
@@ -60,6 +64,7 @@ class NoiseOptions:
     reference_ceiling: float = REFERENCE_CEILING
     fill_to: int = FILL_TO
     weak_floor: float = WEAK_FLOOR
+    examined: int = EXAMINED
 
     def as_dict(self) -> dict:
         return {
@@ -77,4 +82,5 @@ class NoiseOptions:
             "reference_ceiling": self.reference_ceiling,
             "fill_to": self.fill_to,
             "weak_floor": self.weak_floor,
+            "examined": self.examined,
         }

@@ -10,7 +10,7 @@
    (refkit.support), and, with a reader asked about sense, only if it calls the rewrite sensible; the seed
    chooses among the accepted ones;
 4. filter: the hits of the chosen rewrites, round robin (rank 1 of each, then rank 2, ...), through the
-   candidate filters (refkit.noise.filters), until enough of the closest kinds passed or `EXAMINED` did;
+   candidate filters (refkit.noise.filters), until enough of the closest kinds passed or `examined` did;
 5. rank: the best `per_query` of what passed, by how close each is to the question's situation, one per
    document, the weak tiers only up to `fill_to` and `weak_floor` close to the question (refkit.noise.ranking);
 6. record: what each stage found, refused and why, every candidate's rule and measured values, and, when
@@ -57,10 +57,6 @@ from refkit.text_similarity import PoolBM25, TextSimilarity, similarity_record
 from searchd.client import SearchClient
 
 CHUNK = 32  # questions whose searches go to the server together
-# candidates measured by the similarity filters per question at most: a bound on the embedding time of a question
-# whose rewrites retrieve little. On the realistic bench 60 left 35 close-tier texts unfound (filled in with weaker
-# ones); 150 and 400 find the same.
-EXAMINED = 150
 OWN_REFERENCES = 16  # without --refs, the original question's best hits stand for its references
 SUBJECT_CANDIDATES = 20  # texts retrieved for a subject's name to see whether the corpus writes it
 
@@ -389,10 +385,14 @@ class NoiseGenerator:
         )
         order = _round_robin(hits_per_rewrite)
         meta = self._meta([hit.id for _, hit in order])
+        # the filters before the similarity test that decide a text alone (not `duplicate`, which depends on what
+        # was kept): a text they refuse is never embedded
+        lexical = [rule for rule in filters[: filters.index(by_similarity)] if rule is not duplicate]
+        ahead = _LookAhead(order, lambda n, hit: Candidate(hit, n, rewrites[n - 1], meta.get(hit.id, {})), lexical)
         passed, rejected, considered, examined = [], [], set(), 0
         for position, (number, hit) in enumerate(order):
             close = sum(1 for c in passed if c["tier"] <= 1)
-            if close >= self.options.per_query or examined >= EXAMINED:
+            if close >= self.options.per_query or examined >= self.options.examined:
                 break
             if hit.id in considered:
                 continue
@@ -402,7 +402,7 @@ class NoiseGenerator:
             verdict = None
             for rule in filters:
                 if rule is by_similarity:
-                    self._embed_ahead(order, position)
+                    self.similarity.vectors(ahead.texts_from(position, self.options))
                     examined += 1
                 rule.measure(candidate)
                 verdict = rule.decide(candidate.measured, self.options)
@@ -450,12 +450,6 @@ class NoiseGenerator:
                 text = f"{kept.get('title', '')} {kept.get('content', '')}".strip()
                 kept["related"].update(similarity_record(query.query, text, gold, self.similarity, bm25))
         return noise, rejected
-
-    def _embed_ahead(self, order: list, position: int, ahead: int = 16) -> None:
-        """Embed the next candidates in one batch (a CPU encodes a batch several times faster than its
-        texts one by one); the order is fixed, so the batches are too."""
-        texts = [f"{hit.title} {hit.content}".strip() for _, hit in order[position : position + ahead]]
-        self.similarity.vectors(texts)
 
     def _meta(self, ids: list[str]) -> dict[str, dict]:
         """The meta (MeSH) of candidate snippets, from GetSnippets."""
@@ -515,6 +509,44 @@ def _kept_reason(rewrite: Rewrite, rank: int, measured: dict, how: str) -> str:
         f"name what the swap replaced and reads {measured['to_original']:.2f} close to the original question; "
         f"related: {related}"
     )
+
+
+class _LookAhead:
+    """The texts to embed in one batch when a candidate reaches the similarity test: its own and those of the next
+    candidates that the text-alone filters (`lexical`) let through, up to `BATCH` (a CPU encodes a batch several
+    times faster than its texts one by one). On the realistic bench three in four candidates are refused by a
+    name test before any similarity is measured; embedding them all would be most of a question's time. Vectors
+    are independent of their batch (refkit.vector_cache), so what is measured is the same."""
+
+    BATCH = 16
+
+    def __init__(self, order: list, candidate, lexical: list):
+        self.order, self.candidate, self.lexical = order, candidate, lexical
+        self.scanned = 0  # positions before this one were scanned, and those that pass were embedded
+
+    def texts_from(self, position: int, options) -> list[str]:
+        if position < self.scanned:
+            return []
+        texts, seen = [], set()
+        at = position
+        while at < len(self.order) and len(texts) < self.BATCH:
+            number, hit = self.order[at]
+            at += 1
+            if hit.id in seen:
+                continue
+            seen.add(hit.id)
+            candidate = self.candidate(number, hit)
+            if at - 1 == position or self._passes(candidate, options):
+                texts.append(candidate.text)
+        self.scanned = at
+        return texts
+
+    def _passes(self, candidate, options) -> bool:
+        for rule in self.lexical:
+            rule.measure(candidate)
+            if rule.decide(candidate.measured, options) is not None:
+                return False
+        return True
 
 
 def _round_robin(hits_per_rewrite: list[list]) -> list[tuple[int, object]]:
