@@ -43,7 +43,8 @@ REFERENCE_CEILING = 0.65
 # irrelevant), they only dilute the hard ones.
 FILL_TO = 3
 # rank: a text of the weak tiers reading less than this close to the original question is not kept at all: on the
-# blind sheet of the last realistic bench, none of the 12 related texts under 0.33 was hard, 6 of the 10 above it.
+# seventh blind sheet of the realistic bench (docs/noise-review.md), none of the 12 related texts under 0.33 was
+# hard, 6 of the 10 above it.
 # Among themselves the weak texts rank closest to the question first.
 WEAK_FLOOR = 0.33
 

@@ -520,11 +520,14 @@ class _LookAhead:
 
     BATCH = 16
 
-    def __init__(self, order: list, candidate, lexical: list):
-        self.order, self.candidate, self.lexical = order, candidate, lexical
+    def __init__(self, order: list, make_candidate, lexical: list):
+        """`make_candidate(rewrite number, hit)`: a fresh refkit.noise.filters.Candidate."""
+        self.order, self.make_candidate, self.lexical = order, make_candidate, lexical
         self.scanned = 0  # positions before this one were scanned, and those that pass were embedded
 
-    def texts_from(self, position: int, options) -> list[str]:
+    def texts_from(self, position: int, options: NoiseOptions) -> list[str]:
+        """The texts to embed now that the candidate at `position` reaches the similarity test (none when an
+        earlier batch covered it)."""
         if position < self.scanned:
             return []
         texts, seen = [], set()
@@ -535,13 +538,13 @@ class _LookAhead:
             if hit.id in seen:
                 continue
             seen.add(hit.id)
-            candidate = self.candidate(number, hit)
+            candidate = self.make_candidate(number, hit)
             if at - 1 == position or self._passes(candidate, options):
                 texts.append(candidate.text)
         self.scanned = at
         return texts
 
-    def _passes(self, candidate, options) -> bool:
+    def _passes(self, candidate, options: NoiseOptions) -> bool:
         for rule in self.lexical:
             rule.measure(candidate)
             if rule.decide(candidate.measured, options) is not None:
