@@ -225,6 +225,10 @@ STATEMENT_WORDS = 8  # "Risperidone therapy is initiated." states what was done;
 _ASKING_HEAD = re.compile(r"(?<=[^\s.?!:;])\s+(?=(Which|What|How|Why|When|Where|Who|Whose)\b)")
 
 
+# a question that opens with an auxiliary verb asks yes or no ("Is cabozantinib effective ...?")
+AUXILIARY = re.compile(r"^\s*(is|are|was|were|does|do|did|has|have|had|can|could|will|would|should|may|might)\b", re.I)
+
+
 def question_part(query: str) -> int:
     """Where the part of a query that asks begins: in a text of more than `QUESTION_SENTENCES` sentences
     (a MedQA case vignette: its findings, vitals and tests are the case, not what is asked) its last
@@ -371,9 +375,6 @@ _MOLECULE_ASKED = re.compile(
     re.IGNORECASE,
 )
 _ASKS_FOR = re.compile(r"^\s*(?:which|what)(?:\s+(?:is|was|are|were|the|first|last|only|new))*\s+$", re.IGNORECASE)
-_ASKS_YES_NO = re.compile(
-    r"^\s*(?:is|are|was|were|does|do|did|has|have|had|can|could|will|would|should|may|might)\b", re.IGNORECASE
-)
 
 
 def member_frame_problem(query: str, entity_type: str, start: int | None = None) -> str | None:
@@ -390,7 +391,7 @@ def member_frame_problem(query: str, entity_type: str, start: int | None = None)
     if found := _NAMED_TRIAL.search(query):
         return f"member-frame: the question names a trial of its own drug and disease ({found.group(0)!r})"
     answer_kind = start is not None and bool(_ASKS_FOR.match(query[begin:start]))
-    if entity_type == "drug" and not _ASKS_YES_NO.match(asked) and not answer_kind:
+    if entity_type == "drug" and not AUXILIARY.match(asked) and not answer_kind:
         if found := _APPROVAL.search(asked):
             return f"member-frame: the question presumes its drug is {found.group(0)!r} (approved or marketed)"
         if found := _MOLECULE_ASKED.match(asked):

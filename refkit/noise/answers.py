@@ -115,8 +115,8 @@ class AnswerTest:
         """`reader`: a refkit.readers.Reader whose tasks include may-answer, or None; `references`: the texts of
         the question's own references (collected, or its best hits); `entities`: the lexicon's names
         (refkit.entity_names; any matcher whose payloads are entities), which the `names-answer-type` test reads
-        texts with, and `question_keys` the keys of the
-        entities the question names (None `entities`: no such test)."""
+        texts with, and `question_keys` the keys of the entities the question names (None `entities`: no such
+        test)."""
         self.question, self.similarity, self.language = question, similarity, language
         self.entities, self.question_keys = entities, question_keys
         self.asked_types = answer_types(question) if entities is not None and language == "en" else frozenset()

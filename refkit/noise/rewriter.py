@@ -295,7 +295,7 @@ class QueryRewriter:
                     span = (target.mention.start, target.mention.end)
                     problem = (
                         doubled_word(query.query, rewrite.query)
-                        or repeated_word(query.query, span, natural_name(entity, self.language))
+                        or repeated_word(query.query, span, rewrite.replaced[0]["written"])
                         if self.english
                         else None
                     )

@@ -35,7 +35,7 @@ from refkit.gene_symbols import is_symbol
 from refkit.lexicon import Entity
 from refkit.matcher import Aspect, is_plural, other_number
 from refkit.noise.targets import Analysis
-from refkit.sense import FUNCTION_WORDS, everyday_word, question_part
+from refkit.sense import AUXILIARY, FUNCTION_WORDS, everyday_word, question_part
 from refkit.word_frequency import english_zipf
 
 MAX_SUBJECTS = 2
@@ -54,7 +54,6 @@ ANSWER_TYPE = re.compile(
     r"(?![a-z]+ed\b)\w+\s+){0,2}$",
     re.IGNORECASE,
 )
-AUXILIARY = re.compile(r"^\s*(is|are|was|were|does|do|did|has|have|had|can|could|will|would|should|may|might)\b", re.I)
 # what names a study, a body, a company or a place rather than a thing a question asks aspects of
 NOT_A_SUBJECT_HEADS = frozenset(
     "trial trials study studies cohort consortium project union guideline guidelines society association "
