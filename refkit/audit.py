@@ -9,6 +9,9 @@ so the audit reports exactly what `refkit noise` did.
 - swaps: entity swaps by the sibling rule that proposed them, swap candidates refused by rule, generic
   swaps (a generic name replaced or written in: there must be none), rewrites that read wrong
   (refkit.grammar) or break a sense rule (refkit.sense; with `lexicon`, its entity rules too);
+- classes and frames (refkit.noise.checks): entity swaps whose record does not show one class for both entities
+  (cross-class swaps: there must be none), rewrites that ask the aspect the question asks or carry a premise
+  unchecked, targets that are the question's answer type, stops that hide a subject no served text names;
 - candidates: rejected per rule and test, in all and per question (`by_rule`, printed by `--by-rule`);
 - kept: how each is related to the question, and the hard share (it names an entity of the question the
   rewrite kept, or the one it put in);
@@ -24,6 +27,7 @@ from pathlib import Path
 from medsnip.jsonl import read_jsonl
 from refkit.grammar import rewrite_problems
 from refkit.lexicon import Lexicon
+from refkit.noise.checks import answer_type_targets, frame_problems, hidden_absence, swap_class_problem
 from refkit.noise.records import rule_counts
 from refkit.sense import generic_keys, rewrite_sense_problems
 
@@ -59,6 +63,8 @@ def audit_noise(
     }
     questions = covered = with_target = kept_total = hard = judged_kept = leaked = rewrites = 0
     by_rule, grammar, sense, leaks, generic_swaps, short = [], [], [], [], [], []
+    cross_class, frames, answer_types, hidden = [], [], [], []
+    swap_classes: Counter = Counter()
     for _, record in read_jsonl(noise_path, ("id", "noise", "rewrites")):
         questions += 1
         kept = record["noise"]
@@ -72,6 +78,9 @@ def audit_noise(
         counts["kept_tiers"].update(str(n.get("tier", "unknown")) for n in kept)
         hard += sum(1 for n in kept if _names_question(n))
         counts["refused_targets"].update(r["rule"] for r in record.get("refused_targets", []))
+        answer_types += [{"id": str(record["id"]), "target": t} for t in answer_type_targets(record)]
+        if (absence := hidden_absence(record)) is not None:
+            hidden.append({"id": str(record["id"]), "problem": absence})
         counts["refused_swaps"].update(r["rule"] for r in record.get("refused_swaps", []))
         rejected = rule_counts(record)
         counts["rejected"].update(rejected)
@@ -99,6 +108,15 @@ def audit_noise(
             problems = rewrite_problems(str(record.get("query", "")), rewrite)
             if problems:
                 grammar.append({"id": str(record["id"]), "rewrite": rewrite["query"], "problems": problems})
+            for edit in rewrite["replaced"]:
+                if edit["what"] == "entity" and edit.get("class"):
+                    swap_classes[f"{edit['type']}: {edit['class'].partition(':')[0]}"] += 1
+                if (problem := swap_class_problem(edit, lexicon)) is not None:
+                    cross_class.append({"id": str(record["id"]), "rewrite": rewrite["query"], "problem": problem})
+            frames += [
+                {"id": str(record["id"]), "rewrite": rewrite["query"], "problem": problem}
+                for problem in frame_problems(record, rewrite)
+            ]
             nonsense = rewrite_sense_problems(record, rewrite, lexicon, generic)
             if nonsense:
                 sense.append({"id": str(record["id"]), "rewrite": rewrite["query"], "problems": nonsense})
@@ -141,6 +159,11 @@ def audit_noise(
         "kept_tiers": dict(sorted(counts["kept_tiers"].items())),
         "refused_swaps": dict(counts["refused_swaps"].most_common()),
         "generic_swaps": generic_swaps if generic is not None else None,
+        "swap_classes": dict(sorted(swap_classes.items())),
+        "cross_class_swaps": cross_class,
+        "frame_problems": frames,
+        "answer_type_targets": answer_types,
+        "hidden_absences": hidden,
         "rewrites": rewrites,
         "rewrites_with_grammar_problems": len(grammar),
         "grammar_problems": grammar,

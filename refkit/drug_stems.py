@@ -13,6 +13,11 @@ A word of a served text is taken for a new drug name (one the vocabulary lacks, 
 snapshot) when it ends with such a stem, is at least `MIN_DRUG_LETTERS` long, and is itself rare in
 general English (Zipf below `DRUG_WORD_ZIPF`: "cholesterol", "dopamine" and "penicillin" are words,
 "lenvatinib" is not).
+
+A stem is a class only where it says what a drug acts on: "-mab" (and "-nib") says only "an antibody" ("a kinase
+inhibitor"), so an anti-IL-6 antibody and a PD-1 antibody share it and nothing else. An antibody's class is its
+target syllable (`antibody_class`: toci-*li*-zumab, immunomodulating; ri-*tu*-ximab, tumour), read from
+`inn_mab_stems.tsv`, also for the 2021+ suffixes that replace "-mab" (-tug, -bart, -mig, -ment).
 """
 
 from __future__ import annotations
@@ -70,6 +75,74 @@ def stems() -> tuple[Stem, ...]:
             continue
         found.setdefault(letters, meaning)
     return tuple(sorted((Stem(s, m) for s, m in found.items()), key=lambda s: (-len(s.stem), s.stem)))
+
+
+# stems that name a kind of molecule, not a class of drugs: never a reason to swap one drug for another
+KIND_ONLY_STEMS = frozenset({"mab", "nib", "vetmab"})
+# the suffixes that end an antibody's name: "-mab" until 2021, then by format (unmodified immunoglobulin,
+# artificial, multi-specific, fragment)
+ANTIBODY_SUFFIXES = ("mab", "tug", "bart", "mig", "ment")
+
+
+@functools.cache
+def _antibody_syllables() -> tuple[dict[str, str], tuple[str, ...]]:
+    """(target syllable -> the class it names, source syllables longest first) from inn_mab_stems.tsv: a row
+    whose stem ends in "mab" names a source ("-zumab": humanized), any other a target ("-li-": immunomodulating).
+    A target's dates and "misc." are dropped, so that "-tu-" (to 2009), "-t-" (2009-2017) and "-ta-" (since
+    2017) are one class, tumour."""
+    targets: dict[str, str] = {}
+    sources = set()
+    for stem, meaning in _rows("inn_mab_stems.tsv"):
+        letters = stem.strip("-").lower()
+        if stem.endswith("mab"):
+            if letters != "vimab":  # "-vimab" is antiviral: a target written as a source
+                sources.add(letters[: -len("mab")])
+            else:
+                targets["vi"] = "viral"
+            continue
+        label = re.sub(r"\s*\([^)]*\)", "", meaning).replace("misc.", "").replace("misc ", "").strip()
+        label = {"tumor": "tumour"}.get(label, label)
+        targets.setdefault(letters, label)
+    return targets, tuple(sorted(sources, key=len, reverse=True))
+
+
+def antibody_class(name: str) -> str | None:
+    """The class an antibody's INN names by its target syllable ("tocilizumab" -> "immunomodulating",
+    "rituximab" and "glofitamab" -> "tumour", "erenumab" -> "neural"), or None for a name that is no antibody
+    INN or whose target syllable is not in the table."""
+    words = _WORD.findall(name)
+    if not words:
+        return None
+    word = words[-1].lower()
+    suffix = next((s for s in ANTIBODY_SUFFIXES if word.endswith(s) and len(word) > len(s) + 3), None)
+    if suffix is None or english_zipf(word) >= DRUG_WORD_ZIPF:
+        return None
+    rest = word[: -len(suffix)]
+    targets, sources = _antibody_syllables()
+    if suffix == "mab":  # before 2022 a source syllable came between target and suffix; since then none
+        with_source = [rest[: -len(s)] for s in sources if s and rest.endswith(s) and len(rest) > len(s) + 1]
+        candidates = [*with_source, rest]
+    else:
+        candidates = [rest]
+    for stemless in candidates:
+        for length in range(min(4, len(stemless) - 1), 0, -1):
+            label = targets.get(stemless[-length:])
+            if label is not None:
+                return label
+    return None
+
+
+def drug_class(name: str) -> str | None:
+    """The class a drug's INN names, or None: an antibody's target class ("antibody target: immunomodulating"), or
+    the longest class stem ("INN stem -sartan: angiotensin II receptor antagonists ..."); a stem that only
+    names a kind of molecule (`KIND_ONLY_STEMS`) is no class."""
+    target = antibody_class(name)
+    if target is not None:
+        return f"antibody target: {target}"
+    stem = stem_of(name)
+    if stem is None or stem.stem in KIND_ONLY_STEMS:
+        return None
+    return f"INN stem -{stem.stem}: {stem.meaning}"
 
 
 @functools.cache

@@ -244,6 +244,7 @@ class Aspect:
     asked_by: re.Pattern | None = None  # what in a question says it asks this aspect where no synonym is written
     cues: tuple[str, ...] = ()  # words a text uses when it says something of this aspect without naming it
     close: tuple[str, ...] = ()  # aspects of the same type whose texts answer a question about this one
+    situated: str = ""  # the question in a situation, "{S}" standing for the disease the subject is given for
 
     @property
     def phrases(self) -> tuple[str, ...]:
@@ -275,16 +276,20 @@ def read_aspects(path: Path | None = None, language: str = "en") -> list[Aspect]
     aspects = []
     lines = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip() and not line.startswith("#")]
     for number, row in ((n, next(csv.reader([line], delimiter="\t"))) for n, line in lines[1:]):
-        if len(row) not in (4, 8) or row[0] not in ASPECT_TYPES or not row[1].strip():
+        if len(row) not in (4, 8, 9) or row[0] not in ASPECT_TYPES or not row[1].strip():
             raise ValueError(
                 f"{where}:{number}: expected '{'|'.join(ASPECT_TYPES)}<TAB>aspect<TAB>synonyms<TAB>qualifiers', then "
-                "optionally <TAB>question<TAB>asked by<TAB>cues<TAB>close"
+                "optionally <TAB>question<TAB>asked by<TAB>cues<TAB>close[<TAB>in a situation]"
             )
         synonyms = tuple(s.strip() for s in row[2].split("|") if s.strip())
         qualifiers = tuple(q.strip().casefold() for q in row[3].split("|") if q.strip())
-        question, asked_by, cues, close = (row + ["", "", "", ""])[4:8]
+        question, asked_by, cues, close, situated = (row + ["", "", "", "", ""])[4:9]
         if question.strip() and "{X}" not in question:
             raise ValueError(f"{where}:{number}: column 'question' must hold {{X}} where the subject goes")
+        if situated.strip() and not ("{X}" in situated and "{S}" in situated):
+            raise ValueError(
+                f"{where}:{number}: column 'in a situation' must hold {{X}} (the subject) and {{S}} (the situation)"
+            )
         try:
             pattern = re.compile(asked_by.strip(), re.IGNORECASE) if asked_by.strip() else None
         except re.error as error:
@@ -299,6 +304,7 @@ def read_aspects(path: Path | None = None, language: str = "en") -> list[Aspect]
                 pattern,
                 tuple(c.strip() for c in cues.split("|") if c.strip()),
                 tuple(c.strip() for c in close.split("|") if c.strip()),
+                situated.strip(),
             )
         )
     return aspects

@@ -819,8 +819,10 @@ def test_siblings_a_clinician_would_pick():
     """Drugs by INN stem first (losartan: the other "-sartan"s), then by the most specific pharmacological action
     they share (the angiotensin receptor blockers before every antihypertensive), the stem alone for a drug the
     vocabulary has no action for (tucatinib: another "-tinib"); never by MeSH's chemical-structure trees
-    (losartan's tree siblings are tetrazoles). Genes by symbol family (VPS4A -> VPS4B). A disease alone under
-    its parent gets its cousins at the same depth. Names spelt nearly alike and names no served record uses are
+    (losartan's tree siblings are tetrazoles), nor by the bare "-mab" (an antibody's class is its target
+    syllable: tocilizumab -> sarilumab, never -> rituximab). Genes by symbol family (VPS4A -> VPS4B). A disease
+    alone under its parent gets no sibling (its cousins are other kinds: obesity is no malnutrition), an
+    organism its cousins at the same depth. Names spelt nearly alike and names no served record uses are
     refused, and say so."""
     from refkit.lexicon import Entity, Lexicon
     from refkit.mesh_names import read_mesh_names
@@ -852,6 +854,11 @@ def test_siblings_a_clinician_would_pick():
             Entity("VPS35", "gene", corpus_frequency=7),
             Entity("Obesity", "disease", trees=["C18.654.726.500"], corpus_frequency=5),
             Entity("Malnutrition", "disease", trees=["C18.654.521.500"], corpus_frequency=4),
+            Entity("Rickettsia felis", "organism", trees=["B03.440.400.425.760.500"], corpus_frequency=3),
+            Entity("Orientia tsutsugamushi", "organism", trees=["B03.440.400.425.610.500"], corpus_frequency=3),
+            Entity("tocilizumab", "drug", corpus_frequency=6),
+            Entity("sarilumab", "drug", corpus_frequency=2),
+            Entity("rituximab", "drug", corpus_frequency=20),
             Entity("Hypokalemia", "disease", trees=["C18.452.950.340"], corpus_frequency=2),
             Entity("Hyperkalemia", "disease", trees=["C18.452.950.330"], corpus_frequency=2),
         ]
@@ -872,9 +879,18 @@ def test_siblings_a_clinician_would_pick():
     assert [(e.name, r) for e, r in rewriter.entity_candidates(counted.get("VPS4A"), set())] == [
         ("VPS4B", "symbol-family")
     ]
-    assert [(e.name, r) for e, r in rewriter.entity_candidates(counted.get("Obesity"), set())] == [
-        ("Malnutrition", "tree-cousin")
+    refused = []
+    assert rewriter.entity_candidates(counted.get("Obesity"), set(), refused) == []
+    assert [r["rule"] for r in refused] == ["no-sibling"]
+    assert [(e.name, r) for e, r in rewriter.entity_candidates(counted.get("Rickettsia felis"), set())] == [
+        ("Orientia tsutsugamushi", "tree-cousin")
     ]
+    assert [(e.name, r) for e, r in rewriter.entity_candidates(counted.get("tocilizumab"), set())] == [
+        ("sarilumab", "inn-stem")
+    ]
+    assert rewriter.siblings.class_of(counted.get("tocilizumab"), counted.get("sarilumab"), "inn-stem") == (
+        "antibody target: immunomodulating"
+    )
     refused = []
     assert rewriter.entity_candidates(counted.get("Hypokalemia"), set(), refused) == []
     assert [r["rule"] for r in refused] == ["look-alike"]

@@ -371,7 +371,23 @@ def test_titles_and_pieces_cut_out_of_running_text_are_bare():
         "receptor (erenumab) and three targeting the calcitonin gene-related peptide (eptinezumab, fremanezumab, "
         "and galcanezumab)."
     )
-    assert text_kind(colon_in_a_sentence) == "sentence"
+    assert text_kind(colon_in_a_sentence) == "description"  # not a title; a description with no finding: bare
+    finding = (
+        "In the phase 3 trials, erenumab reduced monthly migraine days by 1.4 more than placebo in patients with "
+        "episodic migraine."
+    )
+    assert text_kind(finding) == "sentence" and text_kind(finding + " " + finding) == "passage"
+    described = (
+        "Dupilumab blocks the alpha subunit of the receptor shared by interleukin-4 and interleukin-13 and so "
+        "their signalling."
+    )
+    assert text_kind(described) == "description"
+    assert tier(text_kind(described), "attribute", {"names_subject": "dupilumab"}) == 3
+    long_definition = (
+        "Tocilizumab is a humanized monoclonal antibody against the interleukin-6 receptor that is approved for "
+        "rheumatoid arthritis, giant cell arteritis and the cytokine release syndrome in several countries."
+    )
+    assert text_kind(long_definition) == "definition"
     chunk = " ".join(["of myocardial infarction, patients with hypertension or chronic IHD including angina"] * 6)
     assert text_kind(chunk) == "sentence"
 

@@ -18,7 +18,9 @@ when any of these holds, tried cheapest first (`test` names which):
   rhabdomyolysis): it may be stating the answer, whatever else of the question it names;
 - a text retrieved for an aspect rewrite that does not name every entity of the original question (the drug
   *and* the disease of "Is lasmiditan effective for migraine?") is about another situation: the name tests
-  below do not take it for an answer (the similarity tests still may);
+  below do not take it for an answer (the similarity tests still may), unless the rewrite asks an aspect
+  `NEAR_ASPECTS` puts beside the original's (the dose, approval or indications of a drug whose efficacy is
+  asked): a text found for those that reports the drug's efficacy answers the original wherever it is set;
 - `defines-subject`: retrieved for an aspect rewrite of a question asking what its subject is ("What is
   X?"), it says what the subject is ("X is a ...", "X, a ...");
 - `not-the-new-aspect`: retrieved for an aspect swap, it names the entity but none of the new aspect's
@@ -73,6 +75,17 @@ ANSWER_TYPES = tuple(
         ("organism", r"animals?|organisms?|bacteri(?:a|um)|virus(?:es)?|species|hosts?|pathogens?|vectors?"),
     )
 )
+
+
+# (type, asked aspect) -> aspects whose texts report the asked one on the way: a dosing or approval study of a drug
+# states its efficacy, so a text an aspect rewrite to them retrieves is tested against the asked aspect by name
+# even where it does not name the question's situation.
+NEAR_ASPECTS = {
+    ("drug", "efficacy"): frozenset({"dosage", "approval", "indications"}),
+    ("drug", "indications"): frozenset({"dosage", "approval"}),
+    ("procedure", "outcomes"): frozenset({"indications", "complications"}),
+    ("disease", "treatment"): frozenset({"prognosis"}),
+}
 
 
 def answer_types(question: str) -> frozenset[str]:
@@ -156,6 +169,8 @@ class AnswerTest:
                 measured["names_answer_type"] = self._answer_kind_named(text, swap["target"])
             if swap.get("situation"):  # the question's other entities: a text without one is about another situation
                 measured["situation_missing"] = [e.name for e in swap["situation"] if not self._names(e).find(text)]
+            if near_aspect(swap["aspect"], swap["new_aspect"]):
+                measured["near_aspect"] = swap["new_aspect"].name
         pair = mesh_pair(meta, swap["target"], swap["aspect"])
         if pair:
             measured["mesh_pair"] = pair
@@ -182,6 +197,11 @@ class AnswerTest:
             measured["reader"] = self.reader.may_answer(self.question, text)
 
 
+def near_aspect(asked: Aspect | None, new: Aspect | None) -> bool:
+    """Does a rewrite to `new` ask what a text answering `asked` reports on the way (`NEAR_ASPECTS`)?"""
+    return asked is not None and new is not None and new.name in NEAR_ASPECTS.get((asked.type, asked.name), ())
+
+
 def decide_lexical(measured: dict, options=None) -> Verdict | None:
     """`options` (refkit.noise.options.NoiseOptions): the `original_rank` threshold; None: the default's."""
     if measured.get("names_replaced"):
@@ -203,8 +223,8 @@ def decide_lexical(measured: dict, options=None) -> Verdict | None:
             f"names {measured['names_target']!r} and {measured['names_answer_type']!r}, a thing of the kind the "
             "question asks for",
         )
-    if measured.get("situation_missing"):  # another situation than the question's: it cannot answer it by name
-        return None
+    if measured.get("situation_missing") and not measured.get("near_aspect"):
+        return None  # another situation than the question's: it cannot answer it by name
     if measured.get("names_target") and measured.get("names_aspect"):
         return Verdict(
             RULE,

@@ -45,6 +45,7 @@ from refkit.noise.filters import (
     related_how,
 )
 from refkit.noise.options import NoiseOptions
+from refkit.noise.premises import carried_premises, premise_problem
 from refkit.noise.ranking import TIERS, choose, document_key, text_kind, tier
 from refkit.noise.records import stop_reason
 from refkit.noise.rewriter import QueryRewriter
@@ -225,19 +226,37 @@ class NoiseGenerator:
                 record = records[rewrite.query] = self.support.check(
                     rewrite.query, self._evidence(rewrite, target, context), searched[rewrite.query]
                 )
+                if record["supported"] and rewrite.kind == "entity" and self.rewriter.english:
+                    record = records[rewrite.query] = self._premises_held(
+                        query.query, analysis, rewrite, searched[rewrite.query], record
+                    )
                 if not record["supported"]:
                     edit = rewrite.replaced[0]
+                    rule = "premise" if record["why"].startswith("premise:") else "unsupported"
                     analysis.refused_swaps.append(
                         {
                             "target": edit["from"],
                             "to": edit["to"],
-                            "rule": "unsupported",
-                            "why": f"unsupported: {record['why']}",
+                            "rule": rule,
+                            "why": record["why"] if rule == "premise" else f"unsupported: {record['why']}",
                         }
                     )
             return records[rewrite.query]["supported"]
 
         return supported
+
+    def _premises_held(self, query: str, analysis: Analysis, rewrite: Rewrite, hits: list, record: dict) -> dict:
+        """The support record of an entity swap, refused when it carries a count or defining feature over to the
+        new entity that no retrieved text states of it (refkit.noise.premises); the premises it checked are
+        recorded."""
+        mention = analysis.targets[rewrite.target].mention
+        premises = carried_premises(query, (mention.start, mention.end))
+        put_in = self._put_in(rewrite)
+        if not premises or not put_in:
+            return record
+        problem = premise_problem(premises, put_in[0], [f"{h.title} {h.content}" for h in hits])
+        checked = {**record, "premises": [p.words for p in premises]}
+        return checked if problem is None else {**checked, "supported": False, "why": problem}
 
     def _sense_check(
         self, query: QueryItem, analysis: Analysis, before: Callable[[Rewrite], bool] | None, verdicts: dict[str, dict]
@@ -432,6 +451,9 @@ class NoiseGenerator:
                 }
             )
         noise, aside = choose(passed, self.options.per_query, self.options.fill_to, self.options.weak_floor)
+        for kept in noise:
+            if kept["tier"] == TIERS.index("bare"):
+                kept["note"] = f"a bare text ({kept['text_kind']}), kept because nothing closer passed for this question"
         for candidate in aside:
             rejected.append(
                 {

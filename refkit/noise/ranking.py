@@ -9,8 +9,12 @@ question keeps the best `per_query` by (tier, the order retrieval met them in), 
    keeps (another of its entities, one of its own content phrases, or the words of the aspect it asks): the
    swapped-in entity in the question's situation or aspect;
 2. `related`: retrieved for a rewrite, related to it by one name or by similarity only;
-3. `bare`: a bare definition ("Kearns-Sayre syndrome is a mitochondrial disorder."), a title, or a fragment too
-   short to say anything about a situation (`text_kind`): kept only when nothing better passed.
+3. `bare`: a bare definition ("Kearns-Sayre syndrome is a mitochondrial disorder."), a one-sentence description
+   with no finding ("Dupilumab blocks IL-4 and IL-13 signalling."), a title, or a fragment too short to say
+   anything about a situation (`text_kind`): kept only when nothing better passed, and its record says so.
+
+Within a tier a passage (two sentences or more: a finding with its setting) comes before a single sentence,
+then the order retrieval met them in.
 
 The weak tiers (`related`, `bare`) only fill a question up to `fill_to` kept references: a question with
 enough close texts keeps no weak one, and one with few keeps weak ones until it has an item's worth. A weak text
@@ -28,10 +32,24 @@ import re
 
 TIERS = ("same-subject", "situation", "related", "bare")
 WEAK_TIER = 2  # this tier and those after it only fill a question up
-BARE_KINDS = ("fragment", "title", "definition")
+BARE_KINDS = ("fragment", "title", "definition", "description")
+KIND_ORDER = ("passage", "sentence")  # within a tier, a passage before a single finding
 FRAGMENT_WORDS = 12  # fewer words than this say too little about any situation
 CUT_FRAGMENT_WORDS = 30  # a piece cut out of running text (starts or stops mid-sentence) shorter than this
-DEFINITION_WORDS = 30  # a one-sentence definition longer than this says more than what the thing is
+DEFINITION_WORDS = 30  # a one-sentence definition longer than this says more than what the thing is, if it reports
+# what a study found; without a finding (`_FINDING`) a sentence of any length only describes its subject
+# What a sentence reporting a finding or a study's setting writes: who or what was studied, what was seen or
+# measured, numbers and comparisons. A sentence without any of these describes.
+_FINDING = re.compile(
+    r"\b(?:we|our|here|study|studies|studied|trials?|patients?|participants|subjects|cases|cohorts?|mice|rats|"
+    r"animals|volunteers|women|men|children|adults|infants|showed|shown|shows|found|observed|demonstrat\w+|"
+    r"reveal\w*|reported|suggest\w*|identified|investigated|evaluated|assessed|compared|comparison|"
+    r"significant\w*|associated|association|correlat\w+|increased|decreased|reduced|improved|higher|lower|"
+    r"results?|resulted|analy[sz]\w+|measured|detected|confirmed|examined|tested|randomi[sz]ed|placebo|"
+    r"efficacy|survival|incidence|prevalence|risk|odds|ratio|rates?|response|outcomes?|mutations? in|"
+    r"in vitro|in vivo|knockout|knockdown|expression of|levels? of)\b|\d+(?:\.\d+)?\s*%|\bp\s*[<=>]",
+    re.IGNORECASE,
+)
 TITLE_WORDS = 30
 SUBTITLE_WORDS = 12  # "...nasopharyngeal carcinoma: association with EBV LMP-1 expression."
 _SENTENCE_END = re.compile(r"[.!?](?:\s+|$)(?=[A-Z0-9(\"']|$)")
@@ -45,8 +63,9 @@ _LONG_WORD = re.compile(r"[A-Za-z][\w-]{3,}")
 
 def text_kind(text: str) -> str:
     """`fragment` (a few words, or a short piece cut out of running text), `title` (a headline: a subtitle after
-    a colon, or its words capitalised), `definition` (one sentence saying what something is), `sentence` or
-    `passage`."""
+    a colon, or its words capitalised), `definition` (one sentence saying what something is), `description`
+    (one sentence with no finding: what something does or has), `sentence` (one sentence reporting a finding)
+    or `passage` (two sentences or more)."""
     text = text.strip()
     words = text.split()
     if len(words) < FRAGMENT_WORDS:
@@ -64,7 +83,9 @@ def text_kind(text: str) -> str:
             later and sum(w[0].isupper() for w in later) * 2 >= len(later)
         ):
             return "title"
-    return "definition" if len(words) <= DEFINITION_WORDS and _DEFINES.match(text) else "sentence"
+    if _DEFINES.match(text) and (len(words) <= DEFINITION_WORDS or not _FINDING.search(text)):
+        return "definition"
+    return "sentence" if _FINDING.search(text) else "description"
 
 
 def tier(kind: str, rewrite_kind: str, measured: dict) -> int:
@@ -95,10 +116,12 @@ def document_key(reference: dict, meta: dict) -> str:
 
 
 def rank_key(candidate: dict) -> tuple:
-    """(tier, closeness, order): the close tiers in the order retrieval met them, the weak ones closest to the
-    original question first."""
+    """(tier, closeness, kind, order): the close tiers passages first, then in the order retrieval met them, the
+    weak ones closest to the original question first."""
     weak = candidate["tier"] >= WEAK_TIER
-    return candidate["tier"], -candidate["measured"]["to_original"] if weak else 0.0, candidate["order"]
+    kind = candidate.get("text_kind")
+    kind_rank = KIND_ORDER.index(kind) if kind in KIND_ORDER else len(KIND_ORDER)
+    return candidate["tier"], -candidate["measured"]["to_original"] if weak else 0.0, kind_rank, candidate["order"]
 
 
 def choose(

@@ -391,6 +391,7 @@ class QueryRewriter:
             "to": entity.name,
             "to_ui": entity.ui,
             "rule": rule,
+            "class": self.siblings.class_of(original, entity, rule),
         }
         rewrite = write_swap(text, target.mention, words, record, self.language)
         rewrite.target = number

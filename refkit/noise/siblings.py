@@ -1,20 +1,27 @@
 """Stage 2 of refkit noise: the siblings a clinician would swap in for a target, and the swap rules.
 
-A sibling is another concept of the same kind, chosen by what the concept *is*, never by how its name
-looks:
+A sibling is another concept of the same class, chosen by what the concept *is*, never by how its name
+looks, and a swap records the class that justified it (`SiblingIndex.class_of`):
 
-- `inn-stem` (drugs): drugs whose name ends with the same INN stem (refkit.drug_stems: tucatinib ->
-  lapatinib, "-tinib"; minocycline -> doxycycline);
-- `pharmacological-action` (a drug that is one substance, not a class): drugs sharing a MeSH
-  pharmacological action (NLM's XML, or the shipped MeSH 2018 table: risperidone -> haloperidol), the
-  most specific shared action first;
+- `inn-stem` (drugs): drugs whose INN names the same class (refkit.drug_stems.drug_class): the same class stem
+  (tucatinib -> lapatinib, "-tinib"; losartan -> valsartan, "-sartan") or, for antibodies, the same target
+  syllable (tocilizumab -> sarilumab, "-li-"); the bare "-mab" or "-nib" says only "an antibody" and is no class;
+- `pharmacological-action` (a drug that is one substance, not a class): drugs sharing one of the target's most
+  specific MeSH pharmacological actions (NLM's XML, or the shipped MeSH 2018 table: risperidone -> haloperidol
+  by "Dopamine D2 Receptor Antagonists"); an action that is an ancestor of another of the target's actions
+  ("Antihypertensive Agents" beside "Angiotensin II Type 1 Receptor Blockers") is too broad to name its class;
 - `symbol-family` (genes): symbols of the same family (refkit.gene_symbols: VPS4A -> VPS4B);
 - `tree-sibling`: the other children of the target's parent in the MeSH trees, at the same depth
   (mantle cell lymphoma -> follicular lymphoma), for diseases, organisms, anatomy, procedures, processes
   and genes, and for drug classes in MeSH's functional branches (vaccines, pharmacologic actions and uses:
-  "Neuroprotective Agents");
+  "Neuroprotective Agents"). A disease's siblings are diseases of the same kind in the same organ system:
+  a parent of `BROAD_DESCENDANTS` or more concepts ("Genetic Diseases, Inborn") is a branch, not a kind, and
+  where the target sits in an organ system's branch (C01-C26 but neoplasms, congenital and general
+  pathology), the sibling must sit in one of the same (a urea-cycle disorder is never swapped for a
+  muscular dystrophy);
 - `tree-cousin`, when a target has no tree sibling: the concepts at its depth under its grandparent
-  (obesity, alone under overnutrition -> malnutrition).
+  (obesity, alone under overnutrition -> malnutrition), for organisms, anatomy, procedures, processes and
+  genes; never for diseases and drugs, whose grandparents span unrelated kinds.
 
 Drugs get no tree siblings in the chemical branches: MeSH places chemicals there by structure (losartan
 beside tetrazolium salts), not by what they do. Every candidate then passes the swap rules, in order; the
@@ -40,7 +47,7 @@ from __future__ import annotations
 import difflib
 from collections import defaultdict
 
-from refkit.drug_stems import stem_of
+from refkit.drug_stems import drug_class
 from refkit.gene_symbols import family_root, symbol_of_name
 from refkit.lexicon import REWRITTEN_TYPES, Entity, Lexicon, natural_name
 from refkit.sense import entity_swap_problem, group_name
@@ -54,6 +61,11 @@ FUNCTIONAL_DRUG_TREES = ("D20.215.894", "D27")
 # necrosis. Processes and lesions of every organ sit side by side there, and a question about one is rarely a
 # question about another.
 PATHOLOGIC_PROCESSES = ("C23.550", "C23.300")
+# Disease branches that group by kind of process, not by organ: neoplasms, congenital and hereditary
+# diseases, pathological conditions and signs.
+NOT_ORGAN_SYSTEMS = ("C04", "C16", "C23")
+COUSIN_TYPES = ("organism", "anatomy", "procedure", "process", "gene")
+BROAD_PARENT = 60  # concepts under a parent at most for its children to be one kind (refkit.noise.subjects)
 
 
 def _parent(tree: str) -> str | None:
@@ -91,9 +103,9 @@ class SiblingIndex:
             if entity.type == "drug":
                 for action in entity.actions:
                     self.by_action[action.casefold()].append(entity)
-                stem = stem_of(entity.name)
-                if stem is not None:
-                    self.by_stem[stem.stem].append(entity)
+                named_class = drug_class(entity.name)
+                if named_class is not None:
+                    self.by_stem[named_class].append(entity)
             if entity.type in TREE_TYPES or entity.type == "drug":
                 for tree in self._trees(entity):
                     if (parent := _parent(tree)) is not None:
@@ -103,6 +115,10 @@ class SiblingIndex:
             if entity.type == "gene":
                 for root in {family_root(form) for form in symbol_forms(entity)} - {None}:
                     self.by_root[root].append(entity)
+        self.action_trees: dict[str, list[str]] = {
+            action: lexicon.get(action).trees if lexicon.get(action) is not None else [] for action in self.by_action
+        }
+        self.parent_sizes: dict[str, int] = {parent: len(members) for parent, members in self.by_parent.items()}
 
     def siblings(self, original: Entity) -> list[tuple[Entity, str]]:
         """(candidate, rule) before the swap rules, each candidate once (its first rule)."""
@@ -114,12 +130,12 @@ class SiblingIndex:
                     found.setdefault(entity.key, (entity, rule))
 
         if original.type == "drug":
-            stem = stem_of(original.name)
-            if stem is not None:  # one stem is one class by design: minocycline -> doxycycline
-                add(self.by_stem.get(stem.stem, ()), "inn-stem")
+            named_class = drug_class(original.name)
+            if named_class is not None:  # one stem is one class by design: minocycline -> doxycycline
+                add(self.by_stem.get(named_class, ()), "inn-stem")
             if not group_name(original):  # a class ("Vaccines") shares actions with other kinds of class
-                for action in original.actions:
-                    add(self.by_action.get(action.casefold(), ()), "pharmacological-action")
+                for action in self.specific_actions(original):
+                    add(self.by_action.get(action, ()), "pharmacological-action")
         if original.type == "gene":
             for root in {family_root(form) for form in symbol_forms(original)} - {None}:
                 add(self.by_root.get(root, ()), "symbol-family")
@@ -127,14 +143,68 @@ class SiblingIndex:
             trees = self._trees(original)
             for tree in trees:
                 if (parent := _parent(tree)) is not None:
-                    add((e for e in self.by_parent.get(parent, ()) if tree not in e.trees), "tree-sibling")
-            if not any(rule == "tree-sibling" for _, rule in found.values()):
+                    if original.type == "disease" and self.parent_sizes.get(parent, 0) >= BROAD_PARENT:
+                        continue
+                    add(
+                        (
+                            e
+                            for e in self.by_parent.get(parent, ())
+                            if tree not in e.trees and self._same_system(original, e)
+                        ),
+                        "tree-sibling",
+                    )
+            if original.type in COUSIN_TYPES and not any(rule == "tree-sibling" for _, rule in found.values()):
                 for tree in trees:
                     parent = _parent(tree)
                     grandparent = _parent(parent) if parent else None
                     if grandparent is not None:
                         add((e for e in self.by_grandparent[grandparent] if _cousin(tree, e.trees)), "tree-cousin")
         return list(found.values())
+
+    def specific_actions(self, drug: Entity) -> list[str]:
+        """The drug's pharmacological actions (case-folded) that are not an ancestor of another of its actions in
+        the MeSH trees: "Angiotensin II Type 1 Receptor Blockers", not "Antihypertensive Agents" beside it."""
+        actions = list(dict.fromkeys(a.casefold() for a in drug.actions))
+        trees = {a: self.action_trees.get(a, []) for a in actions}
+        return [
+            a
+            for a in actions
+            if not any(
+                other != a and any(t.startswith(mine + ".") for mine in trees[a] for t in trees[other])
+                for other in actions
+            )
+        ]
+
+    @staticmethod
+    def _same_system(original: Entity, candidate: Entity) -> bool:
+        """For diseases: does the candidate sit in one of the organ systems the original sits in (where the original
+        sits in any)? Other types: always."""
+        if original.type != "disease":
+            return True
+        systems = {t[:3] for t in original.trees if t.startswith("C") and not t.startswith(NOT_ORGAN_SYSTEMS)}
+        return not systems or bool(systems & {t[:3] for t in candidate.trees})
+
+    def class_of(self, original: Entity, candidate: Entity, rule: str) -> str:
+        """The class that makes `candidate` a sibling of `original` under `rule`, as a swap's record says it."""
+        if rule == "inn-stem":
+            return drug_class(original.name) or ""
+        if rule == "pharmacological-action":
+            shared = [a for a in self.specific_actions(original) if a in {b.casefold() for b in candidate.actions}]
+            named = {a.casefold(): a for a in candidate.actions}
+            return "MeSH pharmacological action: " + "; ".join(named[a] for a in shared)
+        if rule == "symbol-family":
+            roots = {family_root(form) for form in symbol_forms(original)} - {None}
+            return "gene symbol family: " + ", ".join(sorted(roots))
+        if rule in ("tree-sibling", "tree-cousin"):
+            mine = {_parent(t) for t in self._trees(original)}
+            if rule == "tree-cousin":
+                mine = {_parent(p) for p in mine if p}
+            theirs = {_parent(t) for t in candidate.trees}
+            if rule == "tree-cousin":
+                theirs = {_parent(p) for p in theirs if p}
+            shared = sorted(p for p in mine & theirs if p)
+            return f"MeSH {'parent' if rule == 'tree-sibling' else 'grandparent'}: " + ", ".join(shared)
+        return rule
 
     @staticmethod
     def _trees(entity: Entity) -> list[str]:
@@ -150,8 +220,9 @@ class SiblingIndex:
         """Why a target has no sibling candidate at all (a refusal record's text)."""
         if original.type == "drug":
             return (
-                f"no-class: {original.name} has no pharmacological action in this vocabulary and no INN stem; "
-                "chemical-structure siblings are not what a clinician swaps"
+                f"no-class: {original.name} has no pharmacological action in this vocabulary shared with another "
+                "drug and no INN stem naming a class (a bare -mab or -nib names none); chemical-structure siblings "
+                "are not what a clinician swaps"
             )
         if original.type == "gene" and not original.trees:
             return f"no-class: {original.name} is not a gene symbol of a family and has no MeSH tree place"
@@ -159,6 +230,11 @@ class SiblingIndex:
             return (
                 f"no-tree-place: {original.name} has no MeSH tree number in this vocabulary, so its siblings are "
                 "unknown"
+            )
+        if original.type == "disease":
+            return (
+                f"no-sibling: no other disease of {original.name}'s kind in its organ system (its tree parents, "
+                f"below {BROAD_PARENT} concepts)"
             )
         return f"no-sibling: no other concept shares {original.name}'s tree parents"
 
@@ -184,7 +260,7 @@ class SiblingIndex:
         blockers before the 100 antihypertensives), then the most written about."""
 
         def class_size(entity: Entity) -> int:
-            shared = {a.casefold() for a in original.actions} & {a.casefold() for a in entity.actions}
+            shared = set(self.specific_actions(original)) & {a.casefold() for a in entity.actions}
             return min((len(self.by_action[a]) for a in shared), default=1_000_000)
 
         rules = ("inn-stem", "pharmacological-action")

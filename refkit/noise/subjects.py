@@ -34,11 +34,18 @@ from refkit.drug_stems import drug_words
 from refkit.gene_symbols import is_symbol
 from refkit.lexicon import Entity
 from refkit.matcher import Aspect, is_plural, other_number
-from refkit.noise.targets import Analysis
+from refkit.noise.targets import ANSWER_TYPE, Analysis
 from refkit.sense import AUXILIARY, FUNCTION_WORDS, everyday_word, question_part
 from refkit.word_frequency import english_zipf
 
 MAX_SUBJECTS = 2
+SPECIFIC_KINDS = ("drug", "gene", "procedure", "method")  # more specific than a disease they are given or seen in
+# what stands before a disease that a drug or procedure is given for, or a gene studied in
+SITUATION_BEFORE = re.compile(
+    r"\b(?:in|for|with|against|treat(?:s|ed|ing)?|treatment\s+of|therapy\s+of|management\s+of)\s+"
+    r"(?:(?:the|a|an)\s+)?(?:(?:patients?|adults?|children|people|individuals|subjects|women|men)\s+with\s+)?$",
+    re.IGNORECASE,
+)
 BROAD_DESCENDANTS = 60  # under one tree number: "Leukemia" has 45 kinds, "Vaccines" 117, "Transcription Factors" 390
 PATHOGEN_TREES = ("B03", "B04", "B01.300")  # bacteria, viruses, fungi: what infects, spreads and resists
 MOLECULAR_PROCESS_TREES = ("G02", "G03", "G04", "G05", "G06")  # chemical, metabolic, cellular, genetic, microbial
@@ -48,12 +55,6 @@ CELL_STRUCTURE_TREES = ("A11.284",)  # inclusion bodies, organelles, membranes: 
 PROTEIN_TREES = ("D08", "D12")  # enzymes, proteins: asked of as genes are, not as drugs
 DRUG_TREES = ("D20", "D26", "D27")  # vaccines, pharmaceutical preparations, pharmacologic actions and uses
 DRUG_ORIGINS = ("drug-names", "inn-stem")
-# A question's answer type ("Which algorithm ...", "What animal ..."): never its subject
-ANSWER_TYPE = re.compile(
-    r"\b(which|what)\s+(?:(?!(?:is|are|was|were|does|do|did|has|have|had|can|could|will|would|should)\b)"
-    r"(?![a-z]+ed\b)\w+\s+){0,2}$",
-    re.IGNORECASE,
-)
 # what names a study, a body, a company or a place rather than a thing a question asks aspects of
 NOT_A_SUBJECT_HEADS = frozenset(
     "trial trials study studies cohort consortium project union guideline guidelines society association "
@@ -128,6 +129,7 @@ class Subject:
     definitional: bool = False
     corpus_texts: int | None = None  # texts retrieved for it that write it (names: set by the pipeline)
     query: str = ""  # the question it is the subject of
+    situation: str = ""  # the disease the question gives it for ("migraine" of "Is lasmiditan effective for ...")
 
     @property
     def name(self) -> str:
@@ -142,6 +144,7 @@ class Subject:
             "origin": self.origin,
             "asked": "definition" if self.definitional else (self.asked.name if self.asked else None),
             **({"corpus_texts": self.corpus_texts} if self.corpus_texts is not None else {}),
+            **({"situation": self.situation} if self.situation else {}),
         }
 
 
@@ -511,7 +514,37 @@ def find_subjects(
     for start, end in spans:
         if not _predicate(query, start):
             add(start, end, None, "name")
-    return subjects[:MAX_SUBJECTS] if subjects else []
+    return _most_specific(query, subjects)[:MAX_SUBJECTS]
+
+
+def _specific(subject: Subject) -> bool:
+    return subject.kind in SPECIFIC_KINDS or (subject.origin == "name" and subject.kind != "disease")
+
+
+def _most_specific(query: str, subjects: list[Subject]) -> list[Subject]:
+    """The subjects without a disease the question names beside a drug, gene, procedure or named thing: a
+    question about a drug in a disease is about the drug ("Is lasmiditan effective for migraine?"), and the
+    disease's own aspects ("How is migraine treated?") share nothing else with it. A disease the other is given
+    for or studied in ("for migraine", "in patients with migraine") stays as the subjects' situation, which
+    aspects that take one write in ("What is the recommended dose of lasmiditan for migraine?"). A disease the
+    question asks an aspect of by name stays the subject ("What are the symptoms of X in users of Y?")."""
+    specific = [s for s in subjects if _specific(s)]
+    diseases = [s for s in subjects if s.kind == "disease"]
+    if not specific or not diseases or _asked_of_first(subjects[0]):
+        return subjects
+    situations = [
+        _as_written_inside(query[d.start : d.end], d.start == 0)
+        for d in diseases
+        if SITUATION_BEFORE.search(query[: d.start])
+    ]
+    for subject in specific:
+        subject.situation = situations[0] if situations else ""
+    return [s for s in subjects if s.kind != "disease"]
+
+
+def _asked_of_first(subject: Subject) -> bool:
+    """Is the question's first subject a disease it asks an aspect of by name ("the symptoms of X")?"""
+    return subject.kind == "disease" and subject.origin == "target" and subject.asked is not None
 
 
 def _predicate(query: str, start: int) -> bool:
@@ -541,8 +574,11 @@ def _a_cell(entity: Entity) -> bool:
 
 
 def write_question(aspect: Aspect, subject: Subject) -> str:
-    """The aspect's question about the subject, its verbs agreeing with the subject's number."""
+    """The aspect's question about the subject, its verbs agreeing with the subject's number; in the subject's
+    situation where it has one and the aspect a question that takes one."""
     plural = is_plural(subject.text) and not subject.text.rstrip(")").split()[-1].isupper()
-    text = aspect.question.replace("{is}", "are" if plural else "is").replace("{does}", "do" if plural else "does")
+    template = aspect.situated if subject.situation and aspect.situated else aspect.question
+    template = template.replace("{S}", subject.situation)
+    text = template.replace("{is}", "are" if plural else "is").replace("{does}", "do" if plural else "does")
     text = text.replace("{was}", "were" if plural else "was")
     return text.replace("{X}", subject.text)

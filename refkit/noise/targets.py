@@ -137,6 +137,23 @@ def _type(mention: Match, context: TargetContext) -> str | None:
     return None
 
 
+# A question's answer type: "Which gene ...", "What animal ...", "Which two drugs ...": the word right after the
+# question word, up to two words later, that says what kind of thing answers it.
+ANSWER_TYPE = re.compile(
+    r"\b(which|what)\s+(?:(?!(?:is|are|was|were|does|do|did|has|have|had|can|could|will|would|should)\b)"
+    r"(?![a-z]+ed\b)\w+\s+){0,2}$",
+    re.IGNORECASE,
+)
+
+
+def _answer_type(mention: Match, context: TargetContext) -> str | None:
+    """The kind of thing a question asks for ("Which *gene* is mutated in cystic fibrosis?") is what its answer
+    is, not what it is about: swapping it asks for another kind of answer about nothing the question names."""
+    if context.english and ANSWER_TYPE.search(context.query[context.asked_from : mention.start]):
+        return f"answer-type: the question asks for a {mention.text!r}; what it asks for is not what it is about"
+    return None
+
+
 def _generic(mention: Match, context: TargetContext) -> str | None:
     if mention.payload.key in context.generic:
         return f"generic: {mention.payload.name} names a category, not a concept"
@@ -195,6 +212,7 @@ def _everyday_word(mention: Match, context: TargetContext) -> str | None:
 TARGET_RULES: tuple[tuple[str, Callable[[Match, TargetContext], str | None]], ...] = (
     ("type", _type),
     ("generic", _generic),
+    ("answer-type", _answer_type),
     ("not-in-corpus", _not_in_corpus),
     ("finding", _finding),
     ("possessive", _possessive),
