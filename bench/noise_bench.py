@@ -22,18 +22,28 @@ import dataclasses
 import hashlib
 import json
 import random
+import re
 import shutil
 import subprocess
 import sys
 import time
+from collections import defaultdict
+from collections.abc import Iterator
+from functools import cache
 from pathlib import Path
 
 import numpy as np
 import orjson
 
+from medsnip.corpus import Corpus
 from medsnip.irformats import read_qrels
+from medsnip.snippet import iter_snippets
+from refkit.lexicon import read_lexicon
+from refkit.matcher import NameMatcher, is_acronym, read_aspects, with_variants
 from refkit.noise.filters import replay
 from refkit.noise.options import NoiseOptions
+from refkit.noise.rewriter import QueryRewriter
+from refkit.noise.subjects import question_name
 from searchd.launch import start_background_server
 
 REPO = Path(__file__).resolve().parents[1]
@@ -211,6 +221,187 @@ def ceiling_line(permissive: list[dict], qrels: dict) -> str:
     )
 
 
+REACHABLE = 3  # texts naming a question's subject or a sibling for the root to hold enough for 3 kept references
+_WORD_START = re.compile(r"(?<!\w)\w")
+_WORD_END = re.compile(r"\w(?!\w)")
+
+
+def question_names(record: dict, lexicon, rewriter: QueryRewriter) -> set[str]:
+    """The names a text may give the question's subjects and their same-class siblings: each subject as the
+    record names it and as the question writes it, every name of the lexicon's entity (or, for a subject the
+    lexicon lacks, the names refkit.noise.subjects.question_name gives it), and every name of the siblings the
+    swap rules let stand in for the question's targets."""
+    names: set[str] = set()
+    for subject in record["subjects"]:
+        start, end = subject["span"]
+        written = record["query"][start:end]  # the subject's text without the article the record keeps
+        names |= {subject["entity"], written}
+        entity = lexicon.get(subject["entity"])
+        if entity is None and subject["origin"] == "name":
+            entity = question_name(written)
+        if entity is not None:
+            names.update(entity.surface_forms())
+    analysis = rewriter.analyse(record["query"])
+    present = {m.payload.key for m in analysis.entities}
+    for target in analysis.targets:
+        for sibling, _ in rewriter.entity_candidates(target.entity, present):
+            names.update(sibling.surface_forms())
+    return {name for name in names if name.strip()}
+
+
+def _phrase_key(form: str) -> tuple[bool, str]:
+    """The phrase as NameMatcher keys it: acronyms as written, every other name lower-cased."""
+    acronym = is_acronym(form)
+    return acronym, " ".join((form if acronym else form.lower()).split())
+
+
+def questions_matcher(names: dict[str, set[str]]) -> NameMatcher:
+    """One NameMatcher over every question's names (`names`: question id -> names), each phrase's payload the
+    frozenset of questions it names. NameMatcher keeps the first payload of a phrase given twice, and a variant
+    it adds (a plural, a hyphen dropped) may be another question's name: so the questions are merged per phrase
+    here, with the variants."""
+    by_phrase: dict[tuple[bool, str], set[str]] = defaultdict(set)
+    written: dict[tuple[bool, str], str] = {}
+    for question, forms in names.items():
+        for form in forms:
+            if is_acronym(form):
+                variants = [form, form + "s"] if form[-1:].isupper() else [form]  # NameMatcher's acronym plural
+            else:
+                variants = [variant for variant, _ in with_variants([(form, None)])]
+            for variant in variants:
+                key = _phrase_key(variant)
+                by_phrase[key].add(question)
+                written.setdefault(key, variant)
+    return NameMatcher([(written[key], frozenset(by_phrase[key])) for key in sorted(by_phrase)])
+
+
+class NamedIn:
+    """The questions whose names a text writes, every name counted even where another overlaps it. NameMatcher
+    keeps the longest name at each place and none overlapping it, so "non-small cell lung cancer" hides "lung
+    cancer" and "breast cancer cells" hides "cancer cells": the names inside a match are found in the match's
+    own text (once per distinct text), those starting inside it and running past it by matching again from each
+    of its words."""
+
+    def __init__(self, matcher: NameMatcher, longest: int):
+        self.matcher = matcher
+        self.reach = longest + 16  # a name with possessives written in it still ends before this
+        self.inside = cache(self._inside)
+
+    def _inside(self, written: str) -> frozenset[str]:
+        """The questions of every name in `written` (a match's text), itself included."""
+        starts = [m.start() for m in _WORD_START.finditer(written)]
+        ends = [m.end() for m in _WORD_END.finditer(written)]
+        found: set[str] = set()
+        for start in starts:
+            for end in ends:
+                if end > start:
+                    for match in self.matcher.find(written[start:end]):
+                        found |= match.payload
+        return frozenset(found)
+
+    def __call__(self, text: str) -> set[str]:
+        found: set[str] = set()
+        for match in self.matcher.find(text):
+            found |= self.inside(match.text)
+            for word in _WORD_START.finditer(text, match.start + 1, match.end):
+                cut = text.find(" ", word.start() + self.reach)
+                again = self.matcher.find(text[word.start() : cut if cut >= 0 else len(text)])
+                if again and again[0].start == 0 and word.start() + again[0].end > match.end:
+                    found |= self.inside(again[0].text)
+        return found
+
+
+def root_texts(root: Path) -> Iterator[tuple[str, str]]:
+    """(snippet id, title and content) of every snippet of every source in the root."""
+    for folder in sorted(path for path in root.iterdir() if (path / "build.json").is_file()):
+        for shard in Corpus.open(folder).shards:
+            for snippet in iter_snippets(shard.path):
+                yield snippet["id"], f"{snippet.get('title') or ''} {snippet.get('content') or ''}".strip()
+
+
+def collected_references(refs: Path | None) -> dict[str, set[str]]:
+    """Question id -> the snippet ids `refkit collect` gave it (`--refs`: the noise may not repeat them)."""
+    if refs is None or not refs.is_file():
+        return {}
+    return {
+        str(record["id"]): {reference["snippet_id"] for reference in record.get("references", [])}
+        for record in map(orjson.loads, refs.read_bytes().splitlines())
+    }
+
+
+def _cell(text: str, limit: int) -> str:
+    """`text` fit for a table cell: one line, no column bar, at most `limit` characters."""
+    text = " ".join(text.split()).replace("|", "\\|")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def reachable_rows(
+    records: list[dict], lexicon_path: Path, root: Path, qrels: dict, refs: Path | None = None
+) -> tuple[dict[str, dict], list[str]]:
+    """Which questions the root could cover: per question, whether it holds `REACHABLE` or more texts outside the
+    question's gold (and its collected references, `refs`) that name its subject or a same-class sibling
+    ("reachable"), coverage among the reachable questions, and every reachable question that keeps fewer
+    than `REACHABLE` with the stop its record gives. Texts are counted once per distinct wording (BioASQ brings
+    one sentence in under several questions). Returns (question id -> {reachable, texts, kept}, markdown
+    lines)."""
+    lexicon = read_lexicon(lexicon_path)
+    rewriter = QueryRewriter(lexicon, read_aspects(), "en")
+    names = {str(record["id"]): question_names(record, lexicon, rewriter) for record in records}
+    named_in = NamedIn(questions_matcher(names), max((len(n) for found in names.values() for n in found), default=0))
+    gold = {str(r["id"]): {doc for doc, grade in qrels.get(str(r["id"]), {}).items() if grade > 0} for r in records}
+    collected = collected_references(refs)
+    wordings: dict[str, int] = {}
+    naming: dict[str, set[int]] = defaultdict(set)
+    excluded: dict[str, set[int]] = defaultdict(set)
+    for snippet_id, text in root_texts(root):
+        found = named_in(text)
+        if not found:
+            continue
+        wording = wordings.setdefault(" ".join(text.casefold().split()), len(wordings))
+        document = _document(snippet_id)
+        for question in found:
+            naming[question].add(wording)
+            # a copy of a gold text or a collected reference is that text: every copy is left out
+            if document in gold[question] or snippet_id in collected.get(question, ()):
+                excluded[question].add(wording)
+    per_question = {}
+    for record in records:
+        question = str(record["id"])
+        texts = len(naming[question] - excluded[question])
+        per_question[question] = {"reachable": texts >= REACHABLE, "texts": texts, "kept": len(record["noise"])}
+    return per_question, reachable_lines(records, per_question)
+
+
+def reachable_lines(records: list[dict], per_question: dict[str, dict]) -> list[str]:
+    """The report of `reachable_rows`: the counts, then a table of the reachable questions short of 3."""
+    reachable = [r for r in records if per_question[str(r["id"])]["reachable"]]
+    short = [r for r in reachable if len(r["noise"]) < REACHABLE]
+    covered = len(reachable) - len(short)
+    n, all_covered = len(records), sum(len(r["noise"]) >= REACHABLE for r in records)
+    lines = [
+        f"Reachable questions: {len(reachable)} of {n} have {REACHABLE} or more texts in the root, outside their gold "
+        "snippets and collected references, that name their subject or a same-class sibling (every name of the "
+        f"lexicon's entity; distinct wordings). {covered} of them keep {REACHABLE} or more: coverage among reachable "
+        f"questions {covered / max(len(reachable), 1):.0%}, among all {all_covered / max(n, 1):.0%}."
+    ]
+    if short:
+        lines += [
+            "",
+            f"The reachable questions that keep fewer than {REACHABLE}, with the stop their record gives:",
+            "",
+            "| question | text | kept | texts naming subject or sibling | stopped (stage/rule) | why |",
+            "|---|---|---:|---:|---|---|",
+        ]
+        for record in short:
+            stop = record.get("stopped") or {}
+            where = f"{stop['stage']}/{stop['rule']}" if stop else "none recorded"
+            lines.append(
+                f"| {record['id']} | {_cell(record['query'], 90)} | {len(record['noise'])} | "
+                f"{per_question[str(record['id'])]['texts']} | {where} | {_cell(stop.get('why') or '', 160)} |"
+            )
+    return lines
+
+
 def review_sample(records: list[dict], destination: Path) -> int:
     """A fixed-seed sample of kept references with only what a blind reader sees: question, rewrite, text."""
     kept = []
@@ -384,6 +575,7 @@ def noise_section(demo: Path, work: Path) -> list[str]:
     kinds = sample_kinds(records, sample_path)
     stops = ", ".join(f"{rule} {count}" for rule, count in audit["stopped"].items())
     digest = hashlib.sha256(outputs[0].read_bytes()).hexdigest()[:16]
+    _, reachable = reachable_rows(records, lexicon, root, qrels, refs)
     return [
         "## refkit noise on a realistic root",
         "",
@@ -418,6 +610,8 @@ def noise_section(demo: Path, work: Path) -> list[str]:
         "docs/noise-rejections-by-rule.md).",
         "",
         ceiling_line(permissive, qrels),
+        "",
+        *reachable,
         "",
         "Coverage against precision over the thresholds (the permissive run decided again by "
         "refkit.noise.filters.replay; hard share = kept texts naming an entity of the question the rewrite kept or "

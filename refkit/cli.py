@@ -41,6 +41,7 @@ from refkit.noise.options import (
     EXAMINED,
     FILL_TO,
     ORIGINAL_RANK,
+    RELATED,
     REFERENCE_CEILING,
     SIMILARITY_FLOOR,
     WEAK_FLOOR,
@@ -444,7 +445,8 @@ def _dictionary_option(value: str, option: str) -> str:
     default=FILL_TO,
     show_default=True,
     type=click.IntRange(0),
-    help="Texts related by one name or similarity, bare definitions and fragments fill a question up to this many "
+    help="Texts of an entity swap, bare definitions and fragments (and, with --related, texts related by one name) "
+    "fill a question up to this many "
     "kept, no further (texts on the question's subject or situation fill it to --per-query).",
 )
 @click.option(
@@ -453,6 +455,13 @@ def _dictionary_option(value: str, option: str) -> str:
     show_default=True,
     type=float,
     help="Texts of those weak kinds are kept only from this MiniLM cosine to the original question (closest first).",
+)
+@click.option(
+    "--related/--no-related",
+    default=RELATED,
+    show_default=True,
+    help="Also keep texts related to a rewrite by one name or similarity only (an entity swap's sibling in another "
+    "situation), to fill a question up to --fill-to.",
 )
 @click.option(
     "--candidates", default=100, show_default=True, type=click.IntRange(1), help="Hits retrieved per rewrite."
@@ -565,6 +574,7 @@ def noise(
     per_query,
     fill_to,
     weak_floor,
+    related,
     candidates,
     examined,
     attribute_swaps,
@@ -654,6 +664,7 @@ def noise(
                 fill_to,
                 weak_floor,
                 examined,
+                related,
             ),
             DedupOptions(dedup_threshold, shingle_words),
             collected,

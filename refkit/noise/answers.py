@@ -19,8 +19,9 @@ when any of these holds, tried cheapest first (`test` names which):
 - a text retrieved for an aspect rewrite that does not name every entity of the original question (the drug
   *and* the disease of "Is lasmiditan effective for migraine?") is about another situation: the name tests
   below do not take it for an answer (the similarity tests still may), unless the rewrite asks an aspect
-  `NEAR_ASPECTS` puts beside the original's (the dose, approval or indications of a drug whose efficacy is
-  asked): a text found for those that reports the drug's efficacy answers the original wherever it is set;
+  `NEAR_ASPECTS` puts beside the original's (the dose, approval or indications of a drug whose indications are
+  asked), or the original asks what a text states in any situation (`ANY_SITUATION`: a drug's efficacy): a text
+  that reports it answers the original wherever it is set;
 - `defines-subject`: retrieved for an aspect rewrite of a question asking what its subject is ("What is
   X?"), it says what the subject is ("X is a ...", "X, a ...");
 - `not-the-new-aspect`: retrieved for an aspect swap, it names the entity but none of the new aspect's
@@ -86,6 +87,12 @@ NEAR_ASPECTS = {
     ("procedure", "outcomes"): frozenset({"indications", "complications"}),
     ("disease", "treatment"): frozenset({"prognosis"}),
 }
+
+
+# (type, asked aspect) a text reports of its subject without naming the situation the question sets: "positive
+# phase III data for cabozantinib as second-line therapy" answers "Is cabozantinib effective for hepatocellular
+# carcinoma?" though its abstract named the cancer in another sentence.
+ANY_SITUATION = frozenset({("drug", "efficacy")})
 
 
 def answer_types(question: str) -> frozenset[str]:
@@ -198,8 +205,11 @@ class AnswerTest:
 
 
 def near_aspect(asked: Aspect | None, new: Aspect | None) -> bool:
-    """Does a rewrite to `new` ask what a text answering `asked` reports on the way (`NEAR_ASPECTS`)?"""
-    return asked is not None and new is not None and new.name in NEAR_ASPECTS.get((asked.type, asked.name), ())
+    """Does a rewrite to `new` ask what a text answering `asked` reports on the way (`NEAR_ASPECTS`), or does the
+    question ask an aspect a text states of its subject in any situation (`ANY_SITUATION`)?"""
+    if asked is None or new is None:
+        return False
+    return (asked.type, asked.name) in ANY_SITUATION or new.name in NEAR_ASPECTS.get((asked.type, asked.name), ())
 
 
 def decide_lexical(measured: dict, options=None) -> Verdict | None:

@@ -291,4 +291,4 @@ def replay(record: dict, options: NoiseOptions) -> list[dict]:
         for c in record["noise"]
         if first_refusal(c["measured"], options) is None
     ]
-    return choose(passed, options.per_query, options.fill_to, options.weak_floor)[0]
+    return choose(passed, options.per_query, options.fill_to, options.weak_floor, options.related)[0]

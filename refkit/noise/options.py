@@ -47,6 +47,12 @@ FILL_TO = 3
 # hard, 6 of the 10 above it.
 # Among themselves the weak texts rank closest to the question first.
 WEAK_FLOOR = 0.33
+# rank: texts an entity swap retrieved that name the swapped-in entity but nothing the question keeps (the sibling in
+# another situation: cetuximab in colorectal cancer for a question on biliary cancer) are not kept unless asked
+# for: two strict readers called 26% of the texts of entity swaps hard, and these are most of the rest. With them,
+# 24% of the realistic bench's questions keep 3 or more and 48% of what is kept comes from aspect rewrites; without,
+# fewer questions keep 3 and 64% comes from aspect rewrites (docs/benchmarks.md).
+RELATED = False
 
 
 @dataclass
@@ -66,6 +72,7 @@ class NoiseOptions:
     fill_to: int = FILL_TO
     weak_floor: float = WEAK_FLOOR
     examined: int = EXAMINED
+    related: bool = RELATED
 
     def as_dict(self) -> dict:
         return {
@@ -84,4 +91,5 @@ class NoiseOptions:
             "fill_to": self.fill_to,
             "weak_floor": self.weak_floor,
             "examined": self.examined,
+            "related": self.related,
         }

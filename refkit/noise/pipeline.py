@@ -31,7 +31,7 @@ from medsnip.queries import QueryItem
 from refkit.collect import DedupOptions, RetrievalOptions, reference_from_hit, search_many
 from refkit.connection import server_error
 from refkit.lexicon import Entity
-from refkit.matcher import NameMatcher
+from refkit.matcher import NameMatcher, PhraseMatcher
 from refkit.noise.answers import AnswerTest
 from refkit.noise.filters import (
     Candidate,
@@ -127,6 +127,13 @@ class NoiseGenerator:
         self._search_into(
             searched, [q.query for q, chosen in zip(queries, rewrites, strict=True) if chosen], batch, progress
         )
+        by_name: dict[str, list] = {}  # a subject's name alone, searched as deep as a rewrite
+        self._search_into(
+            by_name,
+            [_subject_query(r.subject) for chosen in rewrites for r in chosen if r.subject is not None],
+            batch,
+            progress,
+        )
         for index, (query, analysis) in enumerate(zip(queries, analyses, strict=True)):
             record = {
                 "id": query.id,
@@ -137,7 +144,9 @@ class NoiseGenerator:
             }
             chosen = rewrites[index]
             noise, rejected = (
-                self._filter(query, analysis, chosen, [searched[r.query] for r in chosen], searched[query.query])
+                self._filter(
+                    query, analysis, chosen, [searched[r.query] for r in chosen], searched[query.query], by_name
+                )
                 if chosen
                 else ([], [])
             )
@@ -369,7 +378,12 @@ class NoiseGenerator:
         rewrites: list[Rewrite],
         hits_per_rewrite: list[list],
         original_hits: list,
+        by_name: dict[str, list] | None = None,
     ) -> tuple[list[dict], list[dict]]:
+        """The kept and rejected candidates of one question. An aspect rewrite's candidates are its own hits, then
+        the texts its subject's name retrieves (`by_name`) that speak of the rewrite's aspect: a subject few texts
+        name is rarely among the hits of a question about one of its aspects, which general texts on that aspect
+        fill."""
         facts = self._facts(query, analysis, rewrites)
         gold = [
             f"{r.get('title', '')} {r.get('content', '')}".strip()
@@ -402,6 +416,7 @@ class NoiseGenerator:
             by_similarity,
             Unrelated(facts, self.rewriter.language),
         )
+        hits_per_rewrite, via_name = self._with_subject_texts(rewrites, hits_per_rewrite, by_name or {})
         order = _round_robin(hits_per_rewrite)
         meta = self._meta([hit.id for _, hit in order])
         # the filters before the similarity test that decide a text alone (not `duplicate`, which depends on what
@@ -418,6 +433,8 @@ class NoiseGenerator:
             considered.add(hit.id)
             candidate = Candidate(hit, number, rewrites[number - 1], meta.get(hit.id, {}))
             where = {"snippet_id": hit.id, "rewrite": number, "rewrite_rank": hit.rank, "order": position}
+            if (number, hit.id) in via_name:
+                where["via"] = "subject-name"
             verdict = None
             for rule in filters:
                 if rule is by_similarity:
@@ -447,10 +464,13 @@ class NoiseGenerator:
                     "text_kind": kind,
                     "chars": len(candidate.text),
                     "tier": tier(kind, rewrites[number - 1].kind, candidate.measured),
+                    "rewrite_kind": rewrites[number - 1].kind,
                     "document": document_key(reference, candidate.meta),
                 }
             )
-        noise, aside = choose(passed, self.options.per_query, self.options.fill_to, self.options.weak_floor)
+        noise, aside = choose(
+            passed, self.options.per_query, self.options.fill_to, self.options.weak_floor, self.options.related
+        )
         for kept in noise:
             if kept["tier"] == TIERS.index("bare"):
                 kept["note"] = f"a bare text ({kept['text_kind']}), kept because nothing closer passed for this question"
@@ -472,6 +492,24 @@ class NoiseGenerator:
                 text = f"{kept.get('title', '')} {kept.get('content', '')}".strip()
                 kept["related"].update(similarity_record(query.query, text, gold, self.similarity, bm25))
         return noise, rejected
+
+    def _with_subject_texts(
+        self, rewrites: list[Rewrite], hits_per_rewrite: list[list], by_name: dict[str, list]
+    ) -> tuple[list[list], set[tuple[int, str]]]:
+        """Each aspect rewrite's hits followed by its subject's name hits that are not among them and write one of
+        the rewrite's new aspect's phrases; the (rewrite number, snippet id) pairs so added."""
+        extended, added = [], set()
+        for number, (rewrite, hits) in enumerate(zip(rewrites, hits_per_rewrite, strict=True), 1):
+            named = by_name.get(_subject_query(rewrite.subject), []) if rewrite.subject is not None else []
+            if not named:
+                extended.append(hits)
+                continue
+            aspect = PhraseMatcher([(phrase, True) for phrase in self._new_aspect(rewrite).phrases])
+            own = {hit.id for hit in hits}
+            extra = [h for h in named if h.id not in own and aspect.find(f"{h.title} {h.content}")]
+            added.update((number, h.id) for h in extra)
+            extended.append([*hits, *extra])
+        return extended, added
 
     def _meta(self, ids: list[str]) -> dict[str, dict]:
         """The meta (MeSH) of candidate snippets, from GetSnippets."""
@@ -505,6 +543,10 @@ def _aside_reason(candidate: dict, options: NoiseOptions) -> str:
     """Why ranking set a candidate that passed every filter aside (refkit.noise.ranking.choose)."""
     if candidate["why"] == "same-document":
         return "another text of its document was kept"
+    if candidate["why"] == "related":
+        return "related to its rewrite by one name or similarity only, not by the question's subject or situation"
+    if candidate["why"] == "bare-sibling":
+        return f"a bare text ({candidate['text_kind']}) on the entity a swap put in, not on the question's subject"
     if candidate["why"] == "far":
         return (
             f"a {TIERS[candidate['tier']]} text ({candidate['text_kind']}) reading "

@@ -8,16 +8,22 @@ question keeps the best `per_query` by (tier, the order retrieval met them in), 
 1. `situation`: retrieved for an entity swap, it names the entity the swap put in and something the question
    keeps (another of its entities, one of its own content phrases, or the words of the aspect it asks): the
    swapped-in entity in the question's situation or aspect;
-2. `related`: retrieved for a rewrite, related to it by one name or by similarity only;
+2. `related`: retrieved for a rewrite, related to it by one name or by similarity only (kept only with
+   `related`: the swapped-in entity in another situation reads as easy to a strict reader);
 3. `bare`: a bare definition ("Kearns-Sayre syndrome is a mitochondrial disorder."), a one-sentence description
    with no finding ("Dupilumab blocks IL-4 and IL-13 signalling."), a title, or a fragment too short to say
-   anything about a situation (`text_kind`): kept only when nothing better passed, and its record says so.
+   anything about a situation (`text_kind`): kept only when nothing better passed, and its record says so; and
+   only of the question's own subject (an aspect rewrite's): a one-line description of a swapped-in sibling says
+   nothing of the question's subject or situation (`bare-sibling`).
 
 Within a tier a passage (two sentences or more: a finding with its setting) comes before a single sentence,
 then the order retrieval met them in.
 
-The weak tiers (`related`, `bare`) only fill a question up to `fill_to` kept references: a question with
-enough close texts keeps no weak one, and one with few keeps weak ones until it has an item's worth. A weak text
+Aspect rewrites come first in what is kept: only `same-subject` texts fill a question up to `per_query`; the
+other tiers (`situation`, `related`, `bare`) only fill it up to `fill_to` kept references, so a question with
+enough same-subject texts keeps no entity-swap text beyond them, and one with few keeps the next tiers' texts
+until it has an item's worth (two strict readers called 76% of the texts of aspect rewrites hard, 26% of those
+of entity swaps). A weak text
 reading less than `weak_floor` close to the original question (its `to_original` cosine) is never kept: related
 to the rewrite by a name and far from the question, it distracts no reader. The weak ones rank closest to the
 question first.
@@ -31,7 +37,8 @@ from __future__ import annotations
 import re
 
 TIERS = ("same-subject", "situation", "related", "bare")
-WEAK_TIER = 2  # this tier and those after it only fill a question up
+FILL_TIER = 1  # this tier and those after it only fill a question up to `fill_to`
+WEAK_TIER = 2  # this tier and those after it are kept only from `weak_floor`, closest to the question first
 BARE_KINDS = ("fragment", "title", "definition", "description")
 KIND_ORDER = ("passage", "sentence")  # within a tier, a passage before a single finding
 FRAGMENT_WORDS = 12  # fewer words than this say too little about any situation
@@ -125,22 +132,31 @@ def rank_key(candidate: dict) -> tuple:
 
 
 def choose(
-    passed: list[dict], per_query: int, fill_to: int | None = None, weak_floor: float | None = None
+    passed: list[dict],
+    per_query: int,
+    fill_to: int | None = None,
+    weak_floor: float | None = None,
+    related: bool = True,
 ) -> tuple[list[dict], list[dict]]:
-    """(kept, set aside): the best `per_query` by `rank_key`, one per document, the weak tiers only while fewer
-    than `fill_to` are kept (None: up to `per_query`) and only from `weak_floor` close to the original question
-    (None: any); the rest set aside, each with why (`outranked`, `weak-tier`, `far` or `same-document`)."""
+    """(kept, set aside): the best `per_query` by `rank_key`, one per document, the tiers after `same-subject` only
+    while fewer than `fill_to` are kept (None: up to `per_query`) and only from `weak_floor` close to the original question
+    (None: any), `related` texts only when asked, bare texts only of the question's subject; the rest set aside,
+    each with why (`related`, `bare-sibling`, `outranked`, `weak-tier`, `far` or `same-document`)."""
     kept, aside, documents = [], [], set()
     weak_limit = per_query if fill_to is None else min(per_query, fill_to)
     for candidate in sorted(passed, key=rank_key):
         weak = candidate["tier"] >= WEAK_TIER
-        if weak and weak_floor is not None and candidate["measured"]["to_original"] < weak_floor:
+        if candidate["tier"] == TIERS.index("related") and not related:
+            aside.append({**candidate, "why": "related"})
+        elif candidate["tier"] == TIERS.index("bare") and candidate.get("rewrite_kind") == "entity":
+            aside.append({**candidate, "why": "bare-sibling"})
+        elif weak and weak_floor is not None and candidate["measured"]["to_original"] < weak_floor:
             aside.append({**candidate, "why": "far"})
         elif candidate["document"] in documents:
             aside.append({**candidate, "why": "same-document"})
         elif len(kept) >= per_query:
             aside.append({**candidate, "why": "outranked"})
-        elif weak and len(kept) >= weak_limit:
+        elif candidate["tier"] >= FILL_TIER and len(kept) >= weak_limit:
             aside.append({**candidate, "why": "weak-tier"})
         else:
             kept.append(candidate)
