@@ -27,7 +27,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
@@ -146,32 +146,35 @@ def curve_rows(permissive: list[dict], qrels: dict, base: NoiseOptions) -> list[
 
 
 FILL_TO = (0, 1, 2, 3, 5)
-WEAK_FLOOR = (-1.0, 0.25, 0.33, 0.40)
+WEAK_FLOOR = (-1.0, 0.25, 0.33, 0.40, 0.45)
+BARE_KINDS = ("definition", "description", "fragment", "title")
 
 
 def fill_rows(permissive: list[dict], base: NoiseOptions) -> list[str]:
-    """What `--fill-to` and `--weak-floor` trade: coverage against the share of kept texts from the two close
-    tiers (same-subject, situation), the permissive run decided again at the default thresholds with each value
-    of one of them, the other at its default."""
-    settings = [(f"{f}", base.weak_floor, f) for f in FILL_TO] + [
-        (f"{base.fill_to}", w, base.fill_to) for w in WEAK_FLOOR if w != base.weak_floor
-    ]
+    """What `--fill-to`, `--weak-floor` and `--related` trade: coverage against the share of kept texts from aspect
+    rewrites and of bare kinds, the permissive run decided again at the default thresholds with each value of one
+    of them, the others at their defaults."""
+    settings = [dataclasses.replace(base, fill_to=f) for f in FILL_TO]
+    settings += [dataclasses.replace(base, related=True, weak_floor=w) for w in WEAK_FLOOR]
     rows = []
-    for fill_label, weak_floor, fill_to in settings:
-        options = dataclasses.replace(base, fill_to=fill_to, weak_floor=weak_floor)
+    for options in settings:
         tiers = [0, 0, 0, 0]
-        covered = 0
+        covered = aspect = bare = 0
         for record in permissive:
             chosen = replay(record, options)
+            kinds = {r["number"]: r["kind"] for r in record["rewrites"]}
             covered += len(chosen) >= 3
             for candidate in chosen:
                 tiers[candidate["tier"]] += 1
+                aspect += kinds[candidate["rewrite"]] == "attribute"
+                bare += candidate.get("text_kind") in BARE_KINDS
         kept = sum(tiers)
-        default = " (default)" if (fill_to, weak_floor) == (base.fill_to, base.weak_floor) else ""
-        floor = "none" if weak_floor < 0 else f"{weak_floor:.2f}"
+        default = " (default)" if options == base else ""
+        floor = "none" if options.weak_floor < 0 else f"{options.weak_floor:.2f}"
         rows.append(
-            f"| {fill_label} | {floor}{default} | {covered / len(permissive):.0%} | {kept / len(permissive):.2f} | "
-            f"{' / '.join(map(str, tiers))} | {(tiers[0] + tiers[1]) / max(kept, 1):.0%} |"
+            f"| {options.fill_to} | {floor} | {'yes' if options.related else 'no'}{default} | "
+            f"{covered / len(permissive):.0%} | {kept / len(permissive):.2f} | {' / '.join(map(str, tiers))} | "
+            f"{aspect / max(kept, 1):.0%} | {bare / max(kept, 1):.0%} |"
         )
     return rows
 
@@ -353,11 +356,13 @@ def reachable_rows(
     wordings: dict[str, int] = {}
     naming: dict[str, set[int]] = defaultdict(set)
     excluded: dict[str, set[int]] = defaultdict(set)
+    copies: dict[int, list[str]] = defaultdict(list)  # wording -> the snippet ids that write it
     for snippet_id, text in root_texts(root):
         found = named_in(text)
         if not found:
             continue
         wording = wordings.setdefault(" ".join(text.casefold().split()), len(wordings))
+        copies[wording].append(snippet_id)
         document = _document(snippet_id)
         for question in found:
             naming[question].add(wording)
@@ -367,9 +372,29 @@ def reachable_rows(
     per_question = {}
     for record in records:
         question = str(record["id"])
-        texts = len(naming[question] - excluded[question])
-        per_question[question] = {"reachable": texts >= REACHABLE, "texts": texts, "kept": len(record["noise"])}
+        reachable_texts = naming[question] - excluded[question]
+        per_question[question] = {
+            "reachable": len(reachable_texts) >= REACHABLE,
+            "texts": len(reachable_texts),
+            "kept": len(record["noise"]),
+            "fates": text_fates(record, [copies[w] for w in sorted(reachable_texts)]),
+        }
     return per_question, reachable_lines(records, per_question)
+
+
+def text_fates(record: dict, texts: list[list[str]]) -> Counter:
+    """What the noise run did with each text naming the question's subject or a sibling (`texts`: the snippet ids
+    of each distinct wording): `kept`, the rule and test that rejected it (`may-answer/retrieved-for-original`:
+    the original question finds it, so it is about the original situation), or `not retrieved` by any rewrite."""
+    kept = {n["snippet_id"] for n in record["noise"]}
+    rejected = {r["snippet_id"]: f"{r['rule']}/{r.get('test')}" for r in record["rejected"]}
+    fates: Counter = Counter()
+    for ids in texts:
+        if any(i in kept for i in ids):
+            fates["kept"] += 1
+        else:
+            fates[next((rejected[i] for i in ids if i in rejected), "not retrieved")] += 1
+    return fates
 
 
 def reachable_lines(records: list[dict], per_question: dict[str, dict]) -> list[str]:
@@ -385,19 +410,28 @@ def reachable_lines(records: list[dict], per_question: dict[str, dict]) -> list[
         f"questions {covered / max(len(reachable), 1):.0%}, among all {all_covered / max(n, 1):.0%}."
     ]
     if short:
+        fates = sum((per_question[str(r["id"])]["fates"] for r in short), Counter())
         lines += [
             "",
-            f"The reachable questions that keep fewer than {REACHABLE}, with the stop their record gives:",
+            f"Why the reachable questions that keep fewer than {REACHABLE} do: what the run did with the "
+            f"{sum(fates.values()):,} texts naming their subject or a sibling: "
+            + ", ".join(f"{fate} {count}" for fate, count in fates.most_common())
+            + ". `may-answer/retrieved-for-original`: the original question itself retrieves the text (a text on "
+            "the same subject it finds is written about its situation: the leak the rule prevents); `not "
+            "retrieved`: no rewrite of the question (nor its subject's name) retrieves it; the others are the "
+            "candidate rules of refkit.noise.filters. Per question, with the stop its record gives:",
             "",
-            "| question | text | kept | texts naming subject or sibling | stopped (stage/rule) | why |",
+            "| question | text | kept | texts naming subject or sibling | what became of them | stopped (stage/rule) |",
             "|---|---|---:|---:|---|---|",
         ]
         for record in short:
             stop = record.get("stopped") or {}
             where = f"{stop['stage']}/{stop['rule']}" if stop else "none recorded"
+            found = per_question[str(record["id"])]
+            became = ", ".join(f"{fate} {count}" for fate, count in found["fates"].most_common())
             lines.append(
-                f"| {record['id']} | {_cell(record['query'], 90)} | {len(record['noise'])} | "
-                f"{per_question[str(record['id'])]['texts']} | {where} | {_cell(stop.get('why') or '', 160)} |"
+                f"| {record['id']} | {_cell(record['query'], 90)} | {len(record['noise'])} | {found['texts']} | "
+                f"{_cell(became, 200)} | {where} |"
             )
     return lines
 
@@ -554,6 +588,7 @@ def noise_section(demo: Path, work: Path) -> list[str]:
             1_000_000,
             "--weak-floor",
             -1,
+            "--related",
             "--out",
             permissive_path,
         )
@@ -576,6 +611,7 @@ def noise_section(demo: Path, work: Path) -> list[str]:
     stops = ", ".join(f"{rule} {count}" for rule, count in audit["stopped"].items())
     digest = hashlib.sha256(outputs[0].read_bytes()).hexdigest()[:16]
     _, reachable = reachable_rows(records, lexicon, root, qrels, refs)
+    bare_kept = sum(audit["kept_text_kinds"].get(kind, 0) for kind in BARE_KINDS)
     return [
         "## refkit noise on a realistic root",
         "",
@@ -605,6 +641,14 @@ def noise_section(demo: Path, work: Path) -> list[str]:
         f"{' / '.join(str(audit['kept_tiers'].get(str(t), 0)) for t in range(4))} | "
         f"{', '.join(f'{k} {v}' for k, v in audit['kept_text_kinds'].items())} |",
         "",
+        f"Definitions, descriptions, fragments and titles: {bare_kept} of {audit['kept']} kept "
+        f"({bare_kept / max(audit['kept'], 1):.0%}). Entity swaps by the class that justified them: "
+        f"{audit['swap_classes']}; cross-class swaps (refkit audit: a swap whose record shows no class both entities "
+        f"share): {len(audit['cross_class_swaps'])}; rewrites asking the aspect the question asks or carrying an "
+        f"unchecked premise: {len(audit['frame_problems'])}; targets that are the question's answer type: "
+        f"{len(audit['answer_type_targets'])}; stops hiding a subject no served text names: "
+        f"{len(audit['hidden_absences'])}.",
+        "",
         f"Where questions stopped short of 3 (stage/rule, from the records): {stops}. Entity swaps by rule: "
         f"{audit['entity_swap_rules']}. Candidates rejected by rule: {audit['rejected_by_rule']} (per question: "
         "docs/noise-rejections-by-rule.md).",
@@ -622,18 +666,22 @@ def noise_section(demo: Path, work: Path) -> list[str]:
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         *curve_rows(permissive, qrels, NoiseOptions()),
         "",
-        "What `--fill-to` and `--weak-floor` trade (texts related by one name or similarity, titles, bare "
-        "definitions and fragments fill a question up to `--fill-to`, from `--weak-floor` close to the original "
-        "question; the same permissive run decided again at the default thresholds):",
+        "What `--fill-to`, `--weak-floor` and `--related` trade (an entity swap's texts, bare definitions and "
+        "fragments of the question's subject and, with `--related`, texts related to a rewrite by one name fill a "
+        "question up to `--fill-to`, the last two from `--weak-floor` close to the original question; the same "
+        "permissive run decided again at the default thresholds):",
         "",
-        "| --fill-to | --weak-floor | 3+ kept | kept per question | kept by tier (same-subject / situation / related / "
-        "bare) | from the two close tiers |",
-        "|---:|---:|---:|---:|---|---:|",
+        "| --fill-to | --weak-floor | --related | 3+ kept | kept per question | kept by tier (same-subject / "
+        "situation / related / bare) | from aspect rewrites | bare kinds |",
+        "|---:|---:|---|---:|---:|---|---:|---:|",
         *fill_rows(permissive, NoiseOptions()),
         "",
         calibration_line(permissive, qrels),
         "",
-        f"{sampled} kept references of the default run drawn with seed {SHEET_SEED}: docs/noise-review-sample.jsonl. "
-        + judged_summary(sample_path, REPO / "docs" / "noise-review-judged.jsonl", kinds),
+        f"{sampled} kept references of the default run drawn with seed {SHEET_SEED}: docs/noise-review-sample.jsonl, "
+        "read blind by two readers under the brief of docs/noise-review-prompt.md. First reader: "
+        + judged_summary(sample_path, REPO / "docs" / "noise-review-judged.jsonl", kinds)
+        + " Second reader: "
+        + judged_summary(sample_path, REPO / "docs" / "noise-review-judged-second.jsonl", kinds),
         "",
     ]

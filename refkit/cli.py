@@ -41,8 +41,8 @@ from refkit.noise.options import (
     EXAMINED,
     FILL_TO,
     ORIGINAL_RANK,
-    RELATED,
     REFERENCE_CEILING,
+    RELATED,
     SIMILARITY_FLOOR,
     WEAK_FLOOR,
 )

@@ -109,8 +109,9 @@ def test_a_target_without_a_swap_hands_over_to_the_next(lexicon):
 def test_an_aspect_rewrite_keeps_the_subject_and_asks_another_aspect(lexicon):
     """CRAB's aspect replacement: the subject as the question writes it, asked another aspect of its kind;
     never the aspect asked, nor one close to it (indications answer a question about efficacy). A claim
-    about a drug in a disease ("Is cabozantinib effective ...") asks the drug's efficacy and the disease's
-    treatment; neither is asked again."""
+    about a drug in a disease ("Is cabozantinib effective ...") is about the drug, asked its efficacy: the disease
+    is its situation, written into the aspects that take one, and a second subject never asked what the drug
+    answers for it (its treatment)."""
     rewriter = QueryRewriter(lexicon, read_aspects())
     query = QueryItem("q", "What is the mechanism of action of tucatinib?")
     analysis = rewriter.analyse(query.query)
@@ -122,14 +123,27 @@ def test_an_aspect_rewrite_keeps_the_subject_and_asks_another_aspect(lexicon):
     claim = QueryItem("c", "Is cabozantinib effective for the treatment of hepatocellular carcinoma?")
     analysis = rewriter.analyse(claim.query)
     subjects = rewriter.subjects(claim.query, analysis)
-    asked = {s.text: (s.kind, s.asked.name) for s in subjects}
-    assert asked == {"hepatocellular carcinoma": ("disease", "treatment"), "cabozantinib": ("drug", "efficacy")}
+    assert [(s.text, s.kind, s.asked.name, s.situation) for s in subjects] == [
+        ("cabozantinib", "drug", "efficacy", "hepatocellular carcinoma"),
+        ("hepatocellular carcinoma", "disease", "treatment", ""),
+    ]
     rewrites = [r for r in rewriter.swap_candidates(claim, analysis) if r.kind == "attribute"]
     asked = {(r.replaced[0]["entity"], r.replaced[0]["to"]) for r in rewrites}
     assert ("cabozantinib", "adverse effects") in asked and ("Carcinoma, Hepatocellular", "diagnosis") in asked
     assert not asked & {("cabozantinib", "efficacy"), ("cabozantinib", "indications")}
     assert ("Carcinoma, Hepatocellular", "treatment") not in asked
+    assert "What are the adverse effects of cabozantinib in patients with hepatocellular carcinoma?" in [
+        r.query for r in rewrites
+    ]
+    assert "What is the mechanism of action of cabozantinib?" in [r.query for r in rewrites]  # takes no situation
     assert all(r.replaced[0]["text"] in r.query and r.replaced[0]["rule"] == "aspect-question" for r in rewrites)
+    causes = QueryItem("s", "Does cabozantinib cause hepatocellular carcinoma?")  # asks an adverse effect
+    analysis = rewriter.analyse(causes.query)
+    subject = rewriter.subjects(causes.query, analysis)[0]
+    assert (subject.text, subject.asked.name, subject.situation) == ("cabozantinib", "adverse effects", "")
+    rewrites = [r.query for r in rewriter.swap_candidates(causes, analysis) if r.kind == "attribute"]
+    drug = [r for r in rewrites if "cabozantinib" in r]
+    assert drug and not any("adverse effects" in r or "hepatocellular" in r for r in drug)
 
 
 def test_may_answer_is_one_decision_on_what_was_measured(lexicon):
@@ -253,14 +267,28 @@ def test_weak_tiers_only_fill_a_question_up():
     close = [candidate(n, n % 2) for n in range(4)]  # tiers 0 and 1
     weak = [candidate(10 + n, 2 + n % 2) for n in range(4)]  # tiers 2 and 3
     kept, aside = choose(close + weak, 5, fill_to=3)
-    assert [c["order"] for c in kept] == [0, 2, 1, 3]
-    assert {c["order"]: c["why"] for c in aside} == {10: "weak-tier", 12: "weak-tier", 11: "weak-tier", 13: "weak-tier"}
+    assert [c["order"] for c in kept] == [0, 2, 1]  # an entity swap's situation text only fills up too
+    assert {c["order"]: c["why"] for c in aside} == {
+        3: "weak-tier",
+        10: "weak-tier",
+        12: "weak-tier",
+        11: "weak-tier",
+        13: "weak-tier",
+    }
+    same_subject = [candidate(n, 0) for n in range(20, 25)]
+    kept, _ = choose(same_subject + close + weak, 5, fill_to=3)  # aspect rewrites' texts fill to per_query
+    assert [c["order"] for c in kept] == [0, 2, 20, 21, 22]
     kept, aside = choose(close[:1] + weak, 5, fill_to=3)
     assert [c["order"] for c in kept] == [0, 10, 12]
+    kept, aside = choose(close[:1] + weak, 5, fill_to=3, related=False)  # related texts only when asked for
+    assert [c["order"] for c in kept] == [0, 11, 13] and {aside[0]["why"], aside[1]["why"]} == {"related"}
+    sibling_bare = {**candidate(30, 3), "rewrite_kind": "entity"}
+    kept, aside = choose([*close[:1], sibling_bare], 5, fill_to=3)
+    assert [c["order"] for c in kept] == [0] and aside[0]["why"] == "bare-sibling"
     kept, _ = choose(close + weak, 5)  # no fill limit: the best five
     assert [c["order"] for c in kept] == [0, 2, 1, 3, 10]
     kept, _ = choose(close + weak, 5, fill_to=0)
-    assert [c["order"] for c in kept] == [0, 2, 1, 3]
+    assert [c["order"] for c in kept] == [0, 2]
 
 
 def test_a_weak_text_far_from_the_question_is_never_kept():

@@ -473,7 +473,7 @@ class NoiseGenerator:
         )
         for kept in noise:
             if kept["tier"] == TIERS.index("bare"):
-                kept["note"] = f"a bare text ({kept['text_kind']}), kept because nothing closer passed for this question"
+                kept["note"] = f"a bare text ({kept['text_kind']}), kept as nothing closer passed for this question"
         for candidate in aside:
             rejected.append(
                 {

@@ -5,9 +5,10 @@ question keeps the best `per_query` by (tier, the order retrieval met them in), 
 
 0. `same-subject`: retrieved for an aspect rewrite, it names the question's subject (the same drug, gene or
    disease in another aspect: CRAB's aspect replacement);
-1. `situation`: retrieved for an entity swap, it names the entity the swap put in and something the question
-   keeps (another of its entities, one of its own content phrases, or the words of the aspect it asks): the
-   swapped-in entity in the question's situation or aspect;
+1. `situation`: retrieved for an entity swap, it names the entity the swap put in and something of the question's
+   situation (another of its entities, or one of its own content phrases): the swapped-in entity where the
+   question sets its own (the words of the aspect asked are not enough: "pexidartinib's mechanism" is another
+   drug's mechanism, which a strict reader calls easy);
 2. `related`: retrieved for a rewrite, related to it by one name or by similarity only (kept only with
    `related`: the swapped-in entity in another situation reads as easy to a strict reader);
 3. `bare`: a bare definition ("Kearns-Sayre syndrome is a mitochondrial disorder."), a one-sentence description
@@ -102,11 +103,7 @@ def tier(kind: str, rewrite_kind: str, measured: dict) -> int:
     names = measured.get("names", {})
     if rewrite_kind == "attribute" and measured.get("names_subject"):
         return 0
-    if (
-        rewrite_kind == "entity"
-        and names.get("put_in")
-        and (names.get("kept") or names.get("phrases") or names.get("aspect"))
-    ):
+    if rewrite_kind == "entity" and names.get("put_in") and (names.get("kept") or names.get("phrases")):
         return 1
     return 2
 
@@ -139,9 +136,10 @@ def choose(
     related: bool = True,
 ) -> tuple[list[dict], list[dict]]:
     """(kept, set aside): the best `per_query` by `rank_key`, one per document, the tiers after `same-subject` only
-    while fewer than `fill_to` are kept (None: up to `per_query`) and only from `weak_floor` close to the original question
-    (None: any), `related` texts only when asked, bare texts only of the question's subject; the rest set aside,
-    each with why (`related`, `bare-sibling`, `outranked`, `weak-tier`, `far` or `same-document`)."""
+    while fewer than `fill_to` are kept (None: up to `per_query`), the weak ones only from `weak_floor` close to
+    the original question (None: any), `related` texts only when asked, bare texts only of the question's
+    subject; the rest set aside, each with why (`related`, `bare-sibling`, `outranked`, `weak-tier`, `far` or
+    `same-document`)."""
     kept, aside, documents = [], [], set()
     weak_limit = per_query if fill_to is None else min(per_query, fill_to)
     for candidate in sorted(passed, key=rank_key):

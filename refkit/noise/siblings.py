@@ -8,8 +8,9 @@ looks, and a swap records the class that justified it (`SiblingIndex.class_of`):
   syllable (tocilizumab -> sarilumab, "-li-"); the bare "-mab" or "-nib" says only "an antibody" and is no class;
 - `pharmacological-action` (a drug that is one substance, not a class): drugs sharing one of the target's most
   specific MeSH pharmacological actions (NLM's XML, or the shipped MeSH 2018 table: risperidone -> haloperidol
-  by "Dopamine D2 Receptor Antagonists"); an action that is an ancestor of another of the target's actions
-  ("Antihypertensive Agents" beside "Angiotensin II Type 1 Receptor Blockers") is too broad to name its class;
+  by "Dopamine D2 Receptor Antagonists"); an action that is an ancestor of another of the target's actions, or
+  one of `BROAD_ACTION` drugs or more beside a narrower one ("Antihypertensive Agents" beside "Angiotensin II
+  Type 1 Receptor Blockers"), is too broad to name its class;
 - `symbol-family` (genes): symbols of the same family (refkit.gene_symbols: VPS4A -> VPS4B);
 - `tree-sibling`: the other children of the target's parent in the MeSH trees, at the same depth
   (mantle cell lymphoma -> follicular lymphoma), for diseases, organisms, anatomy, procedures, processes
@@ -66,6 +67,7 @@ PATHOLOGIC_PROCESSES = ("C23.550", "C23.300")
 NOT_ORGAN_SYSTEMS = ("C04", "C16", "C23")
 COUSIN_TYPES = ("organism", "anatomy", "procedure", "process", "gene")
 BROAD_PARENT = 60  # concepts under a parent at most for its children to be one kind (refkit.noise.subjects)
+BROAD_ACTION = 40  # drugs sharing an action at most for it to name a class beside a narrower action of the drug
 
 
 def _parent(tree: str) -> str | None:
@@ -162,11 +164,12 @@ class SiblingIndex:
         return list(found.values())
 
     def specific_actions(self, drug: Entity) -> list[str]:
-        """The drug's pharmacological actions (case-folded) that are not an ancestor of another of its actions in
-        the MeSH trees: "Angiotensin II Type 1 Receptor Blockers", not "Antihypertensive Agents" beside it."""
+        """The drug's pharmacological actions (case-folded) that name its class: not an ancestor of another of its
+        actions in the MeSH trees, and not a broad one (`BROAD_ACTION` drugs or more) beside a narrower one
+        ("Angiotensin II Type 1 Receptor Blockers", not "Antihypertensive Agents" or "Anti-Arrhythmia Agents")."""
         actions = list(dict.fromkeys(a.casefold() for a in drug.actions))
         trees = {a: self.action_trees.get(a, []) for a in actions}
-        return [
+        narrow = [
             a
             for a in actions
             if not any(
@@ -174,6 +177,9 @@ class SiblingIndex:
                 for other in actions
             )
         ]
+        sizes = {a: len(self.by_action.get(a, ())) for a in narrow}
+        smallest = min(sizes.values(), default=0)
+        return [a for a in narrow if sizes[a] < BROAD_ACTION or sizes[a] == smallest]
 
     @staticmethod
     def _same_system(original: Entity, candidate: Entity) -> bool:
