@@ -40,12 +40,6 @@ from refkit.word_frequency import english_zipf
 
 MAX_SUBJECTS = 2
 SPECIFIC_KINDS = ("drug", "gene", "procedure", "method")  # more specific than a disease they are given or seen in
-# what a question's drug, procedure or gene answers about the disease beside it: never asked of that disease
-ANSWERED_FOR_A_DISEASE = {
-    "drug": frozenset({"treatment"}),
-    "procedure": frozenset({"treatment", "diagnosis"}),
-    "gene": frozenset({"genetics", "etiology", "risk factors"}),
-}
 # what stands before a disease that a drug or procedure is given for, or a gene studied in
 SITUATION_BEFORE = re.compile(
     r"\b(?:in|for|with|against|treat(?:s|ed|ing)?|treatment\s+of|therapy\s+of|management\s+of)\s+"
@@ -136,7 +130,6 @@ class Subject:
     corpus_texts: int | None = None  # texts retrieved for it that write it (names: set by the pipeline)
     query: str = ""  # the question it is the subject of
     situation: str = ""  # the disease the question gives it for ("migraine" of "Is lasmiditan effective for ...")
-    avoided: frozenset[str] = frozenset()  # aspects the question's more specific subject answers for this one
 
     @property
     def name(self) -> str:
@@ -529,13 +522,12 @@ def _specific(subject: Subject) -> bool:
 
 
 def _most_specific(query: str, subjects: list[Subject]) -> list[Subject]:
-    """The subjects, the most specific first: a question about a drug in a disease is about the drug ("Is lasmiditan
-    effective for migraine?"), a gene in a disease about the gene. A disease the drug is given for or the gene
-    studied in ("for migraine", "in patients with migraine") becomes the specific subject's situation, which
-    aspects that take one write in ("What is the recommended dose of lasmiditan for migraine?"). The disease stays a
-    subject of its own second, but is never asked what the specific subject answers for it: its treatment beside a
-    drug or procedure ("How is migraine treated?" finds other drugs, or this one), its genetics and causes beside a
-    gene."""
+    """The subjects without a disease the question names beside a drug, gene, procedure or named thing: a question
+    about a drug in a disease is about the drug ("Is lasmiditan effective for migraine?"), and the disease's own
+    aspects ("How common is migraine?", "How is migraine treated?") find texts that share only the disease, which
+    a strict reader calls easy, or other drugs for it. A disease the drug is given for or the gene studied in ("for
+    migraine", "in patients with migraine") stays as the subject's situation, which aspects that take one write in
+    ("What is the recommended dose of lasmiditan for migraine?")."""
     specific = [s for s in subjects if _specific(s)]
     diseases = [s for s in subjects if s.kind == "disease"]
     if not specific or not diseases:
@@ -547,12 +539,7 @@ def _most_specific(query: str, subjects: list[Subject]) -> list[Subject]:
     ]
     for subject in specific:
         subject.situation = situations[0] if situations else ""
-    answered = set()
-    for subject in specific:
-        answered |= ANSWERED_FOR_A_DISEASE.get(subject.kind or "", frozenset())
-    for disease in diseases:
-        disease.avoided = frozenset(answered)
-    return [*specific, *(s for s in subjects if s not in specific)]
+    return [s for s in subjects if s.kind != "disease"]
 
 
 def _predicate(query: str, start: int) -> bool:
@@ -571,7 +558,6 @@ def aspect_choices(subject: Subject, aspects: list[Aspect]) -> list[Aspect]:
         return []
     asked = subject.asked
     avoid = {asked.name, *asked.close} if asked is not None else set()
-    avoid |= subject.avoided
     if _a_cell(subject.entity):
         avoid.add("composition")  # what a Lewy body is made of is asked; what a granulocyte is made of is not
     return [a for a in aspects if a.type == subject.kind and a.question and a.name not in avoid]
