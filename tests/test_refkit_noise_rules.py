@@ -415,7 +415,13 @@ def test_titles_and_pieces_cut_out_of_running_text_are_bare():
     )
     assert text_kind(long_definition) == "definition"
     chunk = " ".join(["of myocardial infarction, patients with hypertension or chronic IHD including angina"] * 6)
-    assert text_kind(chunk) == "sentence"
+    assert text_kind(chunk) == "description"  # running text with no sentence end is no title; it reports nothing
+    approved = (
+        "Darolutamide is a novel, nonsteroidal androgen receptor (AR)-signaling inhibitor. It serves as a "
+        "second-generation antiandrogen and is currently indicated for the treatment of patients with nonmetastatic "
+        "castration-resistant prostate cancer."
+    )
+    assert text_kind(approved) == "description"  # two sentences saying what it is and is for: no finding
 
 
 def test_a_frame_that_holds_for_one_member_takes_no_other(lexicon):

@@ -46,16 +46,19 @@ FRAGMENT_WORDS = 12  # fewer words than this say too little about any situation
 CUT_FRAGMENT_WORDS = 30  # a piece cut out of running text (starts or stops mid-sentence) shorter than this
 DEFINITION_WORDS = 30  # a one-sentence definition longer than this says more than what the thing is, if it reports
 # what a study found; without a finding (`_FINDING`) a sentence of any length only describes its subject
-# What a sentence reporting a finding or a study's setting writes: who or what was studied, what was seen or
-# measured, numbers and comparisons. A sentence without any of these describes.
+# What a text reporting a finding or a study's setting writes: who or what was studied, what was seen or measured,
+# numbers and comparisons. A text with none of these describes its subject (what it is, does, is approved for).
+# "patients", "treatment" or "associated" alone do not count: "indicated for the treatment of patients with
+# ..." and "pain associated with endometriosis" describe.
 _FINDING = re.compile(
-    r"\b(?:we|our|here|study|studies|studied|trials?|patients?|participants|subjects|cases|cohorts?|mice|rats|"
-    r"animals|volunteers|women|men|children|adults|infants|showed|shown|shows|found|observed|demonstrat\w+|"
-    r"reveal\w*|reported|suggest\w*|identified|investigated|evaluated|assessed|compared|comparison|"
-    r"significant\w*|associated|association|correlat\w+|increased|decreased|reduced|improved|higher|lower|"
-    r"results?|resulted|analy[sz]\w+|measured|detected|confirmed|examined|tested|randomi[sz]ed|placebo|"
-    r"efficacy|survival|incidence|prevalence|risk|odds|ratio|rates?|response|outcomes?|mutations? in|"
-    r"in vitro|in vivo|knockout|knockdown|expression of|levels? of)\b|\d+(?:\.\d+)?\s*%|\bp\s*[<=>]",
+    r"\b(?:we|our|here|study|studies|studied|trials?|cohorts?|mice|rats|volunteers|participants|showed|shown|shows|"
+    r"found|observed|demonstrat\w+|reveal\w*|reported|suggest\w*|identified|investigated|evaluated|assessed|"
+    r"compared|comparison|significant\w*|association|correlat\w+|increased|decreased|reduced|improved|higher|lower|"
+    r"results(?! from)|resulted|analy[sz]\w+|measured|detected|confirmed|examined|tested|randomi[sz]ed|placebo|"
+    r"efficacy|"
+    r"survival|incidence|prevalence|risk|odds|ratio|rates?|response|outcomes?|in vitro|in vivo|knockout|"
+    r"knockdown|occurr\w+|patients (?:who|were|had|received|treated))\b|\d+(?:\.\d+)?\s*%|\bp\s*[<=>]|"
+    r"\b\d+\s+(?:of|out of)\s+\d+\b",
     re.IGNORECASE,
 )
 TITLE_WORDS = 30
@@ -82,8 +85,8 @@ def text_kind(text: str) -> str:
     if cut and len(words) < CUT_FRAGMENT_WORDS:
         return "fragment"
     sentences = [s for s in _SENTENCE_END.split(text) if s.strip()]
-    if len(sentences) > 1:
-        return "passage"
+    if len(sentences) > 1:  # a passage that only says what its subject is and does is a longer description
+        return "passage" if _FINDING.search(text) or not _DEFINES.match(text) else "description"
     if len(words) <= TITLE_WORDS and not _SECTION_LABEL.match(text):
         later = _LONG_WORD.findall(text)[1:]
         subtitle = text.rpartition(": ")[2] if ": " in text else None

@@ -40,6 +40,7 @@ from refkit.word_frequency import english_zipf
 
 MAX_SUBJECTS = 2
 SPECIFIC_KINDS = ("drug", "gene", "procedure", "method")  # more specific than a disease they are given or seen in
+SETTING_KINDS = ("disease", "anatomy", "process")  # where those are given or studied: their setting beside them
 # what stands before a disease that a drug or procedure is given for, or a gene studied in
 SITUATION_BEFORE = re.compile(
     r"\b(?:in|for|with|against|treat(?:s|ed|ing)?|treatment\s+of|therapy\s+of|management\s+of)\s+"
@@ -522,15 +523,16 @@ def _specific(subject: Subject) -> bool:
 
 
 def _most_specific(query: str, subjects: list[Subject]) -> list[Subject]:
-    """The subjects without a disease the question names beside a drug, gene, procedure or named thing: a question
-    about a drug in a disease is about the drug ("Is lasmiditan effective for migraine?"), and the disease's own
-    aspects ("How common is migraine?", "How is migraine treated?") find texts that share only the disease, which
-    a strict reader calls easy, or other drugs for it. A disease the drug is given for or the gene studied in ("for
-    migraine", "in patients with migraine") stays as the subject's situation, which aspects that take one write in
-    ("What is the recommended dose of lasmiditan for migraine?")."""
+    """The subjects without a disease, cell, tissue or process the question names beside a drug, gene, procedure or
+    named thing: a question about a drug in a disease is about the drug ("Is lasmiditan effective for
+    migraine?"), one about a gene in a cell about the gene ("What is regulated by STAMP2 in adipocytes?"); the
+    setting's own aspects ("How common is migraine?", "What is the function of adipocytes?") find texts that
+    share only the setting, which a strict reader calls easy, or other drugs for it. A disease the drug is given
+    for or the gene studied in ("for migraine", "in patients with migraine") stays as the subject's situation,
+    which aspects that take one write in ("What is the recommended dose of lasmiditan for migraine?")."""
     specific = [s for s in subjects if _specific(s)]
     diseases = [s for s in subjects if s.kind == "disease"]
-    if not specific or not diseases:
+    if not specific or not [s for s in subjects if s.kind in SETTING_KINDS]:
         return subjects
     situations = [
         _as_written_inside(query[d.start : d.end], d.start == 0)
@@ -539,7 +541,7 @@ def _most_specific(query: str, subjects: list[Subject]) -> list[Subject]:
     ]
     for subject in specific:
         subject.situation = situations[0] if situations else ""
-    return [s for s in subjects if s.kind != "disease"]
+    return [s for s in subjects if s.kind not in SETTING_KINDS]
 
 
 def _predicate(query: str, start: int) -> bool:
