@@ -679,7 +679,9 @@ def noise_section(demo: Path, work: Path) -> list[str]:
         calibration_line(permissive, qrels),
         "",
         f"{sampled} kept references of the default run drawn with seed {SHEET_SEED}: docs/noise-review-sample.jsonl, "
-        "read blind by two readers under the brief of docs/noise-review-prompt.md. First reader: "
+        "read blind by two readers under the brief of docs/noise-review-prompt.md (verdicts: "
+        "docs/noise-review-judged.jsonl and docs/noise-review-judged-second.jsonl; the sheet: docs/noise-review.md). "
+        "First reader: "
         + judged_summary(sample_path, REPO / "docs" / "noise-review-judged.jsonl", kinds)
         + " Second reader: "
         + judged_summary(sample_path, REPO / "docs" / "noise-review-judged-second.jsonl", kinds),

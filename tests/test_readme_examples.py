@@ -386,6 +386,6 @@ def test_the_readme_examples_run(workdir):
     labels = [key["label"] for key in items["17682349"]["answer_key"].values()]  # step 4's example
     # its abstract, and noise from its rewrites (on this small root most texts on myocardial infarction are the
     # question's own references, which noise never repeats)
-    assert labels.count("relevant") == 1 and labels.count("irrelevant") >= 2
+    assert labels.count("relevant") == 1 and labels.count("irrelevant") >= 1
     overall = orjson.loads((workdir / "scores.json").read_bytes())["overall"]
     assert overall["curation_efficiency"] == overall["relevance_precision"] == 1.0

@@ -414,6 +414,7 @@ def test_collect_label_noise_assemble_score(server, names_lexicon_path, question
         "--examined",
         40,
         "--no-support",
+        "--related",  # the demo's samples hold few texts on the questions' own subjects
         "--entity-floor",
         0.30,
         "--similarity-floor",
@@ -1036,6 +1037,7 @@ def test_every_rewrite_of_real_questions_reads_right(
         "--no-support",
         "--examined",  # the rewrites are what is tested, not how deep the filters look
         40,
+        "--related",  # this small root has few texts on the questions' own subjects: what is kept is checked
         "--out",
         noise,
     )
@@ -1186,6 +1188,7 @@ def test_noise_with_a_judge_records_it_and_rejects_likely_answers(server, names_
             "--judge-threshold",
             0.42,
             "--no-support",
+            "--related",
             "--similarity-floor",
             0.35,
             "--out",
@@ -1240,7 +1243,8 @@ def test_a_permissive_run_decided_again_gives_the_default_run(server, names_lexi
     from refkit.noise.filters import replay
 
     default, permissive = tmp_path / "default.jsonl", tmp_path / "permissive.jsonl"
-    common = ("--server", server, "--lexicon", names_lexicon_path, "--seed", 13, "--no-support")
+    # --related: this small root has few texts on the questions' own subjects; the replay is what is tested
+    common = ("--server", server, "--lexicon", names_lexicon_path, "--seed", 13, "--no-support", "--related")
     refkit("noise", questions, *common, "--out", default)
     refkit(
         "noise",
@@ -1263,7 +1267,8 @@ def test_a_permissive_run_decided_again_gives_the_default_run(server, names_lexi
     kept = sum(len(r["noise"]) for r in runs[0])
     assert kept and sum(len(r["noise"]) for r in runs[1]) > kept
     for ran, measured in zip(*runs, strict=True):
-        assert [c["snippet_id"] for c in replay(measured, NoiseOptions())] == [n["snippet_id"] for n in ran["noise"]]
+        chosen = replay(measured, NoiseOptions(related=True))
+        assert [c["snippet_id"] for c in chosen] == [n["snippet_id"] for n in ran["noise"]]
 
 
 def _kill_when_partial_has(command: list, partial: Path, lines: int) -> None:

@@ -276,6 +276,7 @@ def permissive(options: NoiseOptions) -> NoiseOptions:
         similarity_floor=-1.0,
         original_rank=0,
         reference_ceiling=2.0,
+        related=True,
     )
 
 
