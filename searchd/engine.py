@@ -29,6 +29,7 @@ from indexer.store import SnippetStore
 from medsnip.buildrecord import BUILD_RECORD, read_build_record
 from medsnip.corpus import Corpus, LineageError, served_index_folders
 from medsnip.encoders import DenseEncoder
+from medsnip.languages import is_cjk_char
 from medsnip.serving import SERVE_FILE, ServePlan
 from searchd.batching import MicroBatcher
 from searchd.calls import CallScope, QueryRefused
@@ -45,12 +46,24 @@ def refuse_too_many_terms(text: str) -> None:
     """Lucene searches a query's distinct terms as one clause each, and refuses more than MAX_CLAUSES: a
     query with more distinct words is refused here, for its caller alone (a batch it joined would fail
     whole; MicroBatcher also serves a failed batch again item by item for what this cannot foresee)."""
-    words = len(set(re.findall(r"\w+", text.lower())))
+    words = distinct_terms(text)
     if words > MAX_CLAUSES:
         raise QueryRefused(
             f"query has {words:,} distinct words, more distinct terms than BM25 can search at once "
             f"(Lucene's limit of {MAX_CLAUSES:,} clauses): shorten it"
         )
+
+
+def distinct_terms(text: str) -> int:
+    """At most how many distinct terms any of searchd's analyzers makes of `text`: its words, and in runs of Han,
+    kana or Hangul each character and each pair of neighbours (English's analyzer makes a term of each CJK
+    character, the CJK one of each pair; `\\w+` would count a whole run as one word)."""
+    lowered = text.lower()
+    terms = set(re.findall(r"\w+", "".join(" " if is_cjk_char(c) else c for c in lowered)))
+    for run in re.findall(r"\w+", "".join(c if is_cjk_char(c) else " " for c in lowered)):
+        terms.update(f"\x00{c}" for c in run)
+        terms.update(f"\x01{a}{b}" for a, b in zip(run, run[1:], strict=False))
+    return len(terms)
 
 
 class ServingError(Exception):

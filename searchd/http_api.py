@@ -1,9 +1,17 @@
 """searchd over HTTP/JSON, for the loops that do not speak gRPC: Search-R1's `POST /retrieve`, `POST /search`
-(a SearchRequest as JSON), `GET /health`, and the OpenAPI document (`/openapi.json`, `/docs`).
+(a SearchRequest as JSON), `GET /health`, and the OpenAPI document (`/openapi.json`; no `/docs` page, whose
+scripts would come from a CDN).
 
 Every request runs through the same `SearchServicer` as gRPC: the same engine generation, in-flight slots,
 deadlines (the server's `max_call_seconds`), batching, limits and request log (its lines say `"via": "http"`).
-A refused request gets a 4xx JSON body, `{"error": {"code", "message", "field"}}`, naming the field at fault.
+A refused request gets a 4xx JSON body, `{"error": {"code", "message", "field"}}`, naming the field at fault;
+so do unknown paths (404), methods (405) and bodies that do not parse.
+
+Under load it holds to gRPC's rules (`Admission`): a search is admitted to one of the servicer's in-flight slots
+at once or refused with 429 and Retry-After, never queued; it runs on a thread reserved for admitted calls, so
+`/health` (answered on the event loop) never waits behind searches; a client that hangs up cancels its call (the
+work stops at the next batch boundary; the log says CANCELLED); once the server is stopping, new requests get 503
+with Retry-After and admitted ones finish within the grace period or are answered 503.
 
 A browser page on another site must not be able to use it: a POST must say `Content-Type: application/json`
 (a cross-site form or `fetch` without a CORS preflight cannot), the Host header must name the address searchd
@@ -27,11 +35,13 @@ import threading
 import time
 from dataclasses import dataclass
 
+import anyio
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from google.protobuf import json_format
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from medsnip import __version__
 from medsnip.v1 import search_pb2
@@ -72,9 +82,11 @@ class HttpError(HTTPException):
         self.status, self.code, self.message, self.field = status, code, message, field
 
     def response(self) -> JSONResponse:
-        headers = {"Retry-After": "1"} if self.status in (429, 503) else None
+        headers = {"Retry-After": "1"} if self.status in (429, 503) else {}
+        if self.status == 413:  # the rest of the body is not read: the connection cannot carry another request
+            headers["Connection"] = "close"
         body = {"error": {"code": self.code, "message": self.message, "field": self.field}}
-        return JSONResponse(body, status_code=self.status, headers=headers)
+        return JSONResponse(body, status_code=self.status, headers=headers or None)
 
 
 class HttpCallContext:
@@ -123,9 +135,9 @@ class LiveCalls:
         self._lock = threading.Lock()
         self._calls: set[HttpCallContext] = set()
 
-    def run(self, method, request):
-        """One servicer method under a new HTTP context."""
-        context = HttpCallContext()
+    def run(self, method, request, context: HttpCallContext | None = None):
+        """One servicer method under `context` (a new HTTP context when None)."""
+        context = context or HttpCallContext()
         with self._lock:
             self._calls.add(context)
         try:
@@ -140,6 +152,91 @@ class LiveCalls:
             calls = list(self._calls)
         for context in calls:
             context.cancel()
+
+
+class Admission:
+    """The HTTP side of the one admission rule: a search is admitted while fewer than `slots` HTTP searches run
+    (the servicer's --max-in-flight; the servicer refuses past its slots, gRPC's calls counted), else refused at
+    once; admitted ones run on a thread pool of exactly that size, so none waits for a thread. Once `draining`,
+    nothing more is admitted."""
+
+    def __init__(self, slots: int):
+        self.slots = slots
+        self.limiter = anyio.CapacityLimiter(slots)
+        self._lock = threading.Lock()
+        self._admitted = 0
+        self.draining = False
+
+    def enter(self) -> None:
+        with self._lock:
+            if self.draining:
+                raise HttpError(503, "UNAVAILABLE", "the server is stopping; retry on another server or later")
+            if self._admitted >= self.slots:
+                raise HttpError(429, "RESOURCE_EXHAUSTED", "server busy: too many calls in flight, retry later")
+            self._admitted += 1
+
+    def leave(self) -> None:
+        with self._lock:
+            self._admitted -= 1
+
+
+DISCONNECT_POLL_SECONDS = 0.1  # how soon a client's hang-up is noticed while its search runs
+
+
+async def run_admitted(admission: Admission, calls: LiveCalls, http_request: Request, method, request):
+    """One servicer call for an HTTP request, admitted or refused at once (`Admission`); cancelled when the client
+    hangs up while it runs."""
+    admission.enter()
+    context = HttpCallContext()
+    outcome: dict = {}
+    try:
+        async with anyio.create_task_group() as group:
+
+            async def watch() -> None:
+                while not await http_request.is_disconnected():
+                    await anyio.sleep(DISCONNECT_POLL_SECONDS)
+                context.cancel()
+
+            group.start_soon(watch)
+            try:  # caught here: raised inside the task group, an error would reach FastAPI as an ExceptionGroup
+                outcome["result"] = await anyio.to_thread.run_sync(
+                    calls.run, method, request, context, limiter=admission.limiter
+                )
+            except Exception as error:  # noqa: BLE001 - re-raised below, as it is
+                outcome["error"] = error
+            finally:
+                group.cancel_scope.cancel()
+    finally:
+        admission.leave()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["result"]
+
+
+def unicode_problem(value, where: str = "body") -> str | None:
+    """The field of the first string in `value` (a parsed JSON body) that is not valid Unicode (a lone surrogate,
+    "\\ud800", which JSON may carry and UTF-8 cannot), or None."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return where
+        return None
+    if isinstance(value, dict):
+        items = value.items()
+    elif isinstance(value, list):
+        items = ((f"[{at}]", item) for at, item in enumerate(value))
+    else:
+        return None
+    for key, item in items:
+        if str(key).startswith("["):
+            inner = f"{where}{key}"
+        else:
+            inner = str(key) if where == "body" else f"{where}.{key}"
+        found = unicode_problem(item, inner)
+        if found:
+            return found
+    return None
 
 
 class RetrieveRequest(BaseModel):
@@ -188,15 +285,24 @@ def contents_of(title: str, content: str) -> str:
     return f'"{title}"\n{content}'
 
 
-def create_app(servicer: SearchServicer, health, options: HttpOptions, calls: LiveCalls | None = None) -> FastAPI:
+def create_app(
+    servicer: SearchServicer,
+    health,
+    options: HttpOptions,
+    calls: LiveCalls | None = None,
+    admission: Admission | None = None,
+) -> FastAPI:
     """The ASGI app over `servicer` (shared with gRPC); `health()` returns the health status dict; `calls`
-    tracks the requests in flight."""
+    tracks the requests in flight, `admission` admits them."""
     calls = calls or LiveCalls()
+    admission = admission or Admission(servicer.limits.max_in_flight)
     app = FastAPI(
         title="searchd",
         version=__version__,
         description="Hybrid BM25 + dense search over medsnip corpora (the same engine as the gRPC service).",
         responses={code: {"model": ErrorResponse} for code in (400, 401, 413, 415, 421, 429, 503, 504)},
+        docs_url=None,  # Swagger UI loads its scripts from a CDN: the OpenAPI document stays
+        redoc_url=None,
     )
     allowed_hosts = _allowed_hosts(options.host, options.port)
     app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES)
@@ -208,11 +314,10 @@ def create_app(servicer: SearchServicer, health, options: HttpOptions, calls: Li
             host = request.headers.get("host", "")
             if allowed_hosts is not None and host.lower() not in allowed_hosts:
                 raise HttpError(421, "INVALID_ARGUMENT", f"Host {host!r} is not this server's address", "Host")
-            if options.token and request.url.path not in ("/health",):
-                given = request.headers.get("authorization", "")
-                token = options.token.encode()
-                if not (given.startswith("Bearer ") and hmac.compare_digest(given[7:].encode(), token)):
-                    raise HttpError(401, "UNAUTHENTICATED", "missing or wrong bearer token", "Authorization")
+            if options.token and request.url.path not in ("/health",) and not _authorized(request, options.token):
+                raise HttpError(401, "UNAUTHENTICATED", "missing or wrong bearer token", "Authorization")
+            if admission.draining and request.url.path != "/health":
+                raise HttpError(503, "UNAVAILABLE", "the server is stopping; retry on another server or later")
             if request.method == "POST":
                 kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
                 if kind != "application/json":
@@ -229,9 +334,13 @@ def create_app(servicer: SearchServicer, health, options: HttpOptions, calls: Li
     async def refused(request: Request, error: HttpError):
         return error.response()
 
-    @app.exception_handler(HTTPException)
-    async def routing(request: Request, error: HTTPException):  # 404, 405: the same JSON shape
-        return HttpError(error.status_code, "INVALID_ARGUMENT", str(error.detail), "").response()
+    @app.exception_handler(StarletteHTTPException)
+    async def routing(request: Request, error: StarletteHTTPException):  # 404, 405 (Starlette's): the same shape
+        if isinstance(error, HttpError):
+            return error.response()
+        code = {404: "NOT_FOUND", 405: "INVALID_ARGUMENT"}.get(error.status_code, "INVALID_ARGUMENT")
+        field = "path" if error.status_code == 404 else "method" if error.status_code == 405 else ""
+        return HttpError(error.status_code, code, str(error.detail), field).response()
 
     @app.exception_handler(RequestValidationError)
     async def malformed(request: Request, error: RequestValidationError):
@@ -244,7 +353,7 @@ def create_app(servicer: SearchServicer, health, options: HttpOptions, calls: Li
         return HttpError(400, "INVALID_ARGUMENT", message, field).response()
 
     @app.post("/retrieve", response_model=RetrieveResponse, summary="Search-R1's retrieval call")
-    def retrieve(body: RetrieveRequest):
+    async def retrieve(body: RetrieveRequest, http_request: Request):
         """Search-R1's `POST /retrieve`: the served hybrid (or the root's serve.json) for each question."""
         limits = servicer.limits
         if not body.queries:
@@ -254,6 +363,9 @@ def create_app(servicer: SearchServicer, health, options: HttpOptions, calls: Li
                 400, "INVALID_ARGUMENT", f"{len(body.queries)} queries, the limit is {limits.max_batch}", "queries"
             )
         for at, query in enumerate(body.queries):
+            if unicode_problem(query):
+                message = f"queries[{at}] is not valid Unicode (a lone surrogate)"
+                raise HttpError(400, "INVALID_ARGUMENT", message, f"queries[{at}]")
             if not query.strip():
                 raise HttpError(400, "INVALID_ARGUMENT", f"queries[{at}] is empty", f"queries[{at}]")
             if len(query) > limits.max_query_chars:
@@ -269,7 +381,7 @@ def create_app(servicer: SearchServicer, health, options: HttpOptions, calls: Li
         batch = search_pb2.BatchSearchRequest(
             requests=[search_pb2.SearchRequest(query=q, k=topk, return_text=True) for q in body.queries]
         )
-        answers = calls.run(servicer.BatchSearch, batch).responses
+        answers = (await run_admitted(admission, calls, http_request, servicer.BatchSearch, batch)).responses
         result = []
         for answer in answers:
             documents = [{"id": hit.id, "contents": contents_of(hit.title, hit.content)} for hit in answer.hits]
@@ -281,7 +393,9 @@ def create_app(servicer: SearchServicer, health, options: HttpOptions, calls: Li
         return {"result": result}
 
     @app.post("/search", summary="A SearchRequest as JSON (protobuf's JSON mapping); a SearchResponse back")
-    def search(body: dict):
+    async def search(body: dict, http_request: Request):
+        if (field := unicode_problem(body)) is not None:
+            raise HttpError(400, "INVALID_ARGUMENT", f"{field} is not valid Unicode (a lone surrogate)", field)
         request = search_pb2.SearchRequest()
         try:
             json_format.ParseDict(body, request)
@@ -289,13 +403,18 @@ def create_app(servicer: SearchServicer, health, options: HttpOptions, calls: Li
             raise HttpError(400, "INVALID_ARGUMENT", str(error), _parse_error_field(str(error))) from None
         if not request.k:
             request.k = 10
-        response = calls.run(servicer.Search, request)
+        response = await run_admitted(admission, calls, http_request, servicer.Search, request)
         return json_format.MessageToDict(response, preserving_proto_field_name=True)
 
     @app.get("/health", summary="Serving status and the generation being served")
-    def health_endpoint():
+    async def health_endpoint(request: Request):
+        """Answered on the event loop, never behind searches. Under --token-file, without the token: liveness only
+        (the status), no paths nor errors."""
         status = health()
-        return JSONResponse(status, status_code=200 if status["status"] == "SERVING" else 503)
+        code = 200 if status["status"] == "SERVING" else 503
+        if options.token and not _authorized(request, options.token):
+            return JSONResponse({"status": status["status"]}, status_code=code)
+        return JSONResponse(status, status_code=code)
 
     return app
 
@@ -322,6 +441,11 @@ class BodyLimit:
             return message
 
         await self.app(scope, counted, send)
+
+
+def _authorized(request: Request, token: str) -> bool:
+    given = request.headers.get("authorization", "")
+    return given.startswith("Bearer ") and hmac.compare_digest(given[7:].encode(), token.encode())
 
 
 def _parse_error_field(message: str) -> str:
@@ -371,7 +495,8 @@ class HttpServer:
         self.socket = _bind(host, port)
         self.port = self.socket.getsockname()[1]
         self.calls = LiveCalls()
-        app = create_app(servicer, health, HttpOptions(host, self.port, token, topk), self.calls)
+        self.admission = Admission(servicer.limits.max_in_flight)
+        app = create_app(servicer, health, HttpOptions(host, self.port, token, topk), self.calls, self.admission)
         ssl = _tls_files(tls) if tls else {}
         self._tls_folder = os.path.dirname(ssl["ssl_keyfile"]) if ssl else None
         config = uvicorn.Config(
@@ -383,6 +508,7 @@ class HttpServer:
             timeout_keep_alive=min(idle_seconds, 75),
             timeout_graceful_shutdown=grace,
             h11_max_incomplete_event_size=64 * 1024,  # headers larger than this end the connection
+            server_header=False,
             **ssl,
         )
         self._server = uvicorn.Server(config)
@@ -403,7 +529,9 @@ class HttpServer:
         return self
 
     def begin_stop(self) -> None:
-        """Stop accepting; requests in flight finish (uvicorn waits up to the grace period for them)."""
+        """Stop accepting and admitting (requests on open connections get 503); admitted requests finish (uvicorn
+        waits up to the grace period for them)."""
+        self.admission.draining = True
         self._server.should_exit = True
 
     def cancel_calls(self) -> None:

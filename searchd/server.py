@@ -235,7 +235,9 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
         except Exception as error:  # noqa: BLE001 - a bug or a failing index: INTERNAL, logged, server goes on
             status = "INTERNAL"
             log.exception("%s failed", method)
-            context.abort(grpc.StatusCode.INTERNAL, f"internal error: {type(error).__name__}: {error}"[:500])
+            # the first line only: a JVM error's text goes on with its stack frames, which the log keeps
+            first = (str(error).strip().splitlines() or [""])[0]
+            context.abort(grpc.StatusCode.INTERNAL, f"internal error: {type(error).__name__}: {first}"[:300])
         finally:
             scope.cancel()  # whatever this call queued and did not wait for is dropped
             self.engines.release(engine)
