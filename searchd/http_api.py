@@ -307,28 +307,26 @@ def create_app(
     allowed_hosts = _allowed_hosts(options.host, options.port)
     app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES)
 
-    @app.middleware("http")
-    async def guard(request: Request, call_next):
-        """Host, token, content type and body size, before any work."""
-        try:
-            host = request.headers.get("host", "")
-            if allowed_hosts is not None and host.lower() not in allowed_hosts:
-                raise HttpError(421, "INVALID_ARGUMENT", f"Host {host!r} is not this server's address", "Host")
-            if options.token and request.url.path not in ("/health",) and not _authorized(request, options.token):
-                raise HttpError(401, "UNAUTHENTICATED", "missing or wrong bearer token", "Authorization")
-            if admission.draining and request.url.path != "/health":
-                raise HttpError(503, "UNAVAILABLE", "the server is stopping; retry on another server or later")
-            if request.method == "POST":
-                kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
-                if kind != "application/json":
-                    message = "the body must be JSON (Content-Type: application/json)"
-                    raise HttpError(415, "INVALID_ARGUMENT", message, "Content-Type")
-                declared = request.headers.get("content-length")
-                if declared is not None and (not declared.isdigit() or int(declared) > MAX_BODY_BYTES):
-                    raise HttpError(413, "INVALID_ARGUMENT", f"the body is over {MAX_BODY_BYTES:,} bytes", "body")
-        except HttpError as error:
-            return error.response()
-        return await call_next(request)
+    def refusal(request: Request) -> HttpError | None:
+        """Host, token, draining, content type and body size, before any work."""
+        host = request.headers.get("host", "")
+        if allowed_hosts is not None and host.lower() not in allowed_hosts:
+            return HttpError(421, "INVALID_ARGUMENT", f"Host {host!r} is not this server's address", "Host")
+        if options.token and request.url.path not in ("/health",) and not _authorized(request, options.token):
+            return HttpError(401, "UNAUTHENTICATED", "missing or wrong bearer token", "Authorization")
+        if admission.draining and request.url.path != "/health":
+            return HttpError(503, "UNAVAILABLE", "the server is stopping; retry on another server or later")
+        if request.method == "POST":
+            kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+            if kind != "application/json":
+                message = "the body must be JSON (Content-Type: application/json)"
+                return HttpError(415, "INVALID_ARGUMENT", message, "Content-Type")
+            declared = request.headers.get("content-length")
+            if declared is not None and (not declared.isdigit() or int(declared) > MAX_BODY_BYTES):
+                return HttpError(413, "INVALID_ARGUMENT", f"the body is over {MAX_BODY_BYTES:,} bytes", "body")
+        return None
+
+    app.add_middleware(Guard, refusal=refusal)
 
     @app.exception_handler(HttpError)
     async def refused(request: Request, error: HttpError):
@@ -417,6 +415,21 @@ def create_app(
         return JSONResponse(status, status_code=code)
 
     return app
+
+
+class Guard:
+    """ASGI middleware: a request `refusal(request)` refuses is answered with its error, unread. Plain ASGI (not
+    Starlette's BaseHTTPMiddleware, whose wrapped `receive` never tells the handler that its client hung up)."""
+
+    def __init__(self, app, refusal):
+        self.app, self.refusal = app, refusal
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http":
+            refused = self.refusal(Request(scope))
+            if refused is not None:
+                return await refused.response()(scope, receive, send)
+        return await self.app(scope, receive, send)
 
 
 class BodyLimit:
