@@ -45,10 +45,13 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from medsnip import __version__
 from medsnip.v1 import search_pb2
+from searchd.http_connections import guarded_protocol
 from searchd.server import SearchServicer
 
 log = logging.getLogger("searchd")
 MAX_BODY_BYTES = 16 << 20  # as gRPC's largest accepted request
+REQUEST_SECONDS = 10.0  # a request must arrive whole this soon (searchd.http_connections), or --idle-timeout
+HEALTH_ROOM = 64  # connections past --max-connections that may still ask /health
 DEFAULT_TOPK = 3  # Search-R1's retriever default (its training scripts pass topk 3 too)
 _STATUS = {  # gRPC status -> HTTP status
     "INVALID_ARGUMENT": 400,
@@ -278,6 +281,7 @@ class HttpOptions:
     port: int  # the bound port (Host headers must name it)
     token: str | None = None
     topk: int = DEFAULT_TOPK
+    max_connections: int = 1000  # open connections past which only /health is answered
 
 
 def contents_of(title: str, content: str) -> str:
@@ -291,9 +295,11 @@ def create_app(
     options: HttpOptions,
     calls: LiveCalls | None = None,
     admission: Admission | None = None,
+    open_connections=None,
 ) -> FastAPI:
     """The ASGI app over `servicer` (shared with gRPC); `health()` returns the health status dict; `calls`
-    tracks the requests in flight, `admission` admits them."""
+    tracks the requests in flight, `admission` admits them; `open_connections()` counts the open connections,
+    of which past `options.max_connections` only `/health` is answered."""
     calls = calls or LiveCalls()
     admission = admission or Admission(servicer.limits.max_in_flight)
     app = FastAPI(
@@ -316,6 +322,12 @@ def create_app(
             return HttpError(401, "UNAUTHENTICATED", "missing or wrong bearer token", "Authorization")
         if admission.draining and request.url.path != "/health":
             return HttpError(503, "UNAVAILABLE", "the server is stopping; retry on another server or later")
+        if (
+            open_connections is not None
+            and request.url.path != "/health"
+            and open_connections() > options.max_connections
+        ):
+            return HttpError(503, "UNAVAILABLE", "too many open connections; retry later")
         if request.method == "POST":
             kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
             if kind != "application/json":
@@ -509,7 +521,14 @@ class HttpServer:
         self.port = self.socket.getsockname()[1]
         self.calls = LiveCalls()
         self.admission = Admission(servicer.limits.max_in_flight)
-        app = create_app(servicer, health, HttpOptions(host, self.port, token, topk), self.calls, self.admission)
+        app = create_app(
+            servicer,
+            health,
+            HttpOptions(host, self.port, token, topk, max_connections),
+            self.calls,
+            self.admission,
+            lambda: len(self._server.server_state.connections),
+        )
         ssl = _tls_files(tls) if tls else {}
         self._tls_folder = os.path.dirname(ssl["ssl_keyfile"]) if ssl else None
         config = uvicorn.Config(
@@ -517,7 +536,10 @@ class HttpServer:
             log_level="warning",
             access_log=False,  # the servicer logs each call
             lifespan="off",
-            limit_concurrency=max_connections,  # beyond it uvicorn answers 503 at once
+            # uvicorn's own limit answers every request, /health too, 503 text/plain: searchd's protocol and Guard
+            # cap connections instead (searchd.http_connections)
+            limit_concurrency=None,
+            http=guarded_protocol(min(idle_seconds, REQUEST_SECONDS), max_connections + HEALTH_ROOM),
             timeout_keep_alive=min(idle_seconds, 75),
             timeout_graceful_shutdown=grace,
             h11_max_incomplete_event_size=64 * 1024,  # headers larger than this end the connection

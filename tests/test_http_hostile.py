@@ -190,3 +190,39 @@ def test_sigterm_under_load_answers_every_admitted_call_and_exits_within_grace(s
             assert body["error"]["code"] in ("UNAVAILABLE", "RESOURCE_EXHAUSTED") and reply.headers["Retry-After"]
     log = process.log_path.read_text()
     assert "exiting without closing the indexes" not in log and "Traceback" not in log
+
+
+def test_idle_and_half_sent_connections_are_closed_and_never_shut_health_off(search_root, tmp_path):
+    """Silent sockets and headers sent a byte at a time are ended (408 in the error shape) once the request
+    deadline passes; past --max-connections only /health is answered, and past the room kept for it a new
+    connection gets 503 JSON with Retry-After; gRPC is untouched."""
+    process, address, url = start_http(search_root, tmp_path, "--max-connections", 40, "--idle-timeout", 2)
+    port = int(url.rsplit(":", 1)[1])
+    sockets = []
+    try:
+        for _ in range(60):  # past the cap, within the room kept for /health
+            sockets.append(socket.create_connection(("127.0.0.1", port), timeout=10))
+        partial = socket.create_connection(("127.0.0.1", port), timeout=10)
+        partial.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1")  # never finished
+        time.sleep(0.2)
+        health = requests.get(f"{url}/health", timeout=5)
+        assert health.status_code == 200, health.text
+        refused = _retrieve(url, ["asthma"], timeout=5)
+        assert refused.status_code == 503 and refused.headers["Retry-After"] == "1", refused.text
+        assert refused.json()["error"]["code"] == "UNAVAILABLE"
+        for _ in range(80):  # past the room kept for /health too: refused at once, in the documented shape
+            sockets.append(socket.create_connection(("127.0.0.1", port), timeout=10))
+        last = socket.create_connection(("127.0.0.1", port), timeout=10)
+        answer = last.recv(4096).decode()
+        assert answer.startswith("HTTP/1.1 503") and "retry-after: 1" in answer.lower() and '"error"' in answer
+        with SearchClient(address) as client:
+            assert client.search(QUESTIONS[0], k=3).hits
+        time.sleep(3.5)  # the request deadline (--idle-timeout 2) passes
+        closed = partial.recv(4096).decode()
+        assert closed.startswith("HTTP/1.1 408") and "DEADLINE_EXCEEDED" in closed, closed
+        assert sockets[0].recv(4096).startswith(b"HTTP/1.1 408")
+        assert _retrieve(url, ["asthma"], timeout=10).status_code == 200  # the silent ones are gone
+    finally:
+        for sock in sockets:
+            sock.close()
+        stop(process)

@@ -1,0 +1,86 @@
+"""Connection hygiene for searchd's HTTP side: uvicorn's HTTP/1.1 protocol with a deadline for each request to
+arrive whole and a hard cap on open connections, so that idle, silent or half-sent connections cannot hold the
+server.
+
+uvicorn closes a keep-alive connection idle between requests, but nothing ends one that never sends a request,
+or sends its headers a byte at a time (each byte cancels the keep-alive timer), and its own concurrency limit
+answers every request, `/health` included, with `503 text/plain` while such sockets are open. Here:
+
+- a request must arrive whole (headers and body) within `request_seconds` of the connection opening or of the
+  previous response (plus uvicorn's keep-alive time); else the connection gets `408` in searchd's error shape and
+  is closed;
+- past `hard_cap` open connections a new one is answered `503` with Retry-After and closed at once; the soft cap
+  below it (searchd.http_api.Guard) leaves room for `/health` between the two.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+
+def error_bytes(status: int, reason: str, code: str, message: str, retry: bool = False) -> bytes:
+    """A whole HTTP/1.1 reply in searchd's error shape that closes the connection."""
+    body = json.dumps({"error": {"code": code, "message": message, "field": ""}}).encode()
+    head = [
+        f"HTTP/1.1 {status} {reason}",
+        "content-type: application/json",
+        f"content-length: {len(body)}",
+        "connection: close",
+    ]
+    if retry:
+        head.append("retry-after: 1")
+    return ("\r\n".join(head) + "\r\n\r\n").encode() + body
+
+
+def guarded_protocol(request_seconds: float, hard_cap: int) -> type[H11Protocol]:
+    """uvicorn's H11Protocol with the module's request deadline and connection cap."""
+
+    class GuardedH11Protocol(H11Protocol):
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._deadline: asyncio.TimerHandle | None = None
+            if len(self.connections) > hard_cap:
+                transport.write(
+                    error_bytes(503, "Service Unavailable", "UNAVAILABLE", "too many open connections", retry=True)
+                )
+                transport.close()
+                return
+            self._arm(request_seconds)
+
+        def _arm(self, seconds: float) -> None:
+            self._disarm()
+            self._deadline = self.loop.call_later(seconds, self._request_too_slow)
+
+        def _disarm(self) -> None:
+            if getattr(self, "_deadline", None) is not None:
+                self._deadline.cancel()
+                self._deadline = None
+
+        def _request_too_slow(self) -> None:
+            self._deadline = None
+            if self.transport.is_closing():
+                return
+            if self.cycle is None or self.cycle.response_complete:  # nothing sent back yet on this request
+                message = f"the request did not arrive whole within {request_seconds:g} s"
+                self.transport.write(error_bytes(408, "Request Timeout", "DEADLINE_EXCEEDED", message))
+            self.transport.close()
+
+        def handle_events(self) -> None:
+            super().handle_events()
+            cycle = self.cycle
+            if cycle is not None and not cycle.response_complete and not cycle.more_body:
+                self._disarm()  # the request is in: the search's own deadline applies from here
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing():
+                self._arm(self.timeout_keep_alive + request_seconds)
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+    return GuardedH11Protocol
