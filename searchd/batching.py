@@ -11,14 +11,18 @@ window then cut each wave in two (4.1 queries per encoder batch at 8 clients, me
 runs small batches less efficiently. So a batch also waits, up to `expect_ms`, until it is as large as
 the previous one was: at 8 clients batches stay at ~8 (72 -> 80 queries/s at 2-4 ms in the searchd
 benchmark's setup); a lone client's batches are of 1, so it still waits at most `wait_ms`.
+
+Callers share the batches fairly: each caller's items (by default, those submitted from one thread: one call)
+wait in a queue of their own, and a batch takes one item of each waiting caller in turn, so a bulk call of 4,096
+questions does not keep a one-question call waiting behind all of them; it waits at most one batch.
 """
 
 from __future__ import annotations
 
-import queue
 import threading
 import time
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Hashable
 from concurrent.futures import Future
 from typing import Any
 
@@ -46,23 +50,52 @@ class MicroBatcher:
         self._wait = wait_ms / 1000.0
         self._expect_wait = max(expect_ms, wait_ms) / 1000.0
         self._expected = 1  # the size of the last batch served
-        self._queue: queue.Queue = queue.Queue()
+        self._waiting: dict[Hashable, deque] = {}  # caller -> its items, in the order submitted
+        self._turns: deque = deque()  # the callers with items waiting, the next to serve first
+        self._stopping = False
         self._closed = False
-        self._lock = threading.Lock()  # a submit either lands before close's drain or fails
+        self._lock = threading.Condition()  # a submit either lands before close's drain or fails
         self._thread = threading.Thread(target=self._run, name=f"batcher-{name}", daemon=True)
         self._thread.start()
         self.batches = 0
         self.items = 0
         self.isolated = 0  # failed batches served again item by item
 
-    def submit(self, item: Any) -> Future:
+    def submit(self, item: Any, caller: Hashable | None = None) -> Future:
+        """Queue `item` for the next batches; `caller` (default: the submitting thread) is whose turn it takes."""
         future: Future = Future()
+        caller = threading.get_ident() if caller is None else caller
         with self._lock:
             if self._closed:
                 future.set_exception(BatcherClosed("search engine closed"))
             else:
-                self._queue.put((item, future))
+                if caller not in self._waiting:
+                    self._waiting[caller] = deque()
+                    self._turns.append(caller)
+                self._waiting[caller].append((item, future))
+                self._lock.notify()
         return future
+
+    def _take(self, timeout: float | None) -> Any:
+        """The next item in turn (one caller's, then the next caller's), `_STOP` once closed, or None when
+        `timeout` passes first (None: wait)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._lock:
+            while not self._turns:
+                if self._stopping:
+                    return _STOP
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return None
+                self._lock.wait(remaining)
+            caller = self._turns.popleft()
+            items = self._waiting[caller]
+            item = items.popleft()
+            if items:
+                self._turns.append(caller)
+            else:
+                del self._waiting[caller]
+            return item
 
     def __call__(self, item: Any, timeout: float | None = None) -> Any:
         return self.submit(item).result(timeout)
@@ -76,7 +109,7 @@ class MicroBatcher:
 
     def _serve(self) -> None:
         while True:
-            first = self._queue.get()
+            first = self._take(None)
             if first is _STOP:
                 return
             batch = [first]
@@ -84,10 +117,8 @@ class MicroBatcher:
             stop = False
             while len(batch) < self._max_batch:
                 wait = self._expect_wait if len(batch) < self._expected else self._wait
-                try:
-                    remaining = started + wait - time.monotonic()
-                    item = self._queue.get_nowait() if remaining <= 0 else self._queue.get(timeout=remaining)
-                except queue.Empty:
+                item = self._take(max(0.0, started + wait - time.monotonic()))
+                if item is None:
                     break
                 if item is _STOP:
                     stop = True
@@ -122,12 +153,13 @@ class MicroBatcher:
             if self._closed:
                 return
             self._closed = True
-            self._queue.put(_STOP)
+            self._stopping = True
+            self._lock.notify_all()
         self._thread.join(timeout=10)
-        while True:
-            try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
-                return
-            if item is not _STOP and item[1].set_running_or_notify_cancel():
-                item[1].set_exception(BatcherClosed("search engine closed"))
+        with self._lock:
+            left = [entry for items in self._waiting.values() for entry in items]
+            self._waiting.clear()
+            self._turns.clear()
+        for _, future in left:
+            if future.set_running_or_notify_cancel():
+                future.set_exception(BatcherClosed("search engine closed"))

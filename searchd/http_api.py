@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import ipaddress
+import json
 import logging
 import os
 import shutil
@@ -36,9 +37,10 @@ import time
 from dataclasses import dataclass
 
 import anyio
+import orjson
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from google.protobuf import json_format
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -52,6 +54,8 @@ log = logging.getLogger("searchd")
 MAX_BODY_BYTES = 16 << 20  # as gRPC's largest accepted request
 REQUEST_SECONDS = 10.0  # a request must arrive whole this soon (searchd.http_connections), or --idle-timeout
 HEALTH_ROOM = 64  # connections past --max-connections that may still ask /health
+REPLY_CHUNK_BYTES = 64 << 10
+SEND_SECONDS = 30.0  # a client must take each chunk of its reply this soon (or --idle-timeout), or is closed
 DEFAULT_TOPK = 3  # Search-R1's retriever default (its training scripts pass topk 3 too)
 _STATUS = {  # gRPC status -> HTTP status
     "INVALID_ARGUMENT": 400,
@@ -80,9 +84,11 @@ class HttpError(HTTPException):
     """A refused HTTP request: its status, gRPC-style code, message, and the field at fault. (An HTTPException,
     so that FastAPI passes it on as it is even from inside its reading of the body.)"""
 
-    def __init__(self, status: int, code: str, message: str, field: str = ""):
+    def __init__(self, status: int, code: str, message: str, field: str = "", logged: bool = False):
+        """`logged`: the servicer has logged the call it refuses (its request log line)."""
         super().__init__(status, message)
         self.status, self.code, self.message, self.field = status, code, message, field
+        self.logged = logged
 
     def response(self) -> JSONResponse:
         headers = {"Retry-After": "1"} if self.status in (429, 503) else {}
@@ -123,7 +129,7 @@ class HttpCallContext:
         if code.name == "RESOURCE_EXHAUSTED" and not details.startswith("server busy"):
             status = 413  # the reply would be too large: the request must ask for less, not retry
         field = next((name for prefix, name in _FIELD_OF_MESSAGE if details.startswith(prefix)), "")
-        raise HttpError(status, code.name, details, field)
+        raise HttpError(status, code.name, details, field, logged=True)
 
     def finish(self) -> None:
         for callback in self._callbacks:
@@ -282,6 +288,7 @@ class HttpOptions:
     token: str | None = None
     topk: int = DEFAULT_TOPK
     max_connections: int = 1000  # open connections past which only /health is answered
+    send_seconds: float = SEND_SECONDS  # a client taking no part of its reply this long is closed
 
 
 def contents_of(title: str, content: str) -> str:
@@ -342,25 +349,29 @@ def create_app(
 
     @app.exception_handler(HttpError)
     async def refused(request: Request, error: HttpError):
+        log_refused(request.scope, error)
         return error.response()
 
     @app.exception_handler(StarletteHTTPException)
     async def routing(request: Request, error: StarletteHTTPException):  # 404, 405 (Starlette's): the same shape
-        if isinstance(error, HttpError):
-            return error.response()
-        code = {404: "NOT_FOUND", 405: "INVALID_ARGUMENT"}.get(error.status_code, "INVALID_ARGUMENT")
-        field = "path" if error.status_code == 404 else "method" if error.status_code == 405 else ""
-        return HttpError(error.status_code, code, str(error.detail), field).response()
+        if not isinstance(error, HttpError):
+            code = {404: "NOT_FOUND", 405: "INVALID_ARGUMENT"}.get(error.status_code, "INVALID_ARGUMENT")
+            field = "path" if error.status_code == 404 else "method" if error.status_code == 405 else ""
+            error = HttpError(error.status_code, code, str(error.detail), field)
+        log_refused(request.scope, error)
+        return error.response()
 
     @app.exception_handler(RequestValidationError)
     async def malformed(request: Request, error: RequestValidationError):
         first = error.errors()[0]
         if first.get("type") == "json_invalid":
-            return HttpError(400, "INVALID_ARGUMENT", "the body is not valid JSON", "body").response()
-        where = [str(part) for part in first.get("loc", ()) if part != "body"]
-        field = ".".join(where) or "body"
-        message = f"{field}: {first.get('msg', 'invalid')}"
-        return HttpError(400, "INVALID_ARGUMENT", message, field).response()
+            refusal = HttpError(400, "INVALID_ARGUMENT", "the body is not valid JSON", "body")
+        else:
+            where = [str(part) for part in first.get("loc", ()) if part != "body"]
+            field = ".".join(where) or "body"
+            refusal = HttpError(400, "INVALID_ARGUMENT", f"{field}: {first.get('msg', 'invalid')}", field)
+        log_refused(request.scope, refusal)
+        return refusal.response()
 
     @app.post("/retrieve", response_model=RetrieveResponse, summary="Search-R1's retrieval call")
     async def retrieve(body: RetrieveRequest, http_request: Request):
@@ -400,7 +411,7 @@ def create_app(
                 result.append([{"document": d, "score": s} for d, s in zip(documents, scores, strict=True)])
             else:
                 result.append(documents)
-        return {"result": result}
+        return ChunkedJSON({"result": result}, options.send_seconds)
 
     @app.post("/search", summary="A SearchRequest as JSON (protobuf's JSON mapping); a SearchResponse back")
     async def search(body: dict, http_request: Request):
@@ -414,7 +425,7 @@ def create_app(
         if not request.k:
             request.k = 10
         response = await run_admitted(admission, calls, http_request, servicer.Search, request)
-        return json_format.MessageToDict(response, preserving_proto_field_name=True)
+        return ChunkedJSON(json_format.MessageToDict(response, preserving_proto_field_name=True), options.send_seconds)
 
     @app.get("/health", summary="Serving status and the generation being served")
     async def health_endpoint(request: Request):
@@ -429,6 +440,51 @@ def create_app(
     return app
 
 
+def log_refused(scope: dict, error: HttpError) -> None:
+    """The request log's line for a request refused before (or instead of) a servicer call: the same JSON lines
+    as the servicer's, with the HTTP status and the field at fault."""
+    if error.logged:
+        return
+    record = {
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "method": f"{scope.get('method', '')} {scope.get('path', '')}",
+        "via": "http",
+        "status": error.code,
+        "http_status": error.status,
+        **({"field": error.field} if error.field else {}),
+    }
+    log.info(json.dumps(record))
+
+
+class ChunkedJSON(Response):
+    """A JSON reply (orjson) sent in chunks, each only once the client has taken the one before (uvicorn's
+    flow control): a client that does not read holds at most its own reply (bounded by the servicer's
+    max_reply_bytes) plus the socket's buffer, and for at most `SEND_SECONDS` a chunk; then its connection is
+    closed and the reply freed."""
+
+    media_type = "application/json"
+
+    def __init__(self, content, send_seconds: float = SEND_SECONDS, status_code: int = 200):
+        # not Response's own __init__, which would render the content again
+        self.body = orjson.dumps(content)
+        self.send_seconds, self.status_code = send_seconds, status_code
+        self.background = None
+
+    async def __call__(self, scope, receive, send) -> None:
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(self.body)).encode())]
+        await send({"type": "http.response.start", "status": self.status_code, "headers": headers})
+        view = memoryview(self.body)
+        for start in range(0, max(len(self.body), 1), REPLY_CHUNK_BYTES):
+            chunk = bytes(view[start : start + REPLY_CHUNK_BYTES])
+            more = start + REPLY_CHUNK_BYTES < len(self.body)
+            message = {"type": "http.response.body", "body": chunk, "more_body": more}
+            try:
+                await asyncio.wait_for(send(message), self.send_seconds)
+            except TimeoutError:  # the client stopped reading: returning unfinished makes uvicorn close it
+                log.warning(json.dumps({"warning": f"a client took no part of its reply for {self.send_seconds:g} s"}))
+                return
+
+
 class Guard:
     """ASGI middleware: a request `refusal(request)` refuses is answered with its error, unread. Plain ASGI (not
     Starlette's BaseHTTPMiddleware, whose wrapped `receive` never tells the handler that its client hung up)."""
@@ -440,6 +496,7 @@ class Guard:
         if scope["type"] == "http":
             refused = self.refusal(Request(scope))
             if refused is not None:
+                log_refused(scope, refused)
                 return await refused.response()(scope, receive, send)
         return await self.app(scope, receive, send)
 
@@ -524,7 +581,7 @@ class HttpServer:
         app = create_app(
             servicer,
             health,
-            HttpOptions(host, self.port, token, topk, max_connections),
+            HttpOptions(host, self.port, token, topk, max_connections, min(idle_seconds, SEND_SECONDS)),
             self.calls,
             self.admission,
             lambda: len(self._server.server_state.connections),

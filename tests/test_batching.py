@@ -63,3 +63,29 @@ def test_one_bad_item_fails_only_its_own_caller():
         futures[5].result(timeout=10)
     assert calls[0] == 9 and batcher.isolated == 1
     batcher.close()
+
+
+def test_a_bulk_caller_does_not_keep_a_small_one_waiting_behind_all_its_items():
+    """A caller's items wait in a queue of their own and batches take the callers' items in turn: a one-item call
+    submitted after a 400-item call is served in the first batches, not after all 400."""
+    import threading
+
+    served: list[list] = []
+    release = threading.Event()
+
+    def serve(items: list) -> list:
+        release.wait(10)  # the first batch holds the worker until both callers have queued
+        served.append(list(items))
+        return items
+
+    batcher = MicroBatcher(serve, max_batch=8, wait_ms=0.0, expect_ms=0.0, name="fair")
+    try:
+        bulk = [batcher.submit(("bulk", n), caller="bulk") for n in range(400)]
+        small = batcher.submit(("small", 0), caller="small")
+        release.set()
+        assert small.result(10) == ("small", 0)
+        at = next(n for n, batch in enumerate(served) if ("small", 0) in batch)
+        assert at <= 1, f"served in batch {at} of {len(served)}"
+        assert [f.result(10) for f in bulk] == [("bulk", n) for n in range(400)]  # in order within a caller
+    finally:
+        batcher.close()

@@ -16,11 +16,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import requests
+from test_http_api import start_http, stop
 
 from conftest import SAMPLES
 from medsnip.queries import query_texts
 from searchd.client import SearchClient
-from test_http_api import start_http, stop
 
 QUESTIONS = list(query_texts(SAMPLES / "ir" / "pubmedqa-beir" / "queries.tsv").values())
 
@@ -118,9 +118,7 @@ def test_a_client_that_hangs_up_cancels_its_call(busy):
 def test_inputs_that_gave_500_are_refused_naming_the_field(busy):
     _, _, url = busy
     surrogate = '{"queries": ["asthma", "asthma \\ud800"], "topk": 3}'
-    answer = requests.post(
-        f"{url}/retrieve", data=surrogate, headers={"Content-Type": "application/json"}, timeout=30
-    )
+    answer = requests.post(f"{url}/retrieve", data=surrogate, headers={"Content-Type": "application/json"}, timeout=30)
     assert answer.status_code == 400 and answer.json()["error"]["field"] == "queries[1]", answer.text
     searched = requests.post(
         f"{url}/search", data='{"query": "x \\udfff", "k": 3}', headers={"Content-Type": "application/json"}, timeout=30
@@ -150,7 +148,8 @@ def test_replies_say_nothing_of_the_server_without_its_token(search_root, tmp_pa
         with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:  # a body it will not read
             sock.sendall(
                 f"POST /retrieve HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer s3cret-token\r\n"
-                f"Content-Type: application/json\r\nContent-Length: {17 << 20}\r\n\r\n".encode() + b"{" * 64
+                f"Content-Type: application/json\r\nContent-Length: {17 << 20}\r\n\r\n".encode()
+                + b"{" * 64
             )
             reply = b""
             while chunk := sock.recv(65536):  # ends when the server closes the connection
@@ -222,6 +221,45 @@ def test_idle_and_half_sent_connections_are_closed_and_never_shut_health_off(sea
         assert closed.startswith("HTTP/1.1 408") and "DEADLINE_EXCEEDED" in closed, closed
         assert sockets[0].recv(4096).startswith(b"HTTP/1.1 408")
         assert _retrieve(url, ["asthma"], timeout=10).status_code == 200  # the silent ones are gone
+    finally:
+        for sock in sockets:
+            sock.close()
+        stop(process)
+
+
+def test_clients_that_never_read_their_replies_are_closed_and_free_what_they_held(search_root, tmp_path):
+    """Replies go out in chunks as the client takes them: clients asking big replies and never reading hold at
+    most their own replies, for --idle-timeout, and are then closed; a refused request is in the request log."""
+    from helpers import rss_mb
+
+    process, _, url = start_http(search_root, tmp_path, "--idle-timeout", 2)
+    port = int(url.rsplit(":", 1)[1])
+    body = json.dumps({"queries": QUESTIONS[:48], "topk": 200}).encode()  # ~10 MB of JSON each
+    sockets = []
+    try:
+        after = []
+        for round_ in (1, 2):  # the first round warms the indexes and stores (mapped pages count in RSS)
+            for _ in range(8):
+                sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                sock.sendall(
+                    f"POST /retrieve HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+                    f"Content-Length: {len(body)}\r\n\r\n".encode()
+                    + body
+                )
+                sockets.append(sock)
+            deadline = time.monotonic() + 90  # answered, then stuck; the send deadline (2 s) passes
+            while time.monotonic() < deadline and process.log_path.read_text().count("took no part") < 8 * round_:
+                time.sleep(0.5)
+            assert process.log_path.read_text().count("took no part of its reply") == 8 * round_
+            assert _retrieve(url, ["asthma"], timeout=10).status_code == 200
+            after.append(rss_mb(process.pid))
+        assert after[1] < after[0] * 1.15 + 50, after  # what the closed clients held was freed
+        refused = requests.get(f"{url}/retrieve", timeout=10)
+        assert refused.status_code == 405
+        time.sleep(0.5)
+        lines = [json.loads(line) for line in process.log_path.read_text().splitlines() if line.startswith("{")]
+        assert any(line.get("method") == "GET /retrieve" and line.get("http_status") == 405 for line in lines)
     finally:
         for sock in sockets:
             sock.close()
