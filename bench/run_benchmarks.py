@@ -358,6 +358,13 @@ def flood_sections(args) -> list[str]:
     return flood_bench.flood_section(demo_root())
 
 
+def hostile_sections(args) -> list[str]:
+    """searchd's HTTP side under floods, hang-ups, non-reading clients and idle sockets at once."""
+    import hostile_bench
+
+    return hostile_bench.hostile_section(demo_root(), args.work / "hostile")
+
+
 def noise_sections(args) -> list[str]:
     """refkit noise on real question sets over the demo root plus the BioASQ gold snippets: sense, hard
     negatives, leak rate, calibration, and the sample judged by hand."""
@@ -423,6 +430,7 @@ SECTIONS = (
     "reload-memory",
     "refkit",
     "flood",
+    "hostile",
     "noise",
     "runners",
     "executor",
@@ -481,6 +489,8 @@ def main() -> None:
         lines += refkit_sections(args)
     if "flood" in wanted:
         lines += flood_sections(args)
+    if "hostile" in wanted:
+        lines += hostile_sections(args)
     if "noise" in wanted:
         lines += noise_sections(args)
     if "runners" in wanted:

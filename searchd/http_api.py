@@ -54,6 +54,7 @@ log = logging.getLogger("searchd")
 MAX_BODY_BYTES = 16 << 20  # as gRPC's largest accepted request
 REQUEST_SECONDS = 10.0  # a request must arrive whole this soon (searchd.http_connections), or --idle-timeout
 HEALTH_ROOM = 64  # connections past --max-connections that may still ask /health
+SHUTDOWN_MARGIN = 3.0  # seconds uvicorn waits past the grace period for the calls searchd cancelled then
 REPLY_CHUNK_BYTES = 64 << 10
 SEND_SECONDS = 30.0  # a client must take each chunk of its reply this soon (or --idle-timeout), or is closed
 DEFAULT_TOPK = 3  # Search-R1's retriever default (its training scripts pass topk 3 too)
@@ -598,7 +599,9 @@ class HttpServer:
             limit_concurrency=None,
             http=guarded_protocol(min(idle_seconds, REQUEST_SECONDS), max_connections + HEALTH_ROOM),
             timeout_keep_alive=min(idle_seconds, 75),
-            timeout_graceful_shutdown=grace,
+            # past the grace period searchd cancels the calls still running (they answer 503 JSON); uvicorn cancelling
+            # its tasks at the same moment would answer them 500 text/plain instead
+            timeout_graceful_shutdown=grace + SHUTDOWN_MARGIN,
             h11_max_incomplete_event_size=64 * 1024,  # headers larger than this end the connection
             server_header=False,
             **ssl,
