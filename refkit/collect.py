@@ -16,7 +16,7 @@ import grpc
 
 from medsnip.queries import QueryItem
 from medsnip.serving import DEFAULT_RRF_K
-from refkit.connection import check_same_generation, server_error
+from refkit.connection import ServerError, check_same_generation, server_error
 from refkit.dedup import Deduplicator
 from searchd.client import SearchClient
 
@@ -114,7 +114,12 @@ def search_many(
             )
         except grpc.RpcError as error:
             raise server_error(address, error) from error
-        results.extend(list(response.hits) for response in responses)
+        for text, response in zip(chunk, responses, strict=True):
+            if response.error:  # searchd refused this question alone: a question refkit cannot use as given
+                problem = ServerError(f"searchd at {address} refused the question {text[:80]!r}: {response.error}")
+                problem.rejected = True
+                raise problem
+            results.append(list(response.hits))
         if lineage is not None:
             check_same_generation(client, address, lineage)
         if progress is not None:

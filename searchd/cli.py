@@ -457,6 +457,7 @@ def batch(
     import grpc
 
     partial = out.with_name(out.name + ".partial")  # the run appears whole at the end, or not at all
+    refused = 0
     try:
         with _client(address, token_file, tls, ca_file) as client, open(partial, "w", encoding="utf-8") as run:
             with Progress(console=console, transient=True) as progress:
@@ -473,6 +474,9 @@ def batch(
                         return_text=False,
                     )
                     for (qid, _), response in zip(chunk, responses, strict=True):
+                        if response.error:  # this query alone was refused: the run goes on without it
+                            refused += 1
+                            console.print(f"query {qid} refused: {escape(response.error)}")
                         for hit in response.hits:
                             run.write(f"{qid} Q0 {hit.id} {hit.rank} {hit.score:.6f} searchd\n")
                     progress.advance(task, len(chunk))
@@ -483,7 +487,7 @@ def batch(
     except BaseException:
         partial.unlink(missing_ok=True)
         raise
-    console.print(f"{len(queries)} queries -> {out}")
+    console.print(f"{len(queries)} queries{f' ({refused} refused)' if refused else ''} -> {out}")
 
 
 @main.command(name="call")

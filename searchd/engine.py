@@ -353,6 +353,16 @@ class SearchEngine:
                 fused.append(fuse_rrf(lists, query.k, query.rrf_k))
         return fused
 
+    def check(self, query: Query) -> None:
+        """Refuse (QueryRefused) a query one of its lists cannot search, before anything is queued: more distinct
+        terms than a BM25 index searches at once."""
+        for name in query.corpora:
+            loaded = self.corpora[name]
+            for retriever in loaded.wanted(query.retrievers):
+                if retriever in loaded.text and loaded.text_kinds[retriever].name == BM25:
+                    refuse_too_many_terms(query.text)
+                    return
+
     def _submit(self, query: Query, scope: CallScope) -> tuple[dict, list]:
         """Queue the query's lists: ({(corpus, retriever): text future}, [dense futures])."""
         text = {}

@@ -268,8 +268,18 @@ class ScoredDocument(BaseModel):
     score: float
 
 
+class QuestionError(BaseModel):
+    index: int
+    code: str
+    message: str
+    field: str
+
+
 class RetrieveResponse(BaseModel):
     result: list[list[ScoredDocument] | list[Document]]
+    errors: list[QuestionError] | None = Field(
+        None, description="Questions refused on their own (their `result` list is empty); absent when none was."
+    )
 
 
 class ErrorBody(BaseModel):
@@ -404,15 +414,18 @@ def create_app(
             requests=[search_pb2.SearchRequest(query=q, k=topk, return_text=True) for q in body.queries]
         )
         answers = (await run_admitted(admission, calls, http_request, servicer.BatchSearch, batch)).responses
-        result = []
-        for answer in answers:
+        result, errors = [], []
+        for at, answer in enumerate(answers):
+            if answer.error:  # this question alone was refused: an empty list, and why in `errors`
+                message = answer.error.replace(f"requests[{at}]", f"queries[{at}]", 1)
+                errors.append({"index": at, "code": "INVALID_ARGUMENT", "message": message, "field": f"queries[{at}]"})
             documents = [{"id": hit.id, "contents": contents_of(hit.title, hit.content)} for hit in answer.hits]
             if body.return_scores:
                 scores = [hit.score for hit in answer.hits]
                 result.append([{"document": d, "score": s} for d, s in zip(documents, scores, strict=True)])
             else:
                 result.append(documents)
-        return ChunkedJSON({"result": result}, options.send_seconds)
+        return ChunkedJSON({"result": result, **({"errors": errors} if errors else {})}, options.send_seconds)
 
     @app.post("/search", summary="A SearchRequest as JSON (protobuf's JSON mapping); a SearchResponse back")
     async def search(body: dict, http_request: Request):

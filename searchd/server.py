@@ -264,16 +264,30 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
                 raise InvalidRequest("no requests in the batch")
             if len(request.requests) > self.limits.max_batch:
                 raise InvalidRequest(f"{len(request.requests)} requests, the batch limit is {self.limits.max_batch}")
-            queries = [self._query(r, engine) for r in request.requests]
+            queries, refused = {}, {}
+            for at, r in enumerate(request.requests):  # one request's fault is its own, not its batch's
+                try:
+                    queries[at] = self._query(r, engine)
+                    engine.check(queries[at])
+                except (InvalidRequest, QueryRefused) as error:
+                    queries.pop(at, None)
+                    refused[at] = f"requests[{at}]: {error}"
+            if not queries:
+                raise InvalidRequest(next(iter(refused.values())))
             started = time.perf_counter()
             # all at once: the micro-batchers serve the whole batch in full batches
-            fused = engine.search_many(queries, scope)
+            fused = dict(zip(queries, engine.search_many(list(queries.values()), scope), strict=True))
             responses, size = [], 0
-            for r, hits in zip(request.requests, fused, strict=True):  # the reply grows only up to max_reply_bytes
-                response = self._hits(r, hits, engine, started)
+            for at, r in enumerate(request.requests):  # the reply grows only up to max_reply_bytes
+                if at in refused:
+                    response = search_pb2.SearchResponse(error=refused[at])
+                else:
+                    response = self._hits(r, fused[at], engine, started)
                 size += response.ByteSize() + 6  # + the field's tag and length in the batch message
                 self._bounded(size)
                 responses.append(response)
+            if refused:
+                detail["refused"] = len(refused)
             return search_pb2.BatchSearchResponse(responses=responses)
 
         return self._guarded(context, "BatchSearch", detail, work)

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17medsnip/v1/search.proto\x12\nmedsnip.v1\"\x98\x02\n\rSearchRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\t\n\x01k\x18\x02 \x01(\r\x12\x0f\n\x07\x63orpora\x18\x03 \x03(\t\x12\x12\n\nretrievers\x18\x04 \x03(\t\x12\r\n\x05\x64\x65pth\x18\x05 \x01(\r\x12\"\n\x06\x66usion\x18\x06 \x01(\x0b\x32\x12.medsnip.v1.Fusion\x12\x13\n\x0breturn_text\x18\x07 \x01(\x08\x12\x14\n\x07\x62m25_k1\x18\x08 \x01(\x02H\x00\x88\x01\x01\x12\x13\n\x06\x62m25_b\x18\t \x01(\x02H\x01\x88\x01\x01\x12\x13\n\x06nprobe\x18\n \x01(\rH\x02\x88\x01\x01\x12\x13\n\x06refine\x18\x0b \x01(\rH\x03\x88\x01\x01\x42\n\n\x08_bm25_k1B\t\n\x07_bm25_bB\t\n\x07_nprobeB\t\n\x07_refine\"y\n\x06\x46usion\x12)\n\x06method\x18\x01 \x01(\x0e\x32\x19.medsnip.v1.Fusion.Method\x12\r\n\x05rrf_k\x18\x02 \x01(\r\"5\n\x06Method\x12\x16\n\x12METHOD_UNSPECIFIED\x10\x00\x12\x07\n\x03RRF\x10\x01\x12\n\n\x06MEDRAG\x10\x02\"N\n\x0cRetrieverHit\x12\x0e\n\x06\x63orpus\x18\x01 \x01(\t\x12\x11\n\tretriever\x18\x02 \x01(\t\x12\x0c\n\x04rank\x18\x03 \x01(\r\x12\r\n\x05score\x18\x04 \x01(\x02\"\x9c\x01\n\x03Hit\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05score\x18\x02 \x01(\x02\x12\x0c\n\x04rank\x18\x03 \x01(\r\x12\r\n\x05title\x18\x04 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x05 \x01(\t\x12\x0e\n\x06source\x18\x06 \x01(\t\x12\x0e\n\x06\x64oc_id\x18\x07 \x01(\t\x12,\n\nretrievers\x18\x08 \x03(\x0b\x32\x18.medsnip.v1.RetrieverHit\"@\n\x0eSearchResponse\x12\x1d\n\x04hits\x18\x01 \x03(\x0b\x32\x0f.medsnip.v1.Hit\x12\x0f\n\x07took_ms\x18\x02 \x01(\x02\"A\n\x12\x42\x61tchSearchRequest\x12+\n\x08requests\x18\x01 \x03(\x0b\x32\x19.medsnip.v1.SearchRequest\"D\n\x13\x42\x61tchSearchResponse\x12-\n\tresponses\x18\x01 \x03(\x0b\x32\x1a.medsnip.v1.SearchResponse\"!\n\x12GetSnippetsRequest\x12\x0b\n\x03ids\x18\x01 \x03(\t\"\x89\x01\n\x07Snippet\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05title\x18\x02 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\t\x12\x10\n\x08\x63ontents\x18\x04 \x01(\t\x12\x0e\n\x06source\x18\x05 \x01(\t\x12\x0e\n\x06\x64oc_id\x18\x06 \x01(\t\x12\r\n\x05\x63hunk\x18\x07 \x01(\r\x12\x11\n\tmeta_json\x18\x08 \x01(\t\"M\n\x13GetSnippetsResponse\x12%\n\x08snippets\x18\x01 \x03(\x0b\x32\x13.medsnip.v1.Snippet\x12\x0f\n\x07missing\x18\x02 \x03(\t\"h\n\x13ScanSnippetsRequest\x12\x0f\n\x07\x63orpora\x18\x01 \x03(\t\x12\x18\n\x10\x66irst_chunk_only\x18\x02 \x01(\x08\x12\x13\n\x0breturn_text\x18\x03 \x01(\x08\x12\x11\n\tpage_size\x18\x04 \x01(\r\"D\n\x0bSnippetPage\x12\x0e\n\x06\x63orpus\x18\x01 \x01(\t\x12%\n\x08snippets\x18\x02 \x03(\x0b\x32\x13.medsnip.v1.Snippet\"\r\n\x0bInfoRequest\"n\n\tIndexInfo\x12\x11\n\tretriever\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\x12\x16\n\x0elineage_sha256\x18\x03 \x01(\t\x12\x12\n\nbuild_json\x18\x04 \x01(\t\x12\x14\n\x0c\x65ncoder_json\x18\x05 \x01(\t\"\x8a\x01\n\nCorpusInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\x12\x10\n\x08snippets\x18\x03 \x01(\x04\x12\x0e\n\x06shards\x18\x04 \x01(\r\x12\x16\n\x0elineage_sha256\x18\x05 \x01(\t\x12&\n\x07indexes\x18\x06 \x03(\x0b\x32\x15.medsnip.v1.IndexInfo\"\x92\x02\n\x0cInfoResponse\x12\x16\n\x0eserver_version\x18\x01 \x01(\t\x12\'\n\x07\x63orpora\x18\x02 \x03(\x0b\x32\x16.medsnip.v1.CorpusInfo\x12\x12\n\nretrievers\x18\x03 \x03(\t\x12\x14\n\x0c\x65ncoder_json\x18\x04 \x01(\t\x12\r\n\x05max_k\x18\x05 \x01(\r\x12\x17\n\x0fmax_query_chars\x18\x06 \x01(\r\x12\x11\n\tmax_batch\x18\x07 \x01(\r\x12\x18\n\x10max_call_seconds\x18\x08 \x01(\x02\x12\x17\n\x0fmax_reply_bytes\x18\t \x01(\x04\x12\x15\n\rmax_page_size\x18\n \x01(\r\x12\x12\n\nstats_json\x18\x0b \x01(\t2\xf7\x02\n\rSearchService\x12?\n\x06Search\x12\x19.medsnip.v1.SearchRequest\x1a\x1a.medsnip.v1.SearchResponse\x12N\n\x0b\x42\x61tchSearch\x12\x1e.medsnip.v1.BatchSearchRequest\x1a\x1f.medsnip.v1.BatchSearchResponse\x12N\n\x0bGetSnippets\x12\x1e.medsnip.v1.GetSnippetsRequest\x1a\x1f.medsnip.v1.GetSnippetsResponse\x12\x39\n\x04Info\x12\x17.medsnip.v1.InfoRequest\x1a\x18.medsnip.v1.InfoResponse\x12J\n\x0cScanSnippets\x12\x1f.medsnip.v1.ScanSnippetsRequest\x1a\x17.medsnip.v1.SnippetPage0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17medsnip/v1/search.proto\x12\nmedsnip.v1\"\x98\x02\n\rSearchRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\t\n\x01k\x18\x02 \x01(\r\x12\x0f\n\x07\x63orpora\x18\x03 \x03(\t\x12\x12\n\nretrievers\x18\x04 \x03(\t\x12\r\n\x05\x64\x65pth\x18\x05 \x01(\r\x12\"\n\x06\x66usion\x18\x06 \x01(\x0b\x32\x12.medsnip.v1.Fusion\x12\x13\n\x0breturn_text\x18\x07 \x01(\x08\x12\x14\n\x07\x62m25_k1\x18\x08 \x01(\x02H\x00\x88\x01\x01\x12\x13\n\x06\x62m25_b\x18\t \x01(\x02H\x01\x88\x01\x01\x12\x13\n\x06nprobe\x18\n \x01(\rH\x02\x88\x01\x01\x12\x13\n\x06refine\x18\x0b \x01(\rH\x03\x88\x01\x01\x42\n\n\x08_bm25_k1B\t\n\x07_bm25_bB\t\n\x07_nprobeB\t\n\x07_refine\"y\n\x06\x46usion\x12)\n\x06method\x18\x01 \x01(\x0e\x32\x19.medsnip.v1.Fusion.Method\x12\r\n\x05rrf_k\x18\x02 \x01(\r\"5\n\x06Method\x12\x16\n\x12METHOD_UNSPECIFIED\x10\x00\x12\x07\n\x03RRF\x10\x01\x12\n\n\x06MEDRAG\x10\x02\"N\n\x0cRetrieverHit\x12\x0e\n\x06\x63orpus\x18\x01 \x01(\t\x12\x11\n\tretriever\x18\x02 \x01(\t\x12\x0c\n\x04rank\x18\x03 \x01(\r\x12\r\n\x05score\x18\x04 \x01(\x02\"\x9c\x01\n\x03Hit\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05score\x18\x02 \x01(\x02\x12\x0c\n\x04rank\x18\x03 \x01(\r\x12\r\n\x05title\x18\x04 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x05 \x01(\t\x12\x0e\n\x06source\x18\x06 \x01(\t\x12\x0e\n\x06\x64oc_id\x18\x07 \x01(\t\x12,\n\nretrievers\x18\x08 \x03(\x0b\x32\x18.medsnip.v1.RetrieverHit\"O\n\x0eSearchResponse\x12\x1d\n\x04hits\x18\x01 \x03(\x0b\x32\x0f.medsnip.v1.Hit\x12\x0f\n\x07took_ms\x18\x02 \x01(\x02\x12\r\n\x05\x65rror\x18\x03 \x01(\t\"A\n\x12\x42\x61tchSearchRequest\x12+\n\x08requests\x18\x01 \x03(\x0b\x32\x19.medsnip.v1.SearchRequest\"D\n\x13\x42\x61tchSearchResponse\x12-\n\tresponses\x18\x01 \x03(\x0b\x32\x1a.medsnip.v1.SearchResponse\"!\n\x12GetSnippetsRequest\x12\x0b\n\x03ids\x18\x01 \x03(\t\"\x89\x01\n\x07Snippet\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05title\x18\x02 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\t\x12\x10\n\x08\x63ontents\x18\x04 \x01(\t\x12\x0e\n\x06source\x18\x05 \x01(\t\x12\x0e\n\x06\x64oc_id\x18\x06 \x01(\t\x12\r\n\x05\x63hunk\x18\x07 \x01(\r\x12\x11\n\tmeta_json\x18\x08 \x01(\t\"M\n\x13GetSnippetsResponse\x12%\n\x08snippets\x18\x01 \x03(\x0b\x32\x13.medsnip.v1.Snippet\x12\x0f\n\x07missing\x18\x02 \x03(\t\"h\n\x13ScanSnippetsRequest\x12\x0f\n\x07\x63orpora\x18\x01 \x03(\t\x12\x18\n\x10\x66irst_chunk_only\x18\x02 \x01(\x08\x12\x13\n\x0breturn_text\x18\x03 \x01(\x08\x12\x11\n\tpage_size\x18\x04 \x01(\r\"D\n\x0bSnippetPage\x12\x0e\n\x06\x63orpus\x18\x01 \x01(\t\x12%\n\x08snippets\x18\x02 \x03(\x0b\x32\x13.medsnip.v1.Snippet\"\r\n\x0bInfoRequest\"n\n\tIndexInfo\x12\x11\n\tretriever\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\x12\x16\n\x0elineage_sha256\x18\x03 \x01(\t\x12\x12\n\nbuild_json\x18\x04 \x01(\t\x12\x14\n\x0c\x65ncoder_json\x18\x05 \x01(\t\"\x8a\x01\n\nCorpusInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\x12\x10\n\x08snippets\x18\x03 \x01(\x04\x12\x0e\n\x06shards\x18\x04 \x01(\r\x12\x16\n\x0elineage_sha256\x18\x05 \x01(\t\x12&\n\x07indexes\x18\x06 \x03(\x0b\x32\x15.medsnip.v1.IndexInfo\"\x92\x02\n\x0cInfoResponse\x12\x16\n\x0eserver_version\x18\x01 \x01(\t\x12\'\n\x07\x63orpora\x18\x02 \x03(\x0b\x32\x16.medsnip.v1.CorpusInfo\x12\x12\n\nretrievers\x18\x03 \x03(\t\x12\x14\n\x0c\x65ncoder_json\x18\x04 \x01(\t\x12\r\n\x05max_k\x18\x05 \x01(\r\x12\x17\n\x0fmax_query_chars\x18\x06 \x01(\r\x12\x11\n\tmax_batch\x18\x07 \x01(\r\x12\x18\n\x10max_call_seconds\x18\x08 \x01(\x02\x12\x17\n\x0fmax_reply_bytes\x18\t \x01(\x04\x12\x15\n\rmax_page_size\x18\n \x01(\r\x12\x12\n\nstats_json\x18\x0b \x01(\t2\xf7\x02\n\rSearchService\x12?\n\x06Search\x12\x19.medsnip.v1.SearchRequest\x1a\x1a.medsnip.v1.SearchResponse\x12N\n\x0b\x42\x61tchSearch\x12\x1e.medsnip.v1.BatchSearchRequest\x1a\x1f.medsnip.v1.BatchSearchResponse\x12N\n\x0bGetSnippets\x12\x1e.medsnip.v1.GetSnippetsRequest\x1a\x1f.medsnip.v1.GetSnippetsResponse\x12\x39\n\x04Info\x12\x17.medsnip.v1.InfoRequest\x1a\x18.medsnip.v1.InfoResponse\x12J\n\x0cScanSnippets\x12\x1f.medsnip.v1.ScanSnippetsRequest\x1a\x17.medsnip.v1.SnippetPage0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -42,29 +42,29 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_HIT']._serialized_start=526
   _globals['_HIT']._serialized_end=682
   _globals['_SEARCHRESPONSE']._serialized_start=684
-  _globals['_SEARCHRESPONSE']._serialized_end=748
-  _globals['_BATCHSEARCHREQUEST']._serialized_start=750
-  _globals['_BATCHSEARCHREQUEST']._serialized_end=815
-  _globals['_BATCHSEARCHRESPONSE']._serialized_start=817
-  _globals['_BATCHSEARCHRESPONSE']._serialized_end=885
-  _globals['_GETSNIPPETSREQUEST']._serialized_start=887
-  _globals['_GETSNIPPETSREQUEST']._serialized_end=920
-  _globals['_SNIPPET']._serialized_start=923
-  _globals['_SNIPPET']._serialized_end=1060
-  _globals['_GETSNIPPETSRESPONSE']._serialized_start=1062
-  _globals['_GETSNIPPETSRESPONSE']._serialized_end=1139
-  _globals['_SCANSNIPPETSREQUEST']._serialized_start=1141
-  _globals['_SCANSNIPPETSREQUEST']._serialized_end=1245
-  _globals['_SNIPPETPAGE']._serialized_start=1247
-  _globals['_SNIPPETPAGE']._serialized_end=1315
-  _globals['_INFOREQUEST']._serialized_start=1317
-  _globals['_INFOREQUEST']._serialized_end=1330
-  _globals['_INDEXINFO']._serialized_start=1332
-  _globals['_INDEXINFO']._serialized_end=1442
-  _globals['_CORPUSINFO']._serialized_start=1445
-  _globals['_CORPUSINFO']._serialized_end=1583
-  _globals['_INFORESPONSE']._serialized_start=1586
-  _globals['_INFORESPONSE']._serialized_end=1860
-  _globals['_SEARCHSERVICE']._serialized_start=1863
-  _globals['_SEARCHSERVICE']._serialized_end=2238
+  _globals['_SEARCHRESPONSE']._serialized_end=763
+  _globals['_BATCHSEARCHREQUEST']._serialized_start=765
+  _globals['_BATCHSEARCHREQUEST']._serialized_end=830
+  _globals['_BATCHSEARCHRESPONSE']._serialized_start=832
+  _globals['_BATCHSEARCHRESPONSE']._serialized_end=900
+  _globals['_GETSNIPPETSREQUEST']._serialized_start=902
+  _globals['_GETSNIPPETSREQUEST']._serialized_end=935
+  _globals['_SNIPPET']._serialized_start=938
+  _globals['_SNIPPET']._serialized_end=1075
+  _globals['_GETSNIPPETSRESPONSE']._serialized_start=1077
+  _globals['_GETSNIPPETSRESPONSE']._serialized_end=1154
+  _globals['_SCANSNIPPETSREQUEST']._serialized_start=1156
+  _globals['_SCANSNIPPETSREQUEST']._serialized_end=1260
+  _globals['_SNIPPETPAGE']._serialized_start=1262
+  _globals['_SNIPPETPAGE']._serialized_end=1330
+  _globals['_INFOREQUEST']._serialized_start=1332
+  _globals['_INFOREQUEST']._serialized_end=1345
+  _globals['_INDEXINFO']._serialized_start=1347
+  _globals['_INDEXINFO']._serialized_end=1457
+  _globals['_CORPUSINFO']._serialized_start=1460
+  _globals['_CORPUSINFO']._serialized_end=1598
+  _globals['_INFORESPONSE']._serialized_start=1601
+  _globals['_INFORESPONSE']._serialized_end=1875
+  _globals['_SEARCHSERVICE']._serialized_start=1878
+  _globals['_SEARCHSERVICE']._serialized_end=2253
 # @@protoc_insertion_point(module_scope)

@@ -82,12 +82,14 @@ class Hit(_message.Message):
     def __init__(self, id: _Optional[str] = ..., score: _Optional[float] = ..., rank: _Optional[int] = ..., title: _Optional[str] = ..., content: _Optional[str] = ..., source: _Optional[str] = ..., doc_id: _Optional[str] = ..., retrievers: _Optional[_Iterable[_Union[RetrieverHit, _Mapping]]] = ...) -> None: ...
 
 class SearchResponse(_message.Message):
-    __slots__ = ("hits", "took_ms")
+    __slots__ = ("hits", "took_ms", "error")
     HITS_FIELD_NUMBER: _ClassVar[int]
     TOOK_MS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
     hits: _containers.RepeatedCompositeFieldContainer[Hit]
     took_ms: float
-    def __init__(self, hits: _Optional[_Iterable[_Union[Hit, _Mapping]]] = ..., took_ms: _Optional[float] = ...) -> None: ...
+    error: str
+    def __init__(self, hits: _Optional[_Iterable[_Union[Hit, _Mapping]]] = ..., took_ms: _Optional[float] = ..., error: _Optional[str] = ...) -> None: ...
 
 class BatchSearchRequest(_message.Message):
     __slots__ = ("requests",)
