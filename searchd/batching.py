@@ -12,9 +12,12 @@ runs small batches less efficiently. So a batch also waits, up to `expect_ms`, u
 the previous one was: at 8 clients batches stay at ~8 (72 -> 80 queries/s at 2-4 ms in the searchd
 benchmark's setup); a lone client's batches are of 1, so it still waits at most `wait_ms`.
 
-Callers share the batches fairly: each caller's items (by default, those submitted from one thread: one call)
-wait in a queue of their own, and a batch takes one item of each waiting caller in turn, so a bulk call of 4,096
-questions does not keep a one-question call waiting behind all of them; it waits at most one batch.
+Callers share the batches by what they have left: each caller's items (by default, those submitted from one
+thread: one call) wait in a queue of their own, and a batch takes first from the caller with the fewest items
+waiting (the earliest among equals). A one-question call never waits behind a bulk call's thousands (at most for
+the batch being served), and bulk calls finish one after another, each as soon as it can, rather than all
+together at the end (taking one item of each caller in turn would make every one of 64 bulk calls wait for all
+of them).
 """
 
 from __future__ import annotations
@@ -50,8 +53,7 @@ class MicroBatcher:
         self._wait = wait_ms / 1000.0
         self._expect_wait = max(expect_ms, wait_ms) / 1000.0
         self._expected = 1  # the size of the last batch served
-        self._waiting: dict[Hashable, deque] = {}  # caller -> its items, in the order submitted
-        self._turns: deque = deque()  # the callers with items waiting, the next to serve first
+        self._waiting: dict[Hashable, deque] = {}  # caller -> its items, callers in the order they came
         self._stopping = False
         self._closed = False
         self._lock = threading.Condition()  # a submit either lands before close's drain or fails
@@ -69,31 +71,26 @@ class MicroBatcher:
             if self._closed:
                 future.set_exception(BatcherClosed("search engine closed"))
             else:
-                if caller not in self._waiting:
-                    self._waiting[caller] = deque()
-                    self._turns.append(caller)
-                self._waiting[caller].append((item, future))
+                self._waiting.setdefault(caller, deque()).append((item, future))
                 self._lock.notify()
         return future
 
     def _take(self, timeout: float | None) -> Any:
-        """The next item in turn (one caller's, then the next caller's), `_STOP` once closed, or None when
-        `timeout` passes first (None: wait)."""
+        """The next item of the caller with the fewest waiting (the module's rule), `_STOP` once closed, or None
+        when `timeout` passes first (None: wait)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._lock:
-            while not self._turns:
+            while not self._waiting:
                 if self._stopping:
                     return _STOP
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
                     return None
                 self._lock.wait(remaining)
-            caller = self._turns.popleft()
+            caller = min(self._waiting, key=lambda c: len(self._waiting[c]))  # the earliest among equals
             items = self._waiting[caller]
             item = items.popleft()
-            if items:
-                self._turns.append(caller)
-            else:
+            if not items:
                 del self._waiting[caller]
             return item
 
@@ -159,7 +156,6 @@ class MicroBatcher:
         with self._lock:
             left = [entry for items in self._waiting.values() for entry in items]
             self._waiting.clear()
-            self._turns.clear()
         for _, future in left:
             if future.set_running_or_notify_cancel():
                 future.set_exception(BatcherClosed("search engine closed"))

@@ -66,8 +66,9 @@ def test_one_bad_item_fails_only_its_own_caller():
 
 
 def test_a_bulk_caller_does_not_keep_a_small_one_waiting_behind_all_its_items():
-    """A caller's items wait in a queue of their own and batches take the callers' items in turn: a one-item call
-    submitted after a 400-item call is served in the first batches, not after all 400."""
+    """A caller's items wait in a queue of their own and batches take first from the caller with the fewest
+    waiting: a one-item call submitted after two 400-item calls is served in the first batches, not after all
+    800, and the two bulk calls finish one after the other, not both at the end."""
     import threading
 
     served: list[list] = []
@@ -81,11 +82,18 @@ def test_a_bulk_caller_does_not_keep_a_small_one_waiting_behind_all_its_items():
     batcher = MicroBatcher(serve, max_batch=8, wait_ms=0.0, expect_ms=0.0, name="fair")
     try:
         bulk = [batcher.submit(("bulk", n), caller="bulk") for n in range(400)]
+        other = [batcher.submit(("other", n), caller="other") for n in range(400)]
         small = batcher.submit(("small", 0), caller="small")
         release.set()
         assert small.result(10) == ("small", 0)
         at = next(n for n, batch in enumerate(served) if ("small", 0) in batch)
         assert at <= 1, f"served in batch {at} of {len(served)}"
         assert [f.result(10) for f in bulk] == [("bulk", n) for n in range(400)]  # in order within a caller
+        assert [f.result(10) for f in other] == [("other", n) for n in range(400)]
+        last = {
+            name: max(n for n, batch in enumerate(served) for item in batch if item[0] == name)
+            for name in ("bulk", "other")
+        }
+        assert min(last.values()) < 0.75 * max(last.values()), last  # one finished well before the other
     finally:
         batcher.close()
