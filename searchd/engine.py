@@ -355,7 +355,7 @@ class SearchEngine:
 
     def check(self, query: Query) -> None:
         """Refuse (QueryRefused) a query one of its lists cannot search, before anything is queued: more distinct
-        terms than a BM25 index searches at once."""
+        terms than a BM25 index searches at once. The servicer checks every query it builds (searchd.server)."""
         for name in query.corpora:
             loaded = self.corpora[name]
             for retriever in loaded.wanted(query.retrievers):
@@ -371,8 +371,6 @@ class SearchEngine:
             loaded = self.corpora[name]
             for retriever in loaded.wanted(query.retrievers):
                 if retriever in loaded.text:
-                    if loaded.text_kinds[retriever].name == BM25:
-                        refuse_too_many_terms(query.text)
                     item = (name, retriever, query.text, query.depth, query.k1, query.b)
                     text[(name, retriever)] = scope.track(self._text_batcher.submit(item))
                 else:

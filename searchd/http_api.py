@@ -48,7 +48,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from medsnip import __version__
 from medsnip.v1 import search_pb2
 from searchd.http_connections import guarded_protocol
-from searchd.server import SearchServicer
+from searchd.server import SearchServicer, log_request
 
 log = logging.getLogger("searchd")
 MAX_BODY_BYTES = 16 << 20  # as gRPC's largest accepted request
@@ -394,10 +394,9 @@ def create_app(
             raise HttpError(
                 400, "INVALID_ARGUMENT", f"{len(body.queries)} queries, the limit is {limits.max_batch}", "queries"
             )
+        if (field := unicode_problem(body.queries, "queries")) is not None:
+            raise HttpError(400, "INVALID_ARGUMENT", f"{field} is not valid Unicode (a lone surrogate)", field)
         for at, query in enumerate(body.queries):
-            if unicode_problem(query):
-                message = f"queries[{at}] is not valid Unicode (a lone surrogate)"
-                raise HttpError(400, "INVALID_ARGUMENT", message, f"queries[{at}]")
             if not query.strip():
                 raise HttpError(400, "INVALID_ARGUMENT", f"queries[{at}] is empty", f"queries[{at}]")
             if len(query) > limits.max_query_chars:
@@ -455,19 +454,12 @@ def create_app(
 
 
 def log_refused(scope: dict, error: HttpError) -> None:
-    """The request log's line for a request refused before (or instead of) a servicer call: the same JSON lines
-    as the servicer's, with the HTTP status and the field at fault."""
+    """The request log's line for a request refused before (or instead of) a servicer call: the servicer's line
+    (searchd.server.log_request), with the HTTP status and the field at fault."""
     if error.logged:
         return
-    record = {
-        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "method": f"{scope.get('method', '')} {scope.get('path', '')}",
-        "via": "http",
-        "status": error.code,
-        "http_status": error.status,
-        **({"field": error.field} if error.field else {}),
-    }
-    log.info(json.dumps(record))
+    detail = {"via": "http", "http_status": error.status, **({"field": error.field} if error.field else {})}
+    log_request(f"{scope.get('method', '')} {scope.get('path', '')}", detail, time.perf_counter(), error.code)
 
 
 class ChunkedJSON(Response):

@@ -162,7 +162,9 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
         if refine is not None and refine * request.k > 2 * self.limits.max_k * 10:
             raise InvalidRequest(f"refine x k must be at most {20 * self.limits.max_k}, got {refine} x {request.k}")
         rrf_k = request.fusion.rrf_k or engine.serve_plan.rrf_k
-        return Query(text, request.k, corpora, retrievers, depth, rrf_k, k1, b, fusion, nprobe, refine)
+        query = Query(text, request.k, corpora, retrievers, depth, rrf_k, k1, b, fusion, nprobe, refine)
+        engine.check(query)
+        return query
 
     def _response(
         self, request: search_pb2.SearchRequest, query: Query, scope: CallScope, engine: SearchEngine
@@ -268,9 +270,7 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
             for at, r in enumerate(request.requests):  # one request's fault is its own, not its batch's
                 try:
                     queries[at] = self._query(r, engine)
-                    engine.check(queries[at])
                 except (InvalidRequest, QueryRefused) as error:
-                    queries.pop(at, None)
                     refused[at] = f"requests[{at}]: {error}"
             if not queries:
                 raise InvalidRequest(next(iter(refused.values())))

@@ -19,6 +19,7 @@ from refkit.drug_stems import KIND_ONLY_STEMS, drug_class
 from refkit.lexicon import Lexicon
 from refkit.noise.premises import carried_premises
 from refkit.noise.targets import ANSWER_TYPE
+from refkit.sense import question_part
 
 # "Does X cause Y?", "Can X induce Y?": a question about an adverse effect of X
 _CAUSES = re.compile(r"^\s*(?:does|do|did|can|could|may|might|will|would)\b.*\b(?:caus\w*|induc\w*)\b", re.IGNORECASE)
@@ -79,10 +80,11 @@ def answer_type_targets(record: dict) -> list[str]:
     query = str(record.get("query", ""))
     if (record.get("params") or {}).get("language", "en") != "en":
         return []
+    asked_from = question_part(query)
     return [
         t["text"]
         for t in record.get("targets", [])
-        if t.get("span") and ANSWER_TYPE.search(query[: t["span"][0]]) and not query[: t["span"][0]].strip() == ""
+        if t.get("span") and ANSWER_TYPE.search(query[asked_from : t["span"][0]])
     ]
 
 

@@ -90,6 +90,7 @@ class NoiseGenerator:
             rewriter.proposer = lambda question, entity: reader.swaps(question, entity.name, entity.type)
         self.similarity = TextSimilarity()
         self.support = SupportTest(self.similarity)
+        self._aspect_matchers: dict[tuple[str, str], PhraseMatcher] = {}
 
     def run(
         self, queries: list[QueryItem], batch: int = 32, progress: Callable[[int], None] | None = None
@@ -241,7 +242,7 @@ class NoiseGenerator:
                     )
                 if not record["supported"]:
                     edit = rewrite.replaced[0]
-                    rule = "premise" if record["why"].startswith("premise:") else "unsupported"
+                    rule = record.get("rule", "unsupported")
                     analysis.refused_swaps.append(
                         {
                             "target": edit["from"],
@@ -265,7 +266,7 @@ class NoiseGenerator:
             return record
         problem = premise_problem(premises, put_in[0], [f"{h.title} {h.content}" for h in hits])
         checked = {**record, "premises": [p.words for p in premises]}
-        return checked if problem is None else {**checked, "supported": False, "why": problem}
+        return checked if problem is None else {**checked, "supported": False, "rule": "premise", "why": problem}
 
     def _sense_check(
         self, query: QueryItem, analysis: Analysis, before: Callable[[Rewrite], bool] | None, verdicts: dict[str, dict]
@@ -504,12 +505,19 @@ class NoiseGenerator:
             if not named:
                 extended.append(hits)
                 continue
-            aspect = PhraseMatcher([(phrase, True) for phrase in self._new_aspect(rewrite).phrases])
+            aspect = self._aspect_phrases(self._new_aspect(rewrite))
             own = {hit.id for hit in hits}
             extra = [h for h in named if h.id not in own and aspect.find(f"{h.title} {h.content}")]
             added.update((number, h.id) for h in extra)
             extended.append([*hits, *extra])
         return extended, added
+
+    def _aspect_phrases(self, aspect) -> PhraseMatcher:
+        """A matcher of the words that say a text speaks of `aspect`, built once per aspect for the run."""
+        key = (aspect.type, aspect.name)
+        if key not in self._aspect_matchers:
+            self._aspect_matchers[key] = PhraseMatcher([(phrase, True) for phrase in aspect.phrases])
+        return self._aspect_matchers[key]
 
     def _meta(self, ids: list[str]) -> dict[str, dict]:
         """The meta (MeSH) of candidate snippets, from GetSnippets."""

@@ -85,8 +85,9 @@ def text_kind(text: str) -> str:
     if cut and len(words) < CUT_FRAGMENT_WORDS:
         return "fragment"
     sentences = [s for s in _SENTENCE_END.split(text) if s.strip()]
+    finding = _FINDING.search(text) is not None
     if len(sentences) > 1:  # a passage that only says what its subject is and does is a longer description
-        return "passage" if _FINDING.search(text) or not _DEFINES.match(text) else "description"
+        return "passage" if finding or not _DEFINES.match(text) else "description"
     if len(words) <= TITLE_WORDS and not _SECTION_LABEL.match(text):
         later = _LONG_WORD.findall(text)[1:]
         subtitle = text.rpartition(": ")[2] if ": " in text else None
@@ -94,9 +95,9 @@ def text_kind(text: str) -> str:
             later and sum(w[0].isupper() for w in later) * 2 >= len(later)
         ):
             return "title"
-    if _DEFINES.match(text) and (len(words) <= DEFINITION_WORDS or not _FINDING.search(text)):
+    if _DEFINES.match(text) and (len(words) <= DEFINITION_WORDS or not finding):
         return "definition"
-    return "sentence" if _FINDING.search(text) else "description"
+    return "sentence" if finding else "description"
 
 
 def tier(kind: str, rewrite_kind: str, measured: dict) -> int:

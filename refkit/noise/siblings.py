@@ -16,7 +16,7 @@ looks, and a swap records the class that justified it (`SiblingIndex.class_of`):
   (mantle cell lymphoma -> follicular lymphoma), for diseases, organisms, anatomy, procedures, processes
   and genes, and for drug classes in MeSH's functional branches (vaccines, pharmacologic actions and uses:
   "Neuroprotective Agents"). A disease's siblings are diseases of the same kind in the same organ system:
-  a parent of `BROAD_DESCENDANTS` or more concepts ("Genetic Diseases, Inborn") is a branch, not a kind, and
+  a parent of `BROAD_PARENT` or more concepts ("Genetic Diseases, Inborn") is a branch, not a kind, and
   where the target sits in an organ system's branch (C01-C26 but neoplasms, congenital and general
   pathology), the sibling must sit in one of the same (a urea-cycle disorder is never swapped for a
   muscular dystrophy);
@@ -120,7 +120,6 @@ class SiblingIndex:
         self.action_trees: dict[str, list[str]] = {
             action: lexicon.get(action).trees if lexicon.get(action) is not None else [] for action in self.by_action
         }
-        self.parent_sizes: dict[str, int] = {parent: len(members) for parent, members in self.by_parent.items()}
 
     def siblings(self, original: Entity) -> list[tuple[Entity, str]]:
         """(candidate, rule) before the swap rules, each candidate once (its first rule)."""
@@ -145,7 +144,7 @@ class SiblingIndex:
             trees = self._trees(original)
             for tree in trees:
                 if (parent := _parent(tree)) is not None:
-                    if original.type == "disease" and self.parent_sizes.get(parent, 0) >= BROAD_PARENT:
+                    if original.type == "disease" and len(self.by_parent.get(parent, ())) >= BROAD_PARENT:
                         continue
                     add(
                         (
@@ -202,13 +201,8 @@ class SiblingIndex:
             roots = {family_root(form) for form in symbol_forms(original)} - {None}
             return "gene symbol family: " + ", ".join(sorted(roots))
         if rule in ("tree-sibling", "tree-cousin"):
-            mine = {_parent(t) for t in self._trees(original)}
-            if rule == "tree-cousin":
-                mine = {_parent(p) for p in mine if p}
-            theirs = {_parent(t) for t in candidate.trees}
-            if rule == "tree-cousin":
-                theirs = {_parent(p) for p in theirs if p}
-            shared = sorted(p for p in mine & theirs if p)
+            up = _parent if rule == "tree-sibling" else lambda tree: _parent(_parent(tree) or "")
+            shared = sorted({up(t) for t in self._trees(original)} & {up(t) for t in candidate.trees} - {None})
             return f"MeSH {'parent' if rule == 'tree-sibling' else 'grandparent'}: " + ", ".join(shared)
         return rule
 
@@ -265,8 +259,10 @@ class SiblingIndex:
         """Stem siblings first, then drugs sharing the most specific action (losartan: the angiotensin receptor
         blockers before the 100 antihypertensives), then the most written about."""
 
+        specific = set(self.specific_actions(original))
+
         def class_size(entity: Entity) -> int:
-            shared = set(self.specific_actions(original)) & {a.casefold() for a in entity.actions}
+            shared = specific & {a.casefold() for a in entity.actions}
             return min((len(self.by_action[a]) for a in shared), default=1_000_000)
 
         rules = ("inn-stem", "pharmacological-action")
