@@ -32,9 +32,10 @@ PROBE_SECONDS, PROBE_EVERY = 40.0, 0.2
 GRACE = 5.0
 
 
-def _rss_mb(pid: int) -> float:
+def _rss_mb(pid: int, field: str = "VmRSS") -> float:
+    """Resident MiB: all of it (VmRSS), or its anonymous part (RssAnon) or its mapped files' (RssFile)."""
     with open(f"/proc/{pid}/status") as status:
-        return next(int(line.split()[1]) for line in status if line.startswith("VmRSS")) / 1024
+        return next(int(line.split()[1]) for line in status if line.startswith(field + ":")) / 1024
 
 
 def _raw_post(port: int, body: bytes) -> socket.socket:
@@ -68,7 +69,9 @@ def hostile_section(root: Path, work: Path) -> list[str]:
     port = int(port_file.read_text())
     url = f"http://127.0.0.1:{port}"
     requests.post(f"{url}/retrieve", json={"queries": QUESTIONS[:8]}, timeout=60)  # warm
-    idle_rss = _rss_mb(process.pid)
+    fields = ("VmRSS", "RssAnon", "RssFile")
+    idle = {field: _rss_mb(process.pid, field) for field in fields}
+    idle_rss = idle["VmRSS"]
     stop = threading.Event()
     bulk_statuses: Counter = Counter()
     batch = (QUESTIONS * 2)[:BULK_QUESTIONS]
@@ -103,26 +106,40 @@ def hostile_section(root: Path, work: Path) -> list[str]:
         except OSError:
             break
     probes: dict[str, list] = {"HTTP": [], "gRPC": []}
-    peak = idle_rss
+    peak = dict(idle)
     client = SearchClient(address)
     ended = time.monotonic() + PROBE_SECONDS
-    while time.monotonic() < ended:
-        begun = time.monotonic()
-        try:
-            status = requests.post(f"{url}/retrieve", json={"queries": [QUESTIONS[0]]}, timeout=30).status_code
-        except requests.RequestException as error:
-            status = type(error).__name__
-        probes["HTTP"].append((time.monotonic() - begun, status))
-        begun = time.monotonic()
-        try:
-            client.search(QUESTIONS[1], k=3, timeout=30)
-            status = "OK"
-        except Exception as error:  # noqa: BLE001 - the probe records what it got
-            code = error.code() if callable(getattr(error, "code", None)) else None
-            status = getattr(code, "name", type(error).__name__)
-        probes["gRPC"].append((time.monotonic() - begun, status))
-        peak = max(peak, _rss_mb(process.pid))
-        time.sleep(PROBE_EVERY)
+
+    def probe_http() -> None:
+        while time.monotonic() < ended:
+            begun = time.monotonic()
+            try:
+                status = requests.post(f"{url}/retrieve", json={"queries": [QUESTIONS[0]]}, timeout=30).status_code
+            except requests.RequestException as error:
+                status = type(error).__name__
+            probes["HTTP"].append((time.monotonic() - begun, status))
+            time.sleep(PROBE_EVERY)
+
+    def probe_grpc() -> None:
+        while time.monotonic() < ended:
+            begun = time.monotonic()
+            try:
+                client.search(QUESTIONS[1], k=3, timeout=30)
+                status = "OK"
+            except Exception as error:  # noqa: BLE001 - the probe records what it got
+                code = error.code() if callable(getattr(error, "code", None)) else None
+                status = getattr(code, "name", type(error).__name__)
+            probes["gRPC"].append((time.monotonic() - begun, status))
+            time.sleep(PROBE_EVERY)
+
+    probers = [threading.Thread(target=probe, daemon=True) for probe in (probe_http, probe_grpc)]
+    for prober in probers:
+        prober.start()
+    while time.monotonic() < ended:  # each protocol probed on its own, at its own pace
+        peak = {field: max(peak[field], _rss_mb(process.pid, field)) for field in fields}
+        time.sleep(0.2)
+    for prober in probers:
+        prober.join(35)
     client.close()
     process.send_signal(signal.SIGTERM)
     begun = time.monotonic()
@@ -155,7 +172,10 @@ def hostile_section(root: Path, work: Path) -> list[str]:
     lines += [
         "",
         f"Bulk calls answered: {dict(bulk_statuses)}. RSS: idle {idle_rss:,.0f} MiB, peak under the load "
-        f"{peak:,.0f} MiB ({peak / idle_rss:.2f}x). SIGTERM under the load: the process ended in {exit_seconds:.1f} s "
+        f"{peak['VmRSS']:,.0f} MiB ({peak['VmRSS'] / idle_rss:.2f}x); anonymous memory {idle['RssAnon']:,.0f} -> "
+        f"{peak['RssAnon']:,.0f} MiB ({peak['RssAnon'] / idle['RssAnon']:.2f}x), pages of mapped index files "
+        f"{idle['RssFile']:,.0f} -> {peak['RssFile']:,.0f} MiB. "
+        f"SIGTERM under the load: the process ended in {exit_seconds:.1f} s "
         f"(grace {GRACE:g} s), exit status {process.returncode}; "
         + (
             "the indexes were closed."

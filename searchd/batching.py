@@ -18,6 +18,12 @@ waiting (the earliest among equals). A one-question call never waits behind a bu
 the batch being served), and bulk calls finish one after another, each as soon as it can, rather than all
 together at the end (taking one item of each caller in turn would make every one of 64 bulk calls wait for all
 of them).
+
+A batch's length is what a small call waits for twice: for the batch being served when it arrives, and for its own.
+So while several callers wait, a batch holds at most what the batcher serves in `batch_seconds` (measured from its
+last batches: on two CPU cores ~40-100 questions for a transformer encoder, the full `max_batch` on a GPU), and a
+batch led by a caller with at most `FEW` items waiting takes at most `FEW_BATCH` items of bulk callers after the
+small callers' own. A caller alone is served in full batches: nobody waits behind it.
 """
 
 from __future__ import annotations
@@ -29,7 +35,12 @@ from collections.abc import Callable, Hashable
 from concurrent.futures import Future
 from typing import Any
 
+from searchd.admission import FEW_QUESTIONS
+
 _STOP = object()
+FEW = FEW_QUESTIONS  # a caller with at most this many items waiting is a small one (searchd.admission)
+FEW_BATCH = 8  # bulk items a batch led by a small caller takes at most
+MIN_BATCH = 8  # the time bound never cuts a batch below this (each batch has a fixed cost)
 
 
 class BatcherClosed(Exception):
@@ -45,14 +56,18 @@ class MicroBatcher:
         name: str = "",
         expect_ms: float = 10.0,
         on_exit: Callable[[], None] | None = None,
+        batch_seconds: float = 0.2,
     ):
-        """`on_exit`: run in the worker thread as it ends (a thread that called into the JVM detaches)."""
+        """`on_exit`: run in the worker thread as it ends (a thread that called into the JVM detaches);
+        `batch_seconds`: how long a batch may take while other callers wait (the module's rule)."""
         self._function = function
         self._on_exit = on_exit
         self._max_batch = max_batch
         self._wait = wait_ms / 1000.0
         self._expect_wait = max(expect_ms, wait_ms) / 1000.0
         self._expected = 1  # the size of the last batch served
+        self._batch_seconds = batch_seconds
+        self._item_seconds = 0.0  # what an item of a full batch has cost lately (0: not known yet)
         self._waiting: dict[Hashable, deque] = {}  # caller -> its items, callers in the order they came
         self._stopping = False
         self._closed = False
@@ -75,9 +90,10 @@ class MicroBatcher:
                 self._lock.notify()
         return future
 
-    def _take(self, timeout: float | None) -> Any:
-        """The next item of the caller with the fewest waiting (the module's rule), `_STOP` once closed, or None
-        when `timeout` passes first (None: wait)."""
+    def _take(self, timeout: float | None, few_only: bool = False) -> Any:
+        """(the next item of the caller with the fewest waiting (the module's rule), whether that caller is a small
+        one), `_STOP` once closed, or None when `timeout` passes first (None: wait) or, with `few_only`, when no
+        small caller has an item waiting."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._lock:
             while not self._waiting:
@@ -89,10 +105,22 @@ class MicroBatcher:
                 self._lock.wait(remaining)
             caller = min(self._waiting, key=lambda c: len(self._waiting[c]))  # the earliest among equals
             items = self._waiting[caller]
+            few = len(items) <= FEW
+            if few_only and not few:
+                return None
             item = items.popleft()
             if not items:
                 del self._waiting[caller]
-            return item
+            return item, few
+
+    def _limit(self) -> int:
+        """How many items the next batch may hold: all of `max_batch` for a caller alone, else what is served in
+        `batch_seconds` (the module's rule)."""
+        with self._lock:
+            alone = len(self._waiting) <= 1
+        if alone or not self._item_seconds:
+            return self._max_batch
+        return max(MIN_BATCH, min(self._max_batch, int(self._batch_seconds / self._item_seconds)))
 
     def __call__(self, item: Any, timeout: float | None = None) -> Any:
         return self.submit(item).result(timeout)
@@ -109,25 +137,35 @@ class MicroBatcher:
             first = self._take(None)
             if first is _STOP:
                 return
-            batch = [first]
+            entry, led_by_few = first
+            batch, bulk = [entry], 0
+            limit = self._limit()
             started = time.monotonic()
             stop = False
-            while len(batch) < self._max_batch:
+            while len(batch) < limit:
                 wait = self._expect_wait if len(batch) < self._expected else self._wait
-                item = self._take(max(0.0, started + wait - time.monotonic()))
-                if item is None:
+                taken = self._take(
+                    max(0.0, started + wait - time.monotonic()), few_only=led_by_few and bulk >= FEW_BATCH
+                )
+                if taken is None:
                     break
-                if item is _STOP:
+                if taken is _STOP:
                     stop = True
                     break
-                batch.append(item)
+                entry, few = taken
+                bulk += not few
+                batch.append(entry)
             live = [(item, future) for item, future in batch if future.set_running_or_notify_cancel()]
             self._expected = max(1, len(batch))
             if live:
                 self.batches += 1
                 self.items += len(live)
                 try:
+                    began = time.monotonic()
                     results = self._function([item for item, _ in live])
+                    if len(live) >= MIN_BATCH:  # a batch of a few is mostly its fixed cost
+                        cost = (time.monotonic() - began) / len(live)
+                        self._item_seconds = cost if not self._item_seconds else 0.7 * self._item_seconds + 0.3 * cost
                     for (_, future), result in zip(live, results, strict=True):
                         future.set_result(result)
                 except BaseException as error:  # noqa: BLE001 - handed to the caller(s) it belongs to

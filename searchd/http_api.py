@@ -47,6 +47,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from medsnip import __version__
 from medsnip.v1 import search_pb2
+from searchd.admission import FEW_QUESTIONS, Slots
 from searchd.http_connections import guarded_protocol
 from searchd.server import SearchServicer, log_request
 
@@ -165,38 +166,36 @@ class LiveCalls:
 
 
 class Admission:
-    """The HTTP side of the one admission rule: a search is admitted while fewer than `slots` HTTP searches run
-    (the servicer's --max-in-flight; the servicer refuses past its slots, gRPC's calls counted), else refused at
-    once; admitted ones run on a thread pool of exactly that size, so none waits for a thread. Once `draining`,
-    nothing more is admitted."""
+    """The HTTP side of the one admission rule (searchd.admission): a search is admitted while an HTTP slot is open to
+    it (the servicer's --max-in-flight, bulk calls leaving some to small ones; the servicer refuses past its own
+    slots, gRPC's calls counted), else refused at once; admitted ones run on a thread pool of exactly that size, so
+    none waits for a thread. Once `draining`, nothing more is admitted."""
 
     def __init__(self, slots: int):
-        self.slots = slots
+        self.slots = Slots(slots)
         self.limiter = anyio.CapacityLimiter(slots)
-        self._lock = threading.Lock()
-        self._admitted = 0
         self.draining = False
 
-    def enter(self) -> None:
-        with self._lock:
-            if self.draining:
-                raise HttpError(503, "UNAVAILABLE", "the server is stopping; retry on another server or later")
-            if self._admitted >= self.slots:
-                raise HttpError(429, "RESOURCE_EXHAUSTED", "server busy: too many calls in flight, retry later")
-            self._admitted += 1
+    def enter(self, bulk: bool) -> None:
+        if self.draining:
+            raise HttpError(503, "UNAVAILABLE", "the server is stopping; retry on another server or later")
+        if not self.slots.enter(bulk):
+            raise HttpError(429, "RESOURCE_EXHAUSTED", "server busy: too many calls in flight, retry later")
 
-    def leave(self) -> None:
-        with self._lock:
-            self._admitted -= 1
+    def leave(self, bulk: bool) -> None:
+        self.slots.leave(bulk)
 
 
 DISCONNECT_POLL_SECONDS = 0.1  # how soon a client's hang-up is noticed while its search runs
 
 
-async def run_admitted(admission: Admission, calls: LiveCalls, http_request: Request, method, request):
-    """One servicer call for an HTTP request, admitted or refused at once (`Admission`); cancelled when the client
-    hangs up while it runs."""
-    admission.enter()
+async def run_admitted(
+    admission: Admission, calls: LiveCalls, http_request: Request, method, request, questions: int = 1
+):
+    """One servicer call of `questions` questions for an HTTP request, admitted or refused at once (`Admission`);
+    cancelled when the client hangs up while it runs."""
+    bulk = questions > FEW_QUESTIONS
+    admission.enter(bulk)
     context = HttpCallContext()
     outcome: dict = {}
     try:
@@ -217,7 +216,7 @@ async def run_admitted(admission: Admission, calls: LiveCalls, http_request: Req
             finally:
                 group.cancel_scope.cancel()
     finally:
-        admission.leave()
+        admission.leave(bulk)
     if "error" in outcome:
         raise outcome["error"]
     return outcome["result"]
@@ -412,7 +411,8 @@ def create_app(
         batch = search_pb2.BatchSearchRequest(
             requests=[search_pb2.SearchRequest(query=q, k=topk, return_text=True) for q in body.queries]
         )
-        answers = (await run_admitted(admission, calls, http_request, servicer.BatchSearch, batch)).responses
+        called = run_admitted(admission, calls, http_request, servicer.BatchSearch, batch, len(body.queries))
+        answers = (await called).responses
         result, errors = [], []
         for at, answer in enumerate(answers):
             if answer.error:  # this question alone was refused: an empty list, and why in `errors`

@@ -21,6 +21,7 @@ import grpc
 
 from medsnip import __version__
 from medsnip.v1 import search_pb2, search_pb2_grpc
+from searchd.admission import FEW_QUESTIONS, Slots
 from searchd.batching import BatcherClosed
 from searchd.calls import CallCancelled, CallScope, DeadlineExceeded, QueryRefused
 from searchd.engine import ALL_DENSE, Query, SearchEngine
@@ -74,21 +75,21 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
         """`engines`: the EngineHolder that hot-swaps generations (a bare engine is held without reload)."""
         self.engines = engines if isinstance(engines, EngineHolder) else EngineHolder(engines)
         self.limits = limits
-        self._slots = threading.BoundedSemaphore(limits.max_in_flight)
+        self._slots = Slots(limits.max_in_flight)
         self._running = 0
         self._idle = threading.Condition()
 
     # -- calls in flight, for shutdown --
 
-    def _enter(self) -> bool:
-        """Take an in-flight slot (False when all are taken)."""
-        if not self._slots.acquire(blocking=False):
+    def _enter(self, bulk: bool = False) -> bool:
+        """Take an in-flight slot (False when none is open to the call: searchd.admission)."""
+        if not self._slots.enter(bulk):
             return False
         self._count(+1)
         return True
 
-    def _leave(self) -> None:
-        self._slots.release()
+    def _leave(self, bulk: bool = False) -> None:
+        self._slots.leave(bulk)
         self._count(-1)
 
     def _count(self, change: int) -> None:
@@ -208,14 +209,15 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
 
     # -- calls --
 
-    def _guarded(self, context, method: str, detail: dict, work):
-        """Admission control, the call's scope (deadline, cancellation), its engine (one generation from
-        start to end), error mapping and the request's log line around `work(scope, engine)`."""
+    def _guarded(self, context, method: str, detail: dict, work, bulk: bool = False):
+        """Admission control (`bulk`: a call of many questions, searchd.admission), the call's scope (deadline,
+        cancellation), its engine (one generation from start to end), error mapping and the request's log line around
+        `work(scope, engine)`."""
         started = time.perf_counter()
         status = "OK"
         if getattr(context, "via", None):  # a call that came over HTTP (searchd.http_api)
             detail = {**detail, "via": context.via}
-        if not self._enter():
+        if not self._enter(bulk):
             log_request(method, detail, started, "RESOURCE_EXHAUSTED")
             context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "server busy: too many calls in flight, retry later")
         scope = CallScope.for_context(context, self.limits.max_call_seconds)
@@ -243,7 +245,7 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
         finally:
             scope.cancel()  # whatever this call queued and did not wait for is dropped
             self.engines.release(engine)
-            self._leave()
+            self._leave(bulk)
             if status == "OK" and not context.is_active():
                 status = "CANCELLED"
             log_request(method, detail, started, status)
@@ -290,7 +292,7 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
                 detail["refused"] = len(refused)
             return search_pb2.BatchSearchResponse(responses=responses)
 
-        return self._guarded(context, "BatchSearch", detail, work)
+        return self._guarded(context, "BatchSearch", detail, work, len(request.requests) > FEW_QUESTIONS)
 
     def GetSnippets(self, request, context):
         detail = {"ids": len(request.ids)}
@@ -374,7 +376,7 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
             except InvalidRequest as error:
                 log_request("ScanSnippets", detail, started, "INVALID_ARGUMENT")
                 context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
-            if not self._enter():
+            if not self._enter(bulk=True):
                 log_request("ScanSnippets", detail, started, "RESOURCE_EXHAUSTED")
                 context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "server busy: too many calls in flight, retry later")
             status, sent = "CANCELLED", 0
@@ -397,7 +399,7 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
                         sent += len(page)
                 status = "OK"
             finally:
-                self._leave()
+                self._leave(bulk=True)
                 log_request("ScanSnippets", {**detail, "snippets": sent}, started, status)
         finally:
             self.engines.release(engine)

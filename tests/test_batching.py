@@ -1,5 +1,7 @@
 """searchd's micro-batcher (searchd/batching.py): a batch waits for as many queries as the previous one
-had, so waves of callers whose queries trickle in stay whole; a lone caller's batches stay at one."""
+had, so waves of callers whose queries trickle in stay whole; a lone caller's batches stay at one; callers share
+the batches, and batches last a bounded time while others wait; and the admission rule that goes
+with it (searchd.admission)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,8 @@ import time
 
 import pytest
 
-from searchd.batching import MicroBatcher
+from searchd.admission import Slots, reserved_for_small
+from searchd.batching import FEW_BATCH, MicroBatcher
 
 
 def test_a_wave_that_trickles_in_stays_one_batch_like_the_last():
@@ -97,3 +100,44 @@ def test_a_bulk_caller_does_not_keep_a_small_one_waiting_behind_all_its_items():
         assert min(last.values()) < 0.75 * max(last.values()), last  # one finished well before the other
     finally:
         batcher.close()
+
+
+def test_while_callers_wait_a_batch_lasts_about_batch_seconds_and_a_small_callers_batch_stays_small():
+    served: list[list] = []
+
+    def serve(items: list) -> list:
+        time.sleep(0.005 * len(items))  # 5 ms an item: 0.1 s holds 20
+        served.append(list(items))
+        return items
+
+    batcher = MicroBatcher(serve, max_batch=256, wait_ms=0.0, expect_ms=0.0, name="timed", batch_seconds=0.1)
+    try:
+        alone = [batcher.submit(n, caller="alone") for n in range(300)]
+        assert [f.result(30) for f in alone] == list(range(300))
+        assert max(len(batch) for batch in served) == 256  # a caller alone: full batches, nobody waits behind it
+        served.clear()
+        bulk = [batcher.submit(("bulk", n), caller="bulk") for n in range(300)]
+        other = [batcher.submit(("other", n), caller="other") for n in range(300)]
+        time.sleep(0.2)
+        small = batcher.submit(("small", 0), caller="small")
+        assert small.result(10) == ("small", 0)
+        for future in bulk + other:
+            future.result(30)
+        at = next(n for n, batch in enumerate(served) if ("small", 0) in batch)
+        timed = [len(batch) for batch in served[1 : at + 1]]  # the first was formed before the others queued
+        assert timed and max(timed) <= 40, timed  # (once one bulk caller is done, the other is alone: full batches)
+        own = served[at]
+        assert own[0] == ("small", 0) and len(own) <= 1 + FEW_BATCH, own
+    finally:
+        batcher.close()
+
+
+def test_bulk_calls_leave_slots_to_small_ones():
+    slots = Slots(16)
+    assert slots.bulk_limit == 14 and reserved_for_small(1) == 0
+    assert all(slots.enter(bulk=True) for _ in range(14))
+    assert not slots.enter(bulk=True)
+    assert slots.enter(bulk=False) and slots.enter(bulk=False)
+    assert not slots.enter(bulk=False)  # every slot taken
+    slots.leave(bulk=True)
+    assert slots.enter(bulk=False) and not slots.enter(bulk=True)

@@ -42,8 +42,9 @@ def _log_lines(process) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def busy(search_root, tmp_path_factory):
-    """A searchd with two in-flight slots, so that a few clients are already more than it serves at once."""
-    process, address, url = start_http(search_root, tmp_path_factory.mktemp("busy"), "--max-in-flight", 2)
+    """A searchd with three in-flight slots, two of them open to bulk calls: a few clients are already more than it
+    serves at once."""
+    process, address, url = start_http(search_root, tmp_path_factory.mktemp("busy"), "--max-in-flight", 3)
     yield process, address, url
     stop(process)
 
@@ -76,13 +77,11 @@ def test_more_searches_than_slots_are_refused_at_once_and_health_never_waits(bus
             begun = time.monotonic()
             assert requests.get(f"{url}/health", timeout=10).status_code == 200
             waits.append(time.monotonic() - begun)
-        with SearchClient(address) as client:  # gRPC answers or refuses at once too
+        with SearchClient(address) as client:  # bulk calls leave a slot to small ones, on either protocol
             begun = time.monotonic()
-            try:
-                client.search(QUESTIONS[0], k=3)
-            except Exception as error:  # noqa: BLE001 - busy is an answer; waiting is not
-                assert "RESOURCE_EXHAUSTED" in str(error)
-            assert time.monotonic() - begun < 5
+            assert client.search(QUESTIONS[0], k=3)
+            assert _retrieve(url, QUESTIONS[:1]).status_code == 200
+            assert time.monotonic() - begun < 10
     finally:
         stop_load.set()
         for thread in loaders:
