@@ -21,7 +21,7 @@ of them).
 
 A batch's length is what a small call waits for twice: for the batch being served when it arrives, and for its own.
 So while several callers wait, a batch holds at most what the batcher serves in `batch_seconds` (measured from its
-last batches: on two CPU cores ~40-100 questions for a transformer encoder, the full `max_batch` on a GPU), and a
+last batches: on two busy CPU cores ~10-30 questions for MiniLM, the full `max_batch` on a GPU), and a
 batch led by a caller with at most `FEW` items waiting takes at most `FEW_BATCH` items of bulk callers after the
 small callers' own. A caller alone is served in full batches: nobody waits behind it.
 """
@@ -56,7 +56,7 @@ class MicroBatcher:
         name: str = "",
         expect_ms: float = 10.0,
         on_exit: Callable[[], None] | None = None,
-        batch_seconds: float = 0.2,
+        batch_seconds: float = 0.1,
     ):
         """`on_exit`: run in the worker thread as it ends (a thread that called into the JVM detaches);
         `batch_seconds`: how long a batch may take while other callers wait (the module's rule)."""

@@ -137,13 +137,22 @@ class TextEncoder:
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         with self._one_thread_on_cpu() as side_by_side:
             if side_by_side > 1 and len(batches) > 1:
-                with ThreadPoolExecutor(side_by_side) as pool:
-                    embedded = list(pool.map(embed, batches))
+                embedded = list(self._side_by_side(side_by_side).map(embed, batches))
             else:
                 embedded = map(embed, batches)
             for batch_index, vectors in embedded:
                 out[batch_index] = vectors
         return out
+
+    def _side_by_side(self, workers: int) -> ThreadPoolExecutor:
+        """The threads batches run on side by side, kept for the encoder's life: new threads for every call would
+        each take new per-thread memory from torch and the allocator (a serving process grew by hundreds of MiB)."""
+        pool = getattr(self, "_side_pool", None)
+        if pool is None or pool._max_workers != workers:
+            if pool is not None:
+                pool.shutdown(wait=False)
+            pool = self._side_pool = ThreadPoolExecutor(workers, thread_name_prefix="encoder")
+        return pool
 
     @contextlib.contextmanager
     def _one_thread_on_cpu(self):
