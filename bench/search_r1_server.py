@@ -1,8 +1,10 @@
 """The retrieval server of Search-R1's design, rebuilt for the runners benchmark from its published shape:
 FastAPI and uvicorn, `POST /retrieve` taking `{"queries", "topk", "return_scores"}` and answering
 `{"result": [[{"document": {"id", "contents"}, "score"}, ...], ...]}`, one FAISS Flat index held whole in
-memory, the corpus held as a Python list of `{"id", "contents"}` rows, each request's queries encoded in one
-batch, searched in one call, and their documents looked up by row. Dense only: no BM25, no fusion.
+memory, the corpus held as a Python list of `{"id", "contents"}` rows, each request's queries encoded in batches of
+512 padded to their longest query (as Search-R1's encoder pads, with torch's own threads), searched in one call, and
+their documents looked up by row. Dense only: no BM25, no fusion. `--bucketed` encodes as medsnip's servers do
+instead (length buckets, exact whatever the batch): the same server with a faster encoder.
 
 It is the reference `bench/runners_bench.py` measures searchd against; it is not Search-R1's code. Its
 vectors are a medsnip dense index's own embeddings (so both servers search the same vectors) and its query
@@ -59,13 +61,16 @@ class QueryRequest(BaseModel):
     return_scores: bool = False
 
 
-def create_app(rows: list[dict], index, encoder, default_topk: int = 3) -> FastAPI:
+SEARCH_R1_BATCH = 512  # Search-R1's retrieval_batch_size
+
+
+def create_app(rows: list[dict], index, encoder, default_topk: int = 3, bucketed: bool = False) -> FastAPI:
     app = FastAPI()
 
     @app.post("/retrieve")
     def retrieve(request: QueryRequest):
         topk = request.topk or default_topk
-        vectors = encoder.encode_queries(request.queries, batch_size=512)
+        vectors = encoder.encode_queries(request.queries, batch_size=SEARCH_R1_BATCH, independent=bucketed)
         scores, found = index.search(np.ascontiguousarray(vectors, dtype=np.float32), topk)
         result = []
         for row_scores, row_ids in zip(scores.tolist(), found.tolist(), strict=True):
@@ -84,6 +89,7 @@ def main() -> None:
     parser.add_argument("corpus", type=Path)
     parser.add_argument("dense", type=Path)
     parser.add_argument("--port-file", type=Path, required=True)
+    parser.add_argument("--bucketed", action="store_true", help="medsnip's length-bucketed query encoding")
     args = parser.parse_args()
     import uvicorn
 
@@ -95,7 +101,9 @@ def main() -> None:
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as uvicorn.run(host, port) gets from asyncio
     sock.listen(2048)
     args.port_file.write_text(str(sock.getsockname()[1]))
-    config = uvicorn.Config(create_app(rows, index, encoder), log_level="warning", access_log=False)
+    config = uvicorn.Config(
+        create_app(rows, index, encoder, bucketed=args.bucketed), log_level="warning", access_log=False
+    )
     uvicorn.Server(config).run(sockets=[sock])
 
 

@@ -32,7 +32,7 @@ def main() -> None:
 _LIMITS = (
     ("--max-k", 1000, click.IntRange(1), "Most hits a request may ask for."),
     ("--max-query-chars", 4096, click.IntRange(1), "Longest query accepted."),
-    ("--max-batch", 256, click.IntRange(1), "Most requests in one BatchSearch."),
+    ("--max-batch", 4096, click.IntRange(1), "Most questions in one BatchSearch or /retrieve call."),
     ("--max-in-flight", 64, click.IntRange(1), "Calls served at once; more get RESOURCE_EXHAUSTED."),
     (
         "--max-call-seconds",

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -122,12 +123,22 @@ class DenseAsk(NamedTuple):
     k: int
 
 
+STAGES = ("encoder", "faiss", "lucene", "fusion", "store", "messages", "json")  # where a search's time goes
+
+
 @dataclass
 class EngineStats:
     bm25_batches: int = 0
     encoder_batches: int = 0
     queries: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
+    seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))  # summed per stage
+
+    def timed(self, stage: str, began: float) -> None:
+        """Add the time since `began` (time.perf_counter) to `stage`'s sum."""
+        spent = time.perf_counter() - began
+        with self.lock:
+            self.seconds[stage] += spent
 
     def as_dict(self, encoders) -> dict:
         """The counters, and the queries each dense encoder cut at its query max length."""
@@ -136,6 +147,7 @@ class EngineStats:
                 "queries": self.queries,
                 "bm25_batches": self.bm25_batches,
                 "encoder_batches": self.encoder_batches,
+                "seconds": {stage: round(value, 6) for stage, value in self.seconds.items()},
             }
         values["truncated_queries"] = {encoder.spec.name: encoder.truncated["queries"] for encoder in encoders}
         return values
@@ -167,9 +179,10 @@ def discover_corpora(root: Path, names: list[str] | None = None) -> list[Path]:
 
 
 # Query encoders batch up to this many queries (BM25's batches stay at max_batch): a BatchSearch of hundreds
-# of queries (an RL rollout step) fills them, and MiniLM on 2 CPU cores then served a 512-query batch 1.3x
-# faster than in batches of 64 (docs/benchmarks.md, "searchd for the runners").
-DENSE_MAX_BATCH = 256
+# or thousands of queries (an RL rollout step) fills them, and the encoder's length buckets are fuller in a big
+# batch (MiniLM on 2 CPU cores served a 512-query batch 1.3x faster than in batches of 64; docs/benchmarks.md,
+# "searchd for the runners"). While other callers wait, the batcher shortens its batches (searchd.batching).
+DENSE_MAX_BATCH = 1024
 
 
 class SearchEngine:
@@ -178,7 +191,7 @@ class SearchEngine:
         root: Path,
         corpora: list[str] | None = None,
         lucene_threads: int = 2,
-        max_batch: int = 64,
+        max_batch: int = 256,
         wait_ms: float = 2.0,
         device: str = "auto",
         independent_queries: bool = True,
@@ -273,7 +286,9 @@ class SearchEngine:
             loaded = self.corpora[corpus]
             offered = {"threads": self._lucene_threads, "k1": k1, "b": b}
             options = {key: offered[key] for key in loaded.text_kinds[retriever].search_options}
+            began = time.perf_counter()
             found = loaded.text[retriever].search(texts, depth, **options)
+            self.stats.timed("lucene", began)
             for position, hits in zip(positions, found, strict=True):
                 results[position] = hits
         return results
@@ -284,7 +299,9 @@ class SearchEngine:
             search per target index, nprobe and refine for all the vectors that want it."""
             with self.stats.lock:
                 self.stats.encoder_batches += 1
+            began = time.perf_counter()
             vectors = encoder.encode_queries([item.text for item in items], independent=self.independent_queries)
+            self.stats.timed("encoder", began)
             results: list[dict] = [{} for _ in items]
             wanted = sorted(
                 {(t, item.nprobe or 0, item.refine) for item in items for t in item.targets},
@@ -304,9 +321,11 @@ class SearchEngine:
                 factor = index.refine if refine is None else refine
                 # re-ranked: every hit of the list, and at least refine x k, the hits the fused top k come from
                 candidates = max(depth, factor * max(items[i].k for i in rows)) if factor > 1 else 0
+                began = time.perf_counter()
                 found = index.search_vectors(vectors[rows], depth, nprobe or None, candidates=candidates)
                 for i, hits in zip(rows, found, strict=True):
                     results[i][target] = [(loaded.store.id_at(s, r), score) for s, r, score in hits[: items[i].depth]]
+                self.stats.timed("faiss", began)
             return results
 
         return run
@@ -341,6 +360,7 @@ class SearchEngine:
         asked = [self._submit(query, scope) for query in queries]
         scope.wait_all([future for text, dense in asked for future in (*text.values(), *dense)])
         fused = []
+        began = time.perf_counter()
         for query, (text, dense) in zip(queries, asked, strict=True):
             lists: dict[tuple[str, str], list[tuple[str, float]]] = {}
             for future in dense:
@@ -351,7 +371,16 @@ class SearchEngine:
                 fused.append(fuse_medrag(lists, query.k, query.rrf_k, self.lower_is_better))
             else:
                 fused.append(fuse_rrf(lists, query.k, query.rrf_k))
+        self.stats.timed("fusion", began)
         return fused
+
+    def fuses_ranks(self, corpora: list[str], retrievers: list[str], fusion: str) -> bool:
+        """Whether a query's lists are fused by rank (RRF over several lists; MedRAG's fusion over several
+        retrievers) rather than one list, or one retriever's lists merged by score, being the answer as it is."""
+        lists = [(name, r) for name in corpora for r in self.corpora[name].wanted(retrievers)]
+        if fusion == "medrag":
+            return len({r for _, r in lists}) > 1
+        return len(lists) > 1
 
     def check(self, query: Query) -> None:
         """Refuse (QueryRefused) a query one of its lists cannot search, before anything is queued: more distinct

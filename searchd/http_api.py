@@ -413,6 +413,7 @@ def create_app(
         )
         called = run_admitted(admission, calls, http_request, servicer.BatchSearch, batch, len(body.queries))
         answers = (await called).responses
+        began = time.perf_counter()
         result, errors = [], []
         for at, answer in enumerate(answers):
             if answer.error:  # this question alone was refused: an empty list, and why in `errors`
@@ -424,7 +425,9 @@ def create_app(
                 result.append([{"document": d, "score": s} for d, s in zip(documents, scores, strict=True)])
             else:
                 result.append(documents)
-        return ChunkedJSON({"result": result, **({"errors": errors} if errors else {})}, options.send_seconds)
+        reply = ChunkedJSON({"result": result, **({"errors": errors} if errors else {})}, options.send_seconds)
+        servicer.engine.stats.timed("json", began)
+        return reply
 
     @app.post("/search", summary="A SearchRequest as JSON (protobuf's JSON mapping); a SearchResponse back")
     async def search(body: dict, http_request: Request):

@@ -55,7 +55,7 @@ def process_memory() -> dict:
 class Limits:
     max_k: int = 1000
     max_query_chars: int = 4096
-    max_batch: int = 256
+    max_batch: int = 4096
     max_in_flight: int = 64
     max_call_seconds: float = 300.0
     max_reply_bytes: int = 64 << 20
@@ -143,9 +143,6 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
                 f"unknown or unavailable retriever {', '.join(bad)}; available: {', '.join(served)}"
                 f"{' (or dense: all of them)' if len(served) > ('bm25' in served) else ''}"
             )
-        depth = request.depth or max(2 * request.k, 100)
-        if depth > 2 * self.limits.max_k:  # the default, max(2k, 100), always fits
-            raise InvalidRequest(f"depth must be at most {2 * self.limits.max_k} (twice max_k), got {depth}")
         if request.fusion.method == search_pb2.Fusion.METHOD_UNSPECIFIED:
             fusion = engine.serve_plan.fusion
         else:
@@ -163,6 +160,13 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
         if refine is not None and refine * request.k > 2 * self.limits.max_k * 10:
             raise InvalidRequest(f"refine x k must be at most {20 * self.limits.max_k}, got {refine} x {request.k}")
         rrf_k = request.fusion.rrf_k or engine.serve_plan.rrf_k
+        # fusing ranks needs the lists deeper than k (MedRAG's max(2k, 100)); a list that is the answer by itself
+        # (the only one, or MedRAG's merge by score of one retriever's lists) needs only its top k
+        depth = request.depth or (
+            max(2 * request.k, 100) if engine.fuses_ranks(corpora, retrievers, fusion) else request.k
+        )
+        if depth > 2 * self.limits.max_k:  # the default always fits
+            raise InvalidRequest(f"depth must be at most {2 * self.limits.max_k} (twice max_k), got {depth}")
         query = Query(text, request.k, corpora, retrievers, depth, rrf_k, k1, b, fusion, nprobe, refine)
         engine.check(query)
         return query
@@ -179,7 +183,10 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
     ) -> search_pb2.SearchResponse:
         """The response of fused hits, with each hit's text when asked."""
         # source and doc_id always come back; each hit's store is the corpus that retrieved it
+        began = time.perf_counter()
         texts = engine.snippets([hit.id for hit in fused], [hit.contributions[0][0] for hit in fused])
+        engine.stats.timed("store", began)
+        began = time.perf_counter()
         hits = []
         for hit in fused:
             snippet = texts.get(hit.id, {})
@@ -198,7 +205,9 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
                     ],
                 )
             )
-        return search_pb2.SearchResponse(hits=hits, took_ms=(time.perf_counter() - started) * 1000)
+        response = search_pb2.SearchResponse(hits=hits, took_ms=(time.perf_counter() - started) * 1000)
+        engine.stats.timed("messages", began)
+        return response
 
     def _bounded(self, size: int) -> None:
         if size > self.limits.max_reply_bytes:
