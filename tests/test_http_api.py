@@ -123,7 +123,7 @@ BAD_REQUESTS = [  # (path, body, status, field)
     ("/retrieve", {"queries": ["a question"], "topk": "3"}, 400, "topk"),
     ("/retrieve", {"queries": ["a question"], "return_scores": "yes"}, 400, "return_scores"),
     ("/retrieve", {"queries": ["a question"], "top_k": 3}, 400, "top_k"),
-    ("/retrieve", {"queries": ["q"] * 257}, 400, "queries"),
+    ("/retrieve", {"queries": ["q"] * 4097}, 400, "queries"),
     ("/retrieve", {"queries": ["x" * 5000]}, 400, "queries[0]"),
     ("/retrieve", [1, 2], 400, "body"),
     ("/search", {"query": "", "k": 3}, 400, "query"),
@@ -325,3 +325,39 @@ def test_token_and_tls_over_http(search_root, tmp_path):
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=60) == 0
+
+
+def test_a_search_r1_step_of_4096_questions_is_answered_in_one_call_at_the_defaults(served):
+    """Search-R1's exact request (`queries`, `topk`, `return_scores`) at 4,096 questions, the server at its defaults:
+    one reply, a list of topk hits per question in order, each question's hits those it gets alone."""
+    _, address, url = served
+    batch = (QUESTIONS * -(-4096 // len(QUESTIONS)))[:4096]
+    payload = {"queries": batch, "topk": 3, "return_scores": True}
+    answer = requests.post(f"{url}/retrieve", json=payload, timeout=600)
+    assert answer.status_code == 200, answer.text[:500]
+    result = answer.json()["result"]
+    assert len(result) == 4096 and all(len(hits) == 3 for hits in result)
+    assert all(set(hit) == {"document", "score"} and set(hit["document"]) == {"id", "contents"} for hit in result[0])
+    with SearchClient(address) as client:
+        for at in (0, 1, 777, 4095):
+            alone = client.search(batch[at], k=3)
+            assert [hit["document"]["id"] for hit in result[at]] == [hit.id for hit in alone.hits]
+            assert [hit["score"] for hit in result[at]] == pytest.approx([hit.score for hit in alone.hits], abs=1e-9)
+
+
+def test_a_list_that_is_the_answer_by_itself_is_asked_for_k_and_gives_what_depth_100_gives(served):
+    """One list (one corpus, one retriever) or MedRAG's merge of one retriever's lists: the default depth is k, and
+    the hits, ranks and scores are those of depth 100; fusing several lists by rank keeps max(2k, 100)."""
+    _, address, _ = served
+    with SearchClient(address) as client:
+        retrievers = list(client.info().retrievers)
+        corpora = [corpus.name for corpus in client.info().corpora]
+        for question in QUESTIONS[:5]:
+            for asked in (
+                {"corpora": corpora[:1], "retrievers": retrievers[:1]},
+                {"corpora": corpora[:1], "retrievers": retrievers[-1:]},
+                {"retrievers": retrievers[-1:], "fusion": "medrag"},
+            ):
+                shallow = client.search(question, k=4, **asked)
+                deep = client.search(question, k=4, depth=100, **asked)
+                assert [(h.id, h.rank, h.score) for h in shallow.hits] == [(h.id, h.rank, h.score) for h in deep.hits]
