@@ -17,6 +17,7 @@ from rich.table import Table
 
 from demo import shortened
 from refkit.cli import main as refkit_main
+from refkit.noise.show import replaced
 
 REPO = Path(__file__).resolve().parents[1]
 QUERIES = REPO / "samples" / "ir" / "refkit-demo-queries.tsv"
@@ -104,13 +105,10 @@ def curation_walkthrough(console: Console, address: str, out: Path) -> dict:
     for record in generated:
         kept = Counter(n["rewrite"] for n in record["noise"])
         for rewrite in record["rewrites"]:
-            replaced = "; ".join(
-                f"{c['from']} -> {c['to']}" + (f" ({c['rule']})" if "rule" in c else "") for c in rewrite["replaced"]
-            )
             rewrites.add_row(
                 record["id"],
                 rewrite["kind"],
-                escape(replaced),
+                escape(replaced(rewrite)),
                 escape(rewrite["query"][-100:]),
                 str(kept.get(rewrite["number"], 0)),
             )

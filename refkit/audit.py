@@ -196,3 +196,35 @@ def by_rule_table(result: dict) -> list[str]:
     for row in result["by_rule"]:
         lines.append(f"| {row['id']} | {row['kept']} | " + " | ".join(str(row.get(r, 0)) for r in rules) + " |")
     return lines
+
+
+def audit_summary(result: dict, min_noise: int) -> list[str]:
+    """`refkit audit`'s summary for a person, a few lines (the records are --json's and --out's)."""
+
+    def top(counts: dict, many: int = 6) -> str:
+        ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+        shown = ", ".join(f"{name} {count}" for name, count in ranked[:many])
+        return (shown + (f", and {len(ranked) - many} more" if len(ranked) > many else "")) or "none"
+
+    leak = (
+        "n/a (no --qrels)"
+        if result["leak_rate"] is None
+        else f"{result['leaked']} of {result['judged_kept']} judged kept texts are relevant ({result['leak_rate']:.1%})"
+    )
+    hard = "n/a" if result["hard_share"] is None else f"{result['hard_share']:.0%}"
+    sense = (
+        f"{result['rewrites_without_sense']} break a sense rule"
+        if result["sense_checked_with_lexicon"]
+        else f"{result['rewrites_without_sense']} break a sense rule (entity rules unchecked: no --lexicon)"
+    )
+    generic = "" if result["generic_swaps"] is None else f", {len(result['generic_swaps'])} generic"
+    return [
+        f"coverage: {result['covered']} of {result['questions']} questions keep {min_noise}+ noisy references "
+        f"({result['coverage']:.1%}); {result['with_target']} have a target",
+        f"kept: {result['kept']} texts, hard share {hard}; leak: {leak}",
+        f"stopped short by: {top(result['stopped'])}",
+        f"rewrites: {result['rewrites']}, {result['rewrites_with_grammar_problems']} read wrong, {sense}",
+        f"entity swaps by rule: {top(result['entity_swap_rules'])}{generic}",
+        f"candidates rejected by rule: {top(result['rejected_by_rule'])}",
+        "(the records: --json or --out FILE; per question and rule: --by-rule)",
+    ]

@@ -396,7 +396,7 @@ def lexicon(
     for language, joined in summary.get("translations", {}).items():
         console.print(f"{translations[language]}: {language} names joined to {joined:,} entities by MeSH UI")
     for source, added in summary.get("clinical_names", {}).items():
-        console.print(f"{source}: {', '.join(f'{n:,} {what}' for what, n in added.items()) or 'nothing new'}")
+        console.print(clinical_names_line(source, added))
     names = ", ".join(f"{kind} {n:,}" for kind, n in summary["corpus_names"].items())
     console.print(
         f"{summary['documents']} documents, {summary['records']:,} records read: {len(built)} entities "
@@ -553,6 +553,7 @@ def _dictionary_option(value: str, option: str) -> str:
     help="The queries' language: entities matched and written by their names in it (lexicon "
     "translations), refkit's aspect table for it (en, fr, de, zh), English grammar only for en.",
 )
+@click.option("--show", is_flag=True, help="Then print each question's rewrites and the texts kept (as `refkit show`).")
 @client_options
 @query_options
 @dedup_options
@@ -589,6 +590,7 @@ def noise(
     reference_ceiling,
     aspects_path,
     language,
+    show,
     address,
     token_file,
     tls,
@@ -697,6 +699,8 @@ def noise(
         f"{len(records)} queries, {rewritten} rewritten: {kept} noisy references kept, "
         f"{rejected} candidates rejected -> {out}"
     )
+    if show:
+        _show_noise(out)
     if reader is not None:
         source = f"replayed from {settings['replay']}" if settings.get("replay") else f"cache {settings['cache']}"
         console.print(f"reader {reader.label}: {reader.asked} new answers ({source})")
@@ -1041,7 +1045,7 @@ def score(items_path, responses_path, out, as_json) -> None:
     "count generic swaps.",
 )
 @click.option("--by-rule", is_flag=True, help="Print how many candidates each rule rejected, per question (markdown).")
-@click.option("--out", type=PathOut, help="Write the audit JSON here instead of to stdout.")
+@click.option("--out", type=PathOut, help="Write the audit's records (JSON) here; the summary is printed either way.")
 @json_option("the audit object (the keys --out writes) on one line, with --out too; --by-rule's table goes to stderr")
 @_friendly_errors
 def audit(noise_path, qrels, min_noise, lexicon_path, by_rule, out, as_json) -> None:
@@ -1049,7 +1053,7 @@ def audit(noise_path, qrels, min_noise, lexicon_path, by_rule, out, as_json) -> 
     short question, rejections per rule, the sense of its rewrites, and its leak rate against relevance
     judgements."""
     from medsnip.buildrecord import atomic_write_bytes
-    from refkit.audit import audit_noise, by_rule_table
+    from refkit.audit import audit_noise, audit_summary, by_rule_table
     from refkit.lexicon import shared_lexicon
 
     judgements = None
@@ -1058,31 +1062,56 @@ def audit(noise_path, qrels, min_noise, lexicon_path, by_rule, out, as_json) -> 
 
         judgements = read_qrels(qrels)
     result = audit_noise(noise_path, judgements, min_noise, shared_lexicon(lexicon_path) if lexicon_path else None)
-    text = json.dumps(result, indent=2)
     if out:
-        atomic_write_bytes(out, (text + "\n").encode("utf-8"))
-    leak = (
-        "n/a (no judgements)"
-        if result["leak_rate"] is None
-        else (f"{result['leaked']} of {result['judged_kept']} judged = {result['leak_rate']:.1%}")
-    )
-    hard = "n/a" if result["hard_share"] is None else f"{result['hard_share']:.0%}"
-    generic = "" if result["generic_swaps"] is None else f"; {len(result['generic_swaps'])} generic swaps"
-    console.print(
-        f"coverage: {result['covered']} of {result['questions']} questions have {min_noise}+ kept "
-        f"({result['coverage']:.1%}), {result['with_target']} have a target; {result['kept']} kept, hard "
-        f"share {hard}; stopped by {result['stopped']}; leak rate {leak}; entity swaps by rule "
-        f"{result['entity_swap_rules']}{generic}; {result['rewrites_with_grammar_problems']} of "
-        f"{result['rewrites']} rewrites read wrong, {result['rewrites_without_sense']} break a sense rule"
-        f"{'' if result['sense_checked_with_lexicon'] else ' (entity rules unchecked: no --lexicon)'}; "
-        f"candidates rejected by rule {result['rejected_by_rule']}"
-    )
+        atomic_write_bytes(out, (json.dumps(result, indent=2) + "\n").encode("utf-8"))
+    for line in audit_summary(result, min_noise):
+        console.print(line, highlight=False, soft_wrap=True)
     if by_rule:
         click.echo("\n".join(by_rule_table(result)), err=as_json)
     if as_json:
         emit_json(result)
-    elif not by_rule and not out:
-        click.echo(text)
+
+
+def clinical_names_line(source: str, added: dict) -> str:
+    """What one clinicians' dictionary gave the lexicon, as names and descriptors (its own, and what it added)."""
+    labels = (
+        ("entities", "new entit{}", "y", "ies"),
+        ("classes", "drug class{}", "", "es"),
+        ("trees", "tree position{}", "", "s"),
+    )
+    extra = [
+        f"{added[what]:,} {label.format(one if added[what] == 1 else many)}"
+        for what, label, one, many in labels
+        if added.get(what)
+    ]
+    return (
+        f"{source}: {added.get('package_names', 0):,} names of {added.get('package_records', 0):,} records; joined "
+        f"{added.get('names', 0):,} new names to {added.get('named_entities', 0):,} lexicon entities"
+        + (f", {', '.join(extra)}" if extra else "")
+    )
+
+
+@main.command()
+@click.argument("noise_path", metavar="NOISE", type=PathIn)
+@click.option("--question", "questions", multiple=True, help="Only this question id (repeatable) [default: all].")
+@_friendly_errors
+def show(noise_path, questions) -> None:
+    """A `refkit noise` run for a person to read: each question's rewrites, what each replaced, and the texts kept
+    as noise under it (shortened), then why the question stopped short, if it did."""
+    _show_noise(noise_path, set(questions) or None)
+
+
+def _show_noise(noise_path: Path, only: set[str] | None = None) -> None:
+    from medsnip.jsonl import read_jsonl
+    from refkit.noise.show import run_views
+
+    records = [record for _, record in read_jsonl(noise_path, ("id", "query", "rewrites", "noise"))]
+    views = run_views(records, only)
+    if only and not views:
+        raise click.BadParameter(f"no question {', '.join(sorted(only))} in {noise_path}", param_hint="--question")
+    output = Console(soft_wrap=False)  # to stdout: what the command is for
+    for view in views:
+        output.print(view)
 
 
 @main.command("reader-folder")

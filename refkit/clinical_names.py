@@ -198,6 +198,7 @@ def add_clinical_names(lexicon: Lexicon, dictionaries: list[Dictionary]) -> tupl
     summary = {}
     for dictionary in dictionaries:
         counts: Counter = Counter()
+        named_owners: set[str] = set()
         names_of: dict[str, list[str]] = {}
         for name, targets in dictionary.variants.items():
             if len(targets) == 1 and targets[0] in dictionary.canonical:  # a name of several names none of them
@@ -232,6 +233,9 @@ def add_clinical_names(lexicon: Lexicon, dictionaries: list[Dictionary]) -> tupl
                     owner.entry_terms.append(written)
                     taken[folded] = owner
                     counts["names"] += 1
+                    named_owners.add(owner.key)
+        counts["named_entities"] = len(named_owners)
+        counts["package_names"], counts["package_records"] = len(dictionary.variants), len(dictionary.canonical)
         summary[dictionary.source] = dict(sorted(counts.items()))
     return Lexicon(entities.values()), summary
 

