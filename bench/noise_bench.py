@@ -38,12 +38,12 @@ import orjson
 from medsnip.corpus import Corpus
 from medsnip.irformats import read_qrels
 from medsnip.snippet import iter_snippets
-from refkit.lexicon import read_lexicon
-from refkit.matcher import NameMatcher, is_acronym, read_aspects, with_variants
 from refkit.noise.filters import replay
 from refkit.noise.options import NoiseOptions
 from refkit.noise.rewriter import QueryRewriter
 from refkit.noise.subjects import question_name
+from refkit.vocabulary.lexicon import read_lexicon
+from refkit.vocabulary.matcher import NameMatcher, is_acronym, read_aspects, with_variants
 from searchd.launch import start_background_server
 
 REPO = Path(__file__).resolve().parents[1]

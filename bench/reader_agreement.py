@@ -22,11 +22,11 @@ TASKS = {"sense": "sensible", "may-answer": "answers"}
 
 
 def reader_agreement_section(work: Path) -> list[str]:
+    from refkit.curation.review import cohen_kappa
     from refkit.readers.cache import ReaderCache
     from refkit.readers.causal_lm import CausalLM
     from refkit.readers.prompts import load_templates
     from refkit.readers.reader import Reader
-    from refkit.review import cohen_kappa
 
     work.mkdir(parents=True, exist_ok=True)
     gguf = (

@@ -80,9 +80,9 @@ def curation_walkthrough(console: Console, address: str, out: Path) -> dict:
     )
     _refkit(console, "audit", noise, "--qrels", QRELS, "--lexicon", lexicon, "--out", out / "audit.json")
     audit = orjson.loads((out / "audit.json").read_bytes())
-    if audit["rewrites_with_grammar_problems"]:  # the demo's rewrites are a test of refkit.grammar's checks
+    if audit["rewrites_with_grammar_problems"]:  # the demo's rewrites are a test of refkit.noise.grammar's checks
         raise SystemExit(f"refkit noise: rewrites that read wrong: {audit['grammar_problems']}")
-    if audit["rewrites_without_sense"]:  # and of refkit.sense's rules
+    if audit["rewrites_without_sense"]:  # and of refkit.noise.sense's rules
         raise SystemExit(f"refkit noise: rewrites that break a sense rule: {audit['sense_problems']}")
     _refkit(
         console,

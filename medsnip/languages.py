@@ -3,7 +3,7 @@
 Dumps, users and model cards spell languages differently (`zh-Hans`, `zh_CN`, `de-DE`, `FR`); medsnip
 records the ISO 639-1 code. CJK languages are written without spaces between words: their text keeps
 full-width punctuation, is chunked at 。！？； (corpusbuild.chunking) and is matched without word
-boundaries (refkit.matcher).
+boundaries (refkit.vocabulary.matcher).
 """
 
 from __future__ import annotations

@@ -173,9 +173,10 @@ def serve(
     # docs/benchmarks.md). It must be set before torch loads its OpenMP runtime; a user's value wins.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     from searchd.auth import read_token
-    from searchd.daemon import BindError, ConnectionLimits, build_server, serve_forever
+    from searchd.daemon import ConnectionLimits, build_server, serve_forever
     from searchd.engine import SearchEngine, ServingError, discover_corpora
     from searchd.hot_swap import EngineHolder, root_state
+    from searchd.listening import BindError
     from searchd.server import Limits
 
     request_log = logging.getLogger("searchd")  # one JSON line per request, on stderr

@@ -40,6 +40,7 @@ from searchd.auth import TokenInterceptor
 from searchd.decoding import DecodingInterceptor
 from searchd.engine import SearchEngine
 from searchd.hot_swap import EngineHolder
+from searchd.listening import BindError
 from searchd.server import Limits, SearchServicer, log_request
 
 if TYPE_CHECKING:
@@ -49,10 +50,6 @@ SERVICE_NAME = search_pb2.DESCRIPTOR.services_by_name["SearchService"].full_name
 GENERATION_HEALTH = "searchd.generation"  # NOT_SERVING while the newest generation failed to load or lacks an index
 _RESERVED_DESCRIPTORS = 1024  # index files, stores, the JVM, logs: kept free of connections
 log = logging.getLogger("searchd")
-
-
-class BindError(Exception):
-    """The address cannot be served (port out of range, taken, or not a local address)."""
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,6 @@ import json
 import logging
 import os
 import shutil
-import socket
 import threading
 import time
 from dataclasses import dataclass
@@ -49,6 +48,7 @@ from medsnip import __version__
 from medsnip.v1 import search_pb2
 from searchd.admission import FEW_QUESTIONS, Slots
 from searchd.http_connections import guarded_protocol
+from searchd.listening import bind_http_socket
 from searchd.server import SearchServicer, log_request
 
 log = logging.getLogger("searchd")
@@ -583,7 +583,7 @@ class HttpServer:
     ):
         import uvicorn
 
-        self.socket = _bind(host, port)
+        self.socket = bind_http_socket(host, port)
         self.port = self.socket.getsockname()[1]
         self.calls = LiveCalls()
         self.admission = Admission(servicer.limits.max_in_flight)
@@ -643,28 +643,6 @@ class HttpServer:
 
     def join(self, timeout: float) -> None:
         self._thread.join(timeout)
-
-
-def _bind(host: str, port: int) -> socket.socket:
-    from searchd.daemon import BindError
-
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # not SO_REUSEPORT: a taken port stays an error
-    # Accepted connections inherit it. asyncio sets it on the connections of a server it binds itself, not on
-    # those of a socket it is handed: without it every reply waits ~40 ms for the client's delayed ACK.
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as error:
-        sock.close()
-        raise BindError(
-            f"cannot listen for HTTP on {host}:{port}: {error.strerror} "
-            "(the port is taken, or the address is not local)"
-        ) from error
-    sock.listen(2048)
-    sock.set_inheritable(True)
-    return sock
 
 
 def _tls_files(tls: tuple[bytes, bytes]) -> dict:

@@ -822,7 +822,7 @@ INTERRUPTS = {
     "refkit label": Interrupt(
         "refkit",
         lambda w, out, a: ["label", w.queries, "--qrels", w.qrels, "--out", out / "labeled.jsonl"],
-        "refkit.label.label_references",
+        "refkit.curation.label.label_references",
     ),
     "refkit assemble": Interrupt(
         "refkit",
@@ -839,21 +839,25 @@ INTERRUPTS = {
             "--out",
             out / "items.jsonl",
         ],
-        "refkit.assemble.read_labeled",
+        "refkit.curation.assemble.read_labeled",
     ),
     "refkit review": Interrupt(
         "refkit",
         lambda w, out, a: ["review", w.queries, "--judgements", out / "j.jsonl", "--annotator", "ab", "--no-open"],
-        "refkit.review.review_items",
+        "refkit.curation.review.review_items",
     ),
     "refkit agreement": Interrupt(
-        "refkit", lambda w, out, a: ["agreement", w.queries], "refkit.review.read_judgements"
+        "refkit", lambda w, out, a: ["agreement", w.queries], "refkit.curation.review.read_judgements"
     ),
     "refkit score": Interrupt(
-        "refkit", lambda w, out, a: ["score", w.queries, w.queries, "--out", out / "s.json"], "refkit.score.read_items"
+        "refkit",
+        lambda w, out, a: ["score", w.queries, w.queries, "--out", out / "s.json"],
+        "refkit.curation.score.read_items",
     ),
     "refkit audit": Interrupt(
-        "refkit", lambda w, out, a: ["audit", w.queries, "--out", out / "audit.json"], "refkit.audit.audit_noise"
+        "refkit",
+        lambda w, out, a: ["audit", w.queries, "--out", out / "audit.json"],
+        "refkit.curation.audit.audit_noise",
     ),
     "medsnip build": Interrupt(
         "medsnip",

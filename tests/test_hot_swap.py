@@ -137,8 +137,8 @@ def test_refkit_collect_never_mixes_two_generations(tmp_path, update_chain, run_
     corpora named and writes nothing, instead of labelling the new generation's references with the
     old lineage. A run that stays on one generation writes its references as before."""
     from refkit.cli import main as refkit_main
-    from refkit.collect import DedupOptions, RetrievalOptions, collect
     from refkit.connection import ServerError, ServerOptions, connect
+    from refkit.curation.collect import DedupOptions, RetrievalOptions, collect
 
     chain = update_chain
     root = tmp_path / "root"

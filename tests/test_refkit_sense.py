@@ -12,12 +12,18 @@ import pytest
 
 from conftest import SAMPLES
 from medsnip.queries import QueryItem, read_query_file
-from refkit.audit import audit_noise
-from refkit.lexicon import Entity, Lexicon
-from refkit.matcher import read_aspects
-from refkit.mesh_names import read_mesh_names, read_tree_numbers
+from refkit.curation.audit import audit_noise
 from refkit.noise import NoiseOptions, QueryRewriter
-from refkit.sense import entity_swap_problem, generic_keys, modifier_problem, question_part, rewrite_sense_problems
+from refkit.noise.sense import (
+    entity_swap_problem,
+    generic_keys,
+    modifier_problem,
+    question_part,
+    rewrite_sense_problems,
+)
+from refkit.vocabulary.lexicon import Entity, Lexicon
+from refkit.vocabulary.matcher import read_aspects
+from refkit.vocabulary.mesh_names import read_mesh_names, read_tree_numbers
 
 IR = SAMPLES / "ir"
 

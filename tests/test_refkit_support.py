@@ -1,8 +1,8 @@
 """refkit's corpus-backed and calibrated noise rules on real texts: a swap is kept only where a retrieved
-text names the swapped-in concept with what the question keeps (refkit.support); the unrelated filter's floors
+text names the swapped-in concept with what the question keeps (refkit.noise.support); the unrelated filter's floors
 and the answer-likeness ceiling hold on labelled pairs (refkit.noise.options); an aspect in a headline is
 never swapped, and in a vocabulary with trees an entity the trees do not place gets no swap
-(refkit.sense, refkit.noise). No server: real snippets as the hits a search returns."""
+(refkit.noise.sense, refkit.noise). No server: real snippets as the hits a search returns."""
 
 from __future__ import annotations
 
@@ -16,14 +16,14 @@ from conftest import SAMPLES
 from medsnip.irformats import read_qrels
 from medsnip.queries import QueryItem, query_texts
 from medsnip.v1 import search_pb2
-from refkit.lexicon import Entity
-from refkit.matcher import read_aspects
-from refkit.mesh_names import read_mesh_names
 from refkit.noise import NoiseOptions, QueryRewriter
 from refkit.noise.options import ENTITY_FLOOR, GOLD_CEILING, SIMILARITY_FLOOR
-from refkit.sense import aspect_position_problem
-from refkit.support import SupportTest, aspect_evidence, entity_evidence
+from refkit.noise.sense import aspect_position_problem
+from refkit.noise.support import SupportTest, aspect_evidence, entity_evidence
 from refkit.text_similarity import TextSimilarity
+from refkit.vocabulary.lexicon import Entity
+from refkit.vocabulary.matcher import read_aspects
+from refkit.vocabulary.mesh_names import read_mesh_names
 
 IR = SAMPLES / "ir"
 ULCERATIVE_COLITIS = Entity("Colitis, Ulcerative", "disease", entry_terms=["Ulcerative Colitis"])

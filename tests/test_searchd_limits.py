@@ -21,8 +21,9 @@ from helpers import rss_mb
 from medsnip.queries import query_texts
 from medsnip.v1 import search_pb2
 from searchd.client import SearchClient
-from searchd.daemon import BindError, build_server
+from searchd.daemon import build_server
 from searchd.launch import start_background_server
+from searchd.listening import BindError
 from searchd.server import Limits
 
 QUESTIONS = list(query_texts(SAMPLES / "ir" / "pubmedqa-beir" / "queries.tsv").values())

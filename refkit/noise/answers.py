@@ -38,7 +38,7 @@ when any of these holds, tried cheapest first (`test` names which):
   (those collected for it, `--refs`, or else the original question's own best hits): retrieved for the
   original question, they are about its situation, and a text like one of them is too (two BioASQ gold
   snippets of one question are this alike far more often than texts of two questions);
-- `judge`: the model given with `--judge` scores it at or above its threshold (refkit.judge);
+- `judge`: the model given with `--judge` scores it at or above its threshold (refkit.noise.judge);
 - `reader`: the user's reader (`--reader`, refkit.readers), asked with the may-answer template, says yes (a
   malformed answer counts as no; in advise mode its verdict is recorded and decides nothing).
 
@@ -52,11 +52,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from refkit.entity_names import EntityFinder
-from refkit.lexicon import Entity
-from refkit.matcher import Aspect, NameMatcher, PhraseMatcher
 from refkit.noise.options import GOLD_CEILING, ORIGINAL_RANK
 from refkit.text_similarity import TextSimilarity
+from refkit.vocabulary.entity_names import EntityFinder
+from refkit.vocabulary.lexicon import Entity
+from refkit.vocabulary.matcher import Aspect, NameMatcher, PhraseMatcher
 
 RULE = "may-answer"
 
@@ -134,8 +134,8 @@ class AnswerTest:
     ):
         """`reader`: a refkit.readers.Reader whose tasks include may-answer, or None; `references`: the texts of
         the question's own references (collected, or its best hits); `entities`: the lexicon's names
-        (refkit.entity_names; any matcher whose payloads are entities), which the `names-answer-type` test reads
-        texts with, and `question_keys` the keys of the entities the question names (None `entities`: no such
+        (refkit.vocabulary.entity_names; any matcher whose payloads are entities), which the `names-answer-type`
+        test reads texts with, and `question_keys` the keys of the entities the question names (None `entities`: no such
         test)."""
         self.question, self.similarity, self.language = question, similarity, language
         self.entities, self.question_keys = entities, question_keys

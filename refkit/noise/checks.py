@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import re
 
-from refkit.drug_stems import KIND_ONLY_STEMS, drug_class
-from refkit.lexicon import Lexicon
 from refkit.noise.premises import carried_premises
+from refkit.noise.sense import question_part
 from refkit.noise.targets import ANSWER_TYPE
-from refkit.sense import question_part
+from refkit.vocabulary.drug_stems import KIND_ONLY_STEMS, drug_class
+from refkit.vocabulary.lexicon import Lexicon
 
 # "Does X cause Y?", "Can X induce Y?": a question about an adverse effect of X
 _CAUSES = re.compile(r"^\s*(?:does|do|did|can|could|may|might|will|would)\b.*\b(?:caus\w*|induc\w*)\b", re.IGNORECASE)

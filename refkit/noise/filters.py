@@ -22,11 +22,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from refkit.lexicon import Entity
-from refkit.matcher import NameMatcher, PhraseMatcher, with_variants
 from refkit.noise.answers import AnswerTest, Verdict, decide_lexical, decide_semantic
 from refkit.noise.options import NoiseOptions
 from refkit.noise.writing import Rewrite
+from refkit.vocabulary.lexicon import Entity
+from refkit.vocabulary.matcher import NameMatcher, PhraseMatcher, with_variants
 
 
 @dataclass

@@ -62,7 +62,7 @@ class NoiseOptions:
     candidates: int = 100  # hits retrieved per rewrite
     attribute_swaps: int = 4
     entity_swaps: int = 2
-    support: bool = True  # only swaps the corpus supports (refkit.support)
+    support: bool = True  # only swaps the corpus supports (refkit.noise.support)
     answer_margin: float = ANSWER_MARGIN
     answer_ceiling: float = ANSWER_CEILING
     entity_floor: float = ENTITY_FLOOR

@@ -7,7 +7,7 @@
    that pass the swap rules (refkit.noise.siblings, rewriter), and the names a reader proposes
    (refkit.readers), checked by the same rules;
 3. retrieve and support: every candidate rewrite is searched; a swap is kept only if the corpus supports it
-   (refkit.support), and, with a reader asked about sense, only if it calls the rewrite sensible; the seed
+   (refkit.noise.support), and, with a reader asked about sense, only if it calls the rewrite sensible; the seed
    chooses among the accepted ones;
 4. filter: the hits of the chosen rewrites, round robin (rank 1 of each, then rank 2, ...), through the
    candidate filters (refkit.noise.filters), until enough of the closest kinds passed or `examined` did;
@@ -28,10 +28,8 @@ from collections.abc import Callable, Iterator
 import grpc
 
 from medsnip.queries import QueryItem
-from refkit.collect import DedupOptions, RetrievalOptions, reference_from_hit, search_many
 from refkit.connection import server_error
-from refkit.lexicon import Entity
-from refkit.matcher import NameMatcher, PhraseMatcher
+from refkit.curation.collect import DedupOptions, RetrievalOptions, reference_from_hit, search_many
 from refkit.noise.answers import AnswerTest
 from refkit.noise.filters import (
     Candidate,
@@ -49,12 +47,14 @@ from refkit.noise.premises import carried_premises, premise_problem
 from refkit.noise.ranking import TIERS, choose, document_key, text_kind, tier
 from refkit.noise.records import stop_reason
 from refkit.noise.rewriter import QueryRewriter
+from refkit.noise.sense import question_part
 from refkit.noise.subjects import Subject, kind_from_texts
+from refkit.noise.support import CONTEXT_TYPES, Evidence, SupportTest, aspect_evidence, entity_evidence
 from refkit.noise.targets import Analysis, question_phrases
 from refkit.noise.writing import Rewrite
-from refkit.sense import question_part
-from refkit.support import CONTEXT_TYPES, Evidence, SupportTest, aspect_evidence, entity_evidence
 from refkit.text_similarity import PoolBM25, TextSimilarity, similarity_record
+from refkit.vocabulary.lexicon import Entity
+from refkit.vocabulary.matcher import NameMatcher, PhraseMatcher
 from searchd.client import SearchClient
 
 CHUNK = 32  # questions whose searches go to the server together
@@ -78,7 +78,7 @@ class NoiseGenerator:
         reader=None,
     ):
         """`collected`: the question's references from `--refs` (never kept as noise; those labelled relevant
-        are the known answers the `gold` test compares with); `judge` (refkit.judge.Judge): a model for the
+        are the known answers the `gold` test compares with); `judge` (refkit.noise.judge.Judge): a model for the
         may-answer decision's `judge` test; `reader` (refkit.readers.Reader): the user's reader, for the tasks
         it was given."""
         self.client, self.address, self.lineage = client, address, lineage
@@ -223,7 +223,7 @@ class NoiseGenerator:
     def _support_check(
         self, query: QueryItem, analysis: Analysis, searched: dict[str, list], records: dict[str, dict]
     ) -> Callable[[Rewrite], bool]:
-        """Does the corpus support a rewrite (refkit.support)? Each rewrite is tested once, its record kept
+        """Does the corpus support a rewrite (refkit.noise.support)? Each rewrite is tested once, its record kept
         in `records`; a refused swap is listed among the refused swaps with rule `unsupported`."""
         key = self._key_entities(query, analysis)
 
@@ -322,7 +322,7 @@ class NoiseGenerator:
     @staticmethod
     def _key_entities(query: QueryItem, analysis: Analysis) -> list[Entity]:
         """The entities a question is about: its non-generic entities in the part that asks, of
-        refkit.support.CONTEXT_TYPES where it names any ("Hospitals", "Mutation" set a question's scene)."""
+        refkit.noise.support.CONTEXT_TYPES where it names any ("Hospitals", "Mutation" set a question's scene)."""
         asked_from = question_part(query.query)
         key = list(
             {

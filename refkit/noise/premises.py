@@ -14,8 +14,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from refkit.lexicon import Entity
-from refkit.matcher import NameMatcher
+from refkit.vocabulary.lexicon import Entity
+from refkit.vocabulary.matcher import NameMatcher
 
 COUNT_WORDS = "two|three|four|five|six|seven|eight|nine|ten|twelve|\\d+"
 COUNTED_NOUNS = (

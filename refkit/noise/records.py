@@ -74,7 +74,8 @@ def stop_reason(record: dict, per_query: int, swap_candidates: int) -> dict | No
             "stage": "support",
             "rule": rule,
             "kept": kept,
-            "why": f"none of the {sum(support.values())} candidate swaps is supported by the corpus (refkit.support)"
+            "why": f"none of the {sum(support.values())} candidate swaps is supported by the corpus "
+            "(refkit.noise.support)"
             + (f"; {support['premise']} presume a count or feature no text states" if support["premise"] else ""),
         }
     rejected = Counter(r["rule"] for r in record.get("rejected", []))

@@ -5,7 +5,7 @@
 (refkit.noise.siblings), best first, and the aspect rewrites: in English, per subject, the question of each
 other aspect its kind has (rule `aspect-question`: CRAB's aspect replacement, the subject kept verbatim); in
 other languages, the aspect phrase replaced in place where the question's frame takes it
-(refkit.sense.aspect_frame_problem and predicate_problem). `rewrites` chooses among those the corpus supports,
+(refkit.noise.sense.aspect_frame_problem and predicate_problem). `rewrites` chooses among those the corpus supports,
 in an order seeded by (seed, question id), aspect rewrites spread over the subjects. With a
 reader that proposes swaps (`proposer`, refkit.readers), its names join the siblings under rule `reader`
 after the same checks: a name of the lexicon, of the target's type, passing every swap rule (so one no
@@ -21,10 +21,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from medsnip.queries import QueryItem
-from refkit.entity_names import EntityFinder
-from refkit.lexicon import REWRITTEN_TYPES, Entity, Lexicon, natural_name
-from refkit.matcher import Aspect, Match, PhraseMatcher
 from refkit.noise.options import ENTITY_POOL, SWAP_POOL, NoiseOptions
+from refkit.noise.sense import (
+    aspect_frame_problem,
+    doubled_word,
+    generic_keys,
+    member_frame_problem,
+    predicate_problem,
+    question_part,
+    repeated_word,
+)
 from refkit.noise.siblings import SiblingIndex
 from refkit.noise.subjects import Subject, aspect_choices, broad_keys, find_subjects, write_question
 from refkit.noise.targets import (
@@ -37,15 +43,9 @@ from refkit.noise.targets import (
     with_defined_abbreviations,
 )
 from refkit.noise.writing import Rewrite, entity_words, match_case, write_swap
-from refkit.sense import (
-    aspect_frame_problem,
-    doubled_word,
-    generic_keys,
-    member_frame_problem,
-    predicate_problem,
-    question_part,
-    repeated_word,
-)
+from refkit.vocabulary.entity_names import EntityFinder
+from refkit.vocabulary.lexicon import REWRITTEN_TYPES, Entity, Lexicon, natural_name
+from refkit.vocabulary.matcher import Aspect, Match, PhraseMatcher
 
 _WORDS = re.compile(r"\w+")
 ASPECT_QUESTIONS = 4  # aspect rewrites proposed per subject

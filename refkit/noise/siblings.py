@@ -3,7 +3,8 @@
 A sibling is another concept of the same class, chosen by what the concept *is*, never by how its name
 looks, and a swap records the class that justified it (`SiblingIndex.class_of`):
 
-- `inn-stem` (drugs): drugs whose INN names the same class (refkit.drug_stems.drug_class): the same class stem
+- `inn-stem` (drugs): drugs whose INN names the same class (refkit.vocabulary.drug_stems.drug_class): the same class
+stem
   (tucatinib -> lapatinib, "-tinib"; losartan -> valsartan, "-sartan") or, for antibodies, the same target
   syllable (tocilizumab -> sarilumab, "-li-"); the bare "-mab" or "-nib" says only "an antibody" and is no class;
 - `pharmacological-action` (a drug that is one substance, not a class): drugs sharing one of the target's most
@@ -11,7 +12,7 @@ looks, and a swap records the class that justified it (`SiblingIndex.class_of`):
   by "Dopamine D2 Receptor Antagonists"); an action that is an ancestor of another of the target's actions, or
   one of `BROAD_ACTION` drugs or more beside a narrower one ("Antihypertensive Agents" beside "Angiotensin II
   Type 1 Receptor Blockers"), is too broad to name its class;
-- `symbol-family` (genes): symbols of the same family (refkit.gene_symbols: VPS4A -> VPS4B);
+- `symbol-family` (genes): symbols of the same family (refkit.vocabulary.gene_symbols: VPS4A -> VPS4B);
 - `tree-sibling`: the other children of the target's parent in the MeSH trees, at the same depth
   (mantle cell lymphoma -> follicular lymphoma), for diseases, organisms, anatomy, procedures, processes
   and genes, and for drug classes in MeSH's functional branches (vaccines, pharmacologic actions and uses:
@@ -28,7 +29,7 @@ Drugs get no tree siblings in the chemical branches: MeSH places chemicals there
 beside tetrazolium salts), not by what they do. Every candidate then passes the swap rules, in order; the
 first that refuses it is recorded with its name:
 
-- `generic`, `unwritable`, `same-concept` (refkit.sense.entity_swap_problem: a category, a name no
+- `generic`, `unwritable`, `same-concept` (refkit.noise.sense.entity_swap_problem: a category, a name no
   question would write, the target's own name, an ancestor or descendant, nested names, a group for one
   concept);
 - `broad`: a category of many kinds (refkit.noise.subjects.broad_keys: "Chromosome Disorders", "Parasites")
@@ -48,10 +49,10 @@ from __future__ import annotations
 import difflib
 from collections import defaultdict
 
-from refkit.drug_stems import drug_class
-from refkit.gene_symbols import family_root, symbol_of_name
-from refkit.lexicon import REWRITTEN_TYPES, Entity, Lexicon, natural_name
-from refkit.sense import entity_swap_problem, group_name
+from refkit.noise.sense import entity_swap_problem, group_name
+from refkit.vocabulary.drug_stems import drug_class
+from refkit.vocabulary.gene_symbols import family_root, symbol_of_name
+from refkit.vocabulary.lexicon import REWRITTEN_TYPES, Entity, Lexicon, natural_name
 
 LOOK_ALIKE = 0.85
 TREE_TYPES = ("disease", "organism", "anatomy", "procedure", "process", "gene")

@@ -30,13 +30,13 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from refkit.drug_stems import drug_words
-from refkit.gene_symbols import is_symbol
-from refkit.lexicon import Entity
-from refkit.matcher import Aspect, is_plural, other_number
+from refkit.noise.sense import AUXILIARY, FUNCTION_WORDS, everyday_word, question_part
 from refkit.noise.targets import ANSWER_TYPE, Analysis
-from refkit.sense import AUXILIARY, FUNCTION_WORDS, everyday_word, question_part
-from refkit.word_frequency import english_zipf
+from refkit.vocabulary.drug_stems import drug_words
+from refkit.vocabulary.gene_symbols import is_symbol
+from refkit.vocabulary.lexicon import Entity
+from refkit.vocabulary.matcher import Aspect, is_plural, other_number
+from refkit.vocabulary.word_frequency import english_zipf
 
 MAX_SUBJECTS = 2
 SPECIFIC_KINDS = ("drug", "gene", "procedure", "method")  # more specific than a disease they are given or seen in
@@ -200,7 +200,7 @@ def kind_of_entity(entity: Entity, written: str) -> str | None:
     (a drug is something given to patients: a pharmacological action, an INN stem, a drug tree; a protein or
     enzyme otherwise typed a drug is asked of as a gene; organisms only pathogens; processes only molecular
     and cellular ones), else what its written name tells."""
-    from refkit.drug_stems import stem_of
+    from refkit.vocabulary.drug_stems import stem_of
 
     trees = entity.trees
     if entity.type == "drug":

@@ -1,8 +1,8 @@
 """Stage 1 of refkit noise: the mentions of a question and the targets a swap may replace.
 
-Mentions are found longest-first (refkit.matcher) over every name of every entity of a rewritten type:
+Mentions are found longest-first (refkit.vocabulary.matcher) over every name of every entity of a rewritten type:
 MeSH names and entry terms, supplementary concepts, and the names the served records give
-(refkit.corpus_names: abbreviations, drug names by INN stem, gene symbols, keywords). Aspects ("mechanism
+(refkit.vocabulary.corpus_names: abbreviations, drug names by INN stem, gene symbols, keywords). Aspects ("mechanism
 of action", "treatment") are found with the aspect table. A mention becomes a *target* unless one of the
 target rules below refuses it; each refusal is recorded with the rule's name, so a question with no target
 says truthfully why.
@@ -19,11 +19,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from refkit.abbreviations import definitions
-from refkit.gene_symbols import is_symbol
-from refkit.lexicon import Entity
-from refkit.matcher import Match
-from refkit.sense import (
+from refkit.noise.sense import (
     FUNCTION_WORDS,
     aspect_position_problem,
     everyday_word,
@@ -33,7 +29,11 @@ from refkit.sense import (
     possessive_before,
     question_part,
 )
-from refkit.word_frequency import english_zipf
+from refkit.vocabulary.abbreviations import definitions
+from refkit.vocabulary.gene_symbols import is_symbol
+from refkit.vocabulary.lexicon import Entity
+from refkit.vocabulary.matcher import Match
+from refkit.vocabulary.word_frequency import english_zipf
 
 MAX_TARGETS = 3
 TARGET_PRIORITY = ("drug", "disease", "gene", "organism", "procedure", "anatomy", "process")
@@ -121,7 +121,7 @@ class TargetContext:
     query: str
     entities: list[Match]
     generic: frozenset[str]
-    asked_from: int  # where the part of the question that asks begins (refkit.sense.question_part)
+    asked_from: int  # where the part of the question that asks begins (refkit.noise.sense.question_part)
     english: bool
     counted: bool  # the lexicon counted its entities in the served corpus
     phrase_cut: Callable[[str, Match], bool]
@@ -250,7 +250,7 @@ def choose_targets(analysis: Analysis, context: TargetContext) -> None:
 
 
 def place_aspects(analysis: Analysis, found: list[Match], context: TargetContext, english: bool) -> None:
-    """The aspect mentions that are what the question asks of an entity (refkit.sense's aspect-position
+    """The aspect mentions that are what the question asks of an entity (refkit.noise.sense's aspect-position
     rule); the others are recorded as out of position."""
     entity_spans = [(m.start, m.end) for m in analysis.entities]
     for mention in found:

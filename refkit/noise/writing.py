@@ -4,7 +4,7 @@ A swap replaces an entity's mention or an aspect's phrase. The replacement takes
 replaces and, in English, the grammatical number of the replaced words (MeSH names many concepts in the
 plural); the article before it ("a etiology" -> "an etiology", none before a plural) and a verb
 governing a replaced aspect ("What are the side effects" -> "What is the mechanism of action") are
-made to agree. refkit.grammar checks the result.
+made to agree. refkit.noise.grammar checks the result.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from refkit.matcher import Match, agree_number, is_plural, other_number
+from refkit.vocabulary.matcher import Match, agree_number, is_plural, other_number
 
 
 @dataclass

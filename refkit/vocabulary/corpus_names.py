@@ -4,13 +4,13 @@ A vocabulary snapshot lacks the drugs approved after it, most gene symbols and t
 clinicians write. The served texts have them. Over every snippet (`refkit lexicon --server` or
 `--corpus`), `CorpusNames` collects:
 
-- abbreviations the texts define (refkit.abbreviations: "Duchenne muscular dystrophy (DMD)"): the short
+- abbreviations the texts define (refkit.vocabulary.abbreviations: "Duchenne muscular dystrophy (DMD)"): the short
   form becomes a name of the entity its long form names (a vocabulary entity, or a new one named by the
   long form when its words tell a type, `name_type`, and it has more than one word or is a drug name),
   when that long form is the one most texts give it (`LONG_FORM_SHARE`), and the short form has a
   capital or a digit and is not an everyday English word ("ALL", "CAT");
-- words that read as drug names by their INN stem (refkit.drug_stems: "lenvatinib"), as drugs;
-- gene symbols (refkit.gene_symbols: "BCL11B") written in at least `MIN_SYMBOL_RECORDS` records, as genes
+- words that read as drug names by their INN stem (refkit.vocabulary.drug_stems: "lenvatinib"), as drugs;
+- gene symbols (refkit.vocabulary.gene_symbols: "BCL11B") written in at least `MIN_SYMBOL_RECORDS` records, as genes
   (not compound codes: "LY2951742", "AK002" have a run of `CODE_DIGITS` digits);
 - named diseases, an eponym or a capitalised name before "syndrome", "disease", "disorder", "anomaly"
   ("Leigh syndrome", "Coffin-Siris syndrome"), written in at least `MIN_SYMBOL_RECORDS` records;
@@ -26,13 +26,13 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 
-from refkit.abbreviations import definitions
-from refkit.drug_stems import drug_words
-from refkit.entity_names import names_matcher
-from refkit.gene_symbols import is_symbol, symbols
-from refkit.lexicon import REWRITTEN_TYPES, Entity, Lexicon
-from refkit.matcher import is_acronym
-from refkit.word_frequency import english_zipf
+from refkit.vocabulary.abbreviations import definitions
+from refkit.vocabulary.drug_stems import drug_words
+from refkit.vocabulary.entity_names import names_matcher
+from refkit.vocabulary.gene_symbols import is_symbol, symbols
+from refkit.vocabulary.lexicon import REWRITTEN_TYPES, Entity, Lexicon
+from refkit.vocabulary.matcher import is_acronym
+from refkit.vocabulary.word_frequency import english_zipf
 
 LONG_FORM_SHARE = 0.6
 MIN_SYMBOL_RECORDS = 2

@@ -24,7 +24,7 @@ is read). What it lacks, and what that costs:
   `--mesh-drug-terms`); for everything else synonyms are only the uninverted reading of inverted names
   ("Acute Abdomen"), plus the plural/singular and hyphen variants every lexicon entity gets;
 - no types: a descriptor's type is read from its tree numbers where the tree table places it
-  (refkit.mesh.type_from_trees), else from its allowed qualifiers. MeSH allows each qualifier only
+  (refkit.vocabulary.mesh.type_from_trees), else from its allowed qualifiers. MeSH allows each qualifier only
   under some tree nodes (the qualifier file's TreeNodeAllowed: "drug therapy" under C01-C26 and F03,
   "pharmacology" under D01-D27, "anatomy & histology" under A and B01), so the tree nodes every one of
   a descriptor's qualifiers allows are where the descriptor can sit (`allowed_nodes`), and
@@ -51,13 +51,13 @@ from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
 
-from refkit.lexicon import Entity, Lexicon, uninverted
-from refkit.mesh import mesh_records, type_from_trees
+from refkit.vocabulary.lexicon import Entity, Lexicon, uninverted
+from refkit.vocabulary.mesh import mesh_records, type_from_trees
 
-SHIPPED_QUALIFIER_NODES = Path(__file__).with_name("mesh_qualifier_nodes.tsv")
-SHIPPED_TREE_NUMBERS = Path(__file__).with_name("mesh_tree_numbers.tsv.gz")
-SHIPPED_ACTIONS = Path(__file__).with_name("mesh_pharmacological_actions.tsv.gz")
-SHIPPED_DRUG_TERMS = Path(__file__).with_name("mesh_drug_entry_terms.tsv.gz")
+SHIPPED_QUALIFIER_NODES = Path(__file__).parents[1] / "mesh_qualifier_nodes.tsv"
+SHIPPED_TREE_NUMBERS = Path(__file__).parents[1] / "mesh_tree_numbers.tsv.gz"
+SHIPPED_ACTIONS = Path(__file__).parents[1] / "mesh_pharmacological_actions.tsv.gz"
+SHIPPED_DRUG_TERMS = Path(__file__).parents[1] / "mesh_drug_entry_terms.tsv.gz"
 DRUG_TERM_COLUMNS = [
     "pharmacological_action_name",
     "pharmacological_action_ui",

@@ -12,8 +12,8 @@ import hashlib
 import json
 
 from refkit.disk_cache import cached
-from refkit.lexicon import Entity, Lexicon
-from refkit.matcher import Match, NameMatcher
+from refkit.vocabulary.lexicon import Entity, Lexicon
+from refkit.vocabulary.matcher import Match, NameMatcher
 
 
 def names_matcher(entities: list[Entity], language: str = "en") -> NameMatcher:

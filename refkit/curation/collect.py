@@ -17,7 +17,7 @@ import grpc
 from medsnip.queries import QueryItem
 from medsnip.serving import DEFAULT_RRF_K
 from refkit.connection import ServerError, check_same_generation, server_error
-from refkit.dedup import Deduplicator
+from refkit.curation.dedup import Deduplicator
 from searchd.client import SearchClient
 
 CHUNK = 256  # queries searched before their records are written

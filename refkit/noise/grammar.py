@@ -13,8 +13,8 @@ the tests require none over every rewrite the demo makes.
 
 from __future__ import annotations
 
-from refkit.matcher import is_plural
 from refkit.noise.writing import ARTICLE_BEFORE, agree_article
+from refkit.vocabulary.matcher import is_plural
 
 
 def rewrite_problems(original: str, rewrite: dict) -> list[str]:

@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass
 from importlib import resources
 
-from refkit.word_frequency import english_words, english_zipf
+from refkit.vocabulary.word_frequency import english_words, english_zipf
 
 MIN_STEM_LETTERS = 4
 MAX_ENGLISH_WORDS = 1

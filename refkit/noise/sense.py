@@ -78,9 +78,8 @@ from collections.abc import Iterable
 
 import ahocorasick
 
-from refkit.lexicon import Entity, Lexicon, natural_name
-from refkit.matcher import is_plural
-from refkit.word_frequency import english_zipf
+from refkit.vocabulary.lexicon import Entity, Lexicon, group_name, natural_name
+from refkit.vocabulary.word_frequency import english_zipf
 
 GENERIC_SHARE = 0.0025  # of the vocabulary's names that contain a generic name word for word
 GENERIC_MIN_CONTAINING = 20  # a small vocabulary has no generic names by share alone
@@ -245,15 +244,6 @@ def question_part(query: str) -> int:
     previous = query[bounds[-2] : bounds[-1]]
     statement = not re.search(r"\d", previous) and len(previous.split()) <= STATEMENT_WORDS
     return bounds[-2] if statement else bounds[-1]
-
-
-def group_name(entity: Entity) -> bool:
-    """Is the entity named as a group (a plural head: "Antipsychotic Agents", "Epilepsies, Partial";
-    in an inverted heading the head comes before the first comma: "Neoplasms, Cystic, Mucinous, and
-    Serous")?"""
-    if "," in entity.name:
-        return is_plural(entity.name.partition(",")[0])
-    return is_plural(natural_name(entity))
 
 
 _DESIGNATOR_AFTER = re.compile(r"^[ -]?([A-Z]|\d+[a-z]?|I{1,3}|IV|VI{0,3}|[\u0370-\u03ff])\b")

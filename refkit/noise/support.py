@@ -29,10 +29,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from refkit.lexicon import Entity
-from refkit.matcher import Aspect, NameMatcher, PhraseMatcher
 from refkit.noise.options import ENTITY_FLOOR
 from refkit.text_similarity import TextSimilarity
+from refkit.vocabulary.lexicon import Entity
+from refkit.vocabulary.matcher import Aspect, NameMatcher, PhraseMatcher
 
 CONTEXT_TYPES = ("drug", "disease", "gene", "organism")  # what a question is about; organs, tests and places set it
 SUPPORT_FLOOR = ENTITY_FLOOR  # the floor at which a text naming a question's entity counts as related to it

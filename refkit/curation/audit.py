@@ -8,7 +8,7 @@ so the audit reports exactly what `refkit noise` did.
 - targets: questions where a target was found, and the target rules that refused mentions;
 - swaps: entity swaps by the sibling rule that proposed them, swap candidates refused by rule, generic
   swaps (a generic name replaced or written in: there must be none), rewrites that read wrong
-  (refkit.grammar) or break a sense rule (refkit.sense; with `lexicon`, its entity rules too);
+  (refkit.noise.grammar) or break a sense rule (refkit.noise.sense; with `lexicon`, its entity rules too);
 - classes and frames (refkit.noise.checks): entity swaps whose record does not show one class for both entities
   (cross-class swaps: there must be none), rewrites that ask the aspect the question asks or carry a premise
   unchecked, targets that are the question's answer type, stops that hide a subject no served text names;
@@ -25,11 +25,11 @@ from collections import Counter
 from pathlib import Path
 
 from medsnip.jsonl import read_jsonl
-from refkit.grammar import rewrite_problems
-from refkit.lexicon import Lexicon
 from refkit.noise.checks import answer_type_targets, frame_problems, hidden_absence, swap_class_problem
+from refkit.noise.grammar import rewrite_problems
 from refkit.noise.records import rule_counts
-from refkit.sense import generic_keys, rewrite_sense_problems
+from refkit.noise.sense import generic_keys, rewrite_sense_problems
+from refkit.vocabulary.lexicon import Lexicon
 
 
 def _judged_relevant(reference: dict, judged: dict[str, int]) -> bool:

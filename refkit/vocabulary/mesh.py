@@ -29,7 +29,7 @@ from pathlib import Path
 
 from lxml import etree
 
-from refkit.lexicon import Entity, Lexicon, uninverted
+from refkit.vocabulary.lexicon import Entity, Lexicon, uninverted
 
 _SCR_CLASS_TYPES = {"1": "drug", "2": "procedure", "3": "disease", "4": "organism"}
 _PROTEIN_TREES = ("D08", "D12")
@@ -122,7 +122,7 @@ def read_mesh(
     descriptors: Path | None = None, supplementary: Path | None = None, known_types: dict[str, str] | None = None
 ) -> Lexicon:
     """A lexicon of the descriptors and supplementary concepts of NLM's MeSH XML files; `known_types`
-    (descriptor UI -> type, e.g. from refkit.mesh_names) types supplementary records whose headings
+    (descriptor UI -> type, e.g. from refkit.vocabulary.mesh_names) types supplementary records whose headings
     the descriptor file does not hold."""
     entities = list(read_descriptors(descriptors)) if descriptors else []
     types = {**(known_types or {}), **{entity.ui: entity.type for entity in entities}}

@@ -16,7 +16,7 @@ its canonical's MeSH id (or name), and a canonical the lexicon lacks becomes an 
 `drug-names`, `disease-names`). Some drug entries carry the MeSH id of their *class* (nivolumab ->
 D000082082, Immune Checkpoint Inhibitors): such a drug is an entity of its own whose pharmacological
 action is that class, which is what makes its siblings. A drug with no MeSH id at all (DrugBank only:
-lecanemab, inclisiran) still gets its class from its INN stem where it has one (refkit.drug_stems, at swap
+lecanemab, inclisiran) still gets its class from its INN stem where it has one (refkit.vocabulary.drug_stems, at swap
 time). Only the disease dictionary's diseases are read (MeSH C and F03; it also holds psychology and
 behaviour headings: "Parents", "Goals").
 
@@ -42,9 +42,8 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
-from refkit.lexicon import Entity, Lexicon, LexiconError
-from refkit.sense import group_name
-from refkit.word_frequency import english_zipf
+from refkit.vocabulary.lexicon import Entity, Lexicon, LexiconError, group_name
+from refkit.vocabulary.word_frequency import english_zipf
 
 EVERYDAY_ZIPF = 4.0
 WORD_ZIPF = 3.5  # a word of a multiword name this common in English is an everyday word

@@ -11,7 +11,7 @@ Columns of lexicon.tsv (a user-supplied lexicon needs `name` and `type`; the oth
 |---------------|---------|
 | name          | the preferred name (MeSH heading or substance name) |
 | ui            | MeSH UI (D..., C...) when the records carry it |
-| type          | `drug`, `disease`, `gene`, `organism`, `procedure`, `anatomy`, `process`, `other` (refkit.mesh) |
+| type          | `drug`, `disease`, `gene`, `organism`, `procedure`, `anatomy`, `process`, `other` (`mesh`) |
 | frequency     | documents that carry the entity |
 | entry_terms   | other names, `|`-separated (mined: the uninverted form of an inverted heading) |
 | qualifiers    | qualifier profile: `name=count|...`, most frequent first |
@@ -22,7 +22,7 @@ Columns of lexicon.tsv (a user-supplied lexicon needs `name` and `type`; the oth
 | corpus_frequency | served records naming it (any of its names), counted when mined from a corpus |
 | origin        | `mesh`, `mesh-names`, `supplementary`, `headings` (records' MeSH, chemicals), `keyword`, ... |
 
-`origin` also takes `abbreviation`, `inn-stem`, `symbol` and `named-disease` (refkit.corpus_names); an empty
+`origin` also takes `abbreviation`, `inn-stem`, `symbol` and `named-disease` (refkit.vocabulary.corpus_names); an empty
 `corpus_frequency` means not counted.
 
 Type inference, since PubMed records carry no tree numbers: an entity is a `drug` when it appears in
@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from medsnip.buildrecord import atomic_write_bytes
+from refkit.vocabulary.matcher import is_plural
 
 TYPES = ("drug", "disease", "gene", "organism", "procedure", "anatomy", "process", "other")
 COLUMNS = (
@@ -462,3 +463,12 @@ def profile_similarity(a: Entity, b: Entity) -> float:
     dot = sum(a.qualifiers[q] * b.qualifiers[q] for q in common)
     norm = math.sqrt(sum(v * v for v in a.qualifiers.values())) * math.sqrt(sum(v * v for v in b.qualifiers.values()))
     return dot / norm if norm else 0.0
+
+
+def group_name(entity: Entity) -> bool:
+    """Is the entity named as a group (a plural head: "Antipsychotic Agents", "Epilepsies, Partial";
+    in an inverted heading the head comes before the first comma: "Neoplasms, Cystic, Mucinous, and
+    Serous")?"""
+    if "," in entity.name:
+        return is_plural(entity.name.partition(",")[0])
+    return is_plural(natural_name(entity))

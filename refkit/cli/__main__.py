@@ -1,0 +1,5 @@
+"""`python -m refkit.cli`: the refkit command."""
+
+from refkit.cli import main
+
+main()
