@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from indexer.dense import Feeding, _emb_name, embed_corpus
+from indexer.dense import Feeding, embed_corpus, embeddings_name
 from indexer.dense.feeding import BatchPlan
 from medsnip.corpus import Corpus
 from medsnip.encoders import DenseEncoder, EncoderSpec, TextEncoder, bundled_minilm_path
@@ -77,7 +77,7 @@ def _pipeline_seconds(corpus: Corpus, work: Path, feeders: int) -> float:
     embed_corpus(corpus, out, encoder, 512, feeding=feeding)
     seconds = time.perf_counter() - started
     encoder.documents.feeders.close()
-    assert all((out / _emb_name(shard.index)).is_file() for shard in corpus.shards)
+    assert all((out / embeddings_name(shard.index)).is_file() for shard in corpus.shards)
     return seconds
 
 
