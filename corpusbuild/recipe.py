@@ -15,6 +15,7 @@
     [sources.options]           # kind-specific: keep_no_abstract; language; id_field/title_field/text_field
     [sources.checksums]         # input file name -> "sha256:<hex>", checked before building
     "pubmed20n1016.xml.gz" = "sha256:..."
+    [sources.publisher]         # where `medsnip fetch` gets the inputs (fetcher.publishers)
 
 Relative paths are relative to the recipe file. The root gets one folder per source (each with its
 own build.json) and a root build.json listing the recipe and every source's record hash. A recipe's
@@ -48,6 +49,7 @@ _SOURCE_KEYS = {
     "options",
     "checksums",
     "indexes",
+    "publisher",
 }
 _DEFAULT_KEYS = {"shards", "chunk_size", "chunk_overlap", "no_chunk", "separators", "indexes"}
 _TABLES = {"recipe", "vars", "defaults", "sources", "indexes", "serve"}
@@ -67,6 +69,7 @@ class RecipeSource:
     options: dict = field(default_factory=dict)
     checksums: dict[str, str] = field(default_factory=dict)
     indexes: list[str] = field(default_factory=list)  # names of the recipe's [indexes.NAME] tables
+    publisher: dict = field(default_factory=dict)  # [sources.publisher]: where `medsnip fetch` gets the inputs
 
     def params(self) -> dict:
         return KINDS[self.kind].params(self.chunking, self.name, **self.options)
@@ -172,6 +175,12 @@ def load_recipe(path: Path, overrides: dict[str, str] | None = None) -> Recipe:
             dict(entry.get("options", {})),
             dict(entry.get("checksums", {})),
             list(indexes),
+            {
+                key: _substitute(v, variables, where) if isinstance(v, str) else v
+                for key, v in entry.get("publisher", {}).items()
+            }
+            if isinstance(entry.get("publisher", {}), dict)
+            else entry["publisher"],
         )
         try:
             source.params()

@@ -1,5 +1,5 @@
-"""`medsnip`: jobs over several stages. `medsnip build RECIPE --out ROOT`, `medsnip update CORPUS
---pubmed-updates DIR [--reload-pid PID]`, `medsnip prune FOLDER`."""
+"""`medsnip`: jobs over several stages. `medsnip fetch RECIPE`, `medsnip build RECIPE --out ROOT`, `medsnip update
+CORPUS --pubmed-updates DIR [--fetch] [--reload-pid PID]`, `medsnip prune FOLDER`."""
 
 from __future__ import annotations
 
@@ -26,7 +26,15 @@ def main() -> None:
 @click.option("--out", "root", required=True, type=click.Path(path_type=Path), help="The served root to build.")
 @click.option("--var", "variables", multiple=True, help="Override a recipe variable: NAME=VALUE.")
 @with_options(executor_options("corpusbuild's parse and merge tasks, BM25 groups and embedding workers"))
-@click.option("--require-checksums", is_flag=True, help="Refuse inputs without a pinned sha256 in the recipe.")
+@click.option(
+    "--require-checksums", is_flag=True, help="Refuse inputs without a pinned sha256 (in the recipe or its lock)."
+)
+@click.option(
+    "--lock",
+    "lock_file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="The lock `medsnip fetch` wrote, whose sha256s pin the inputs [default: RECIPE.lock when it exists].",
+)
 @click.option("--force", is_flag=True, help="Build into an --out folder that holds files no recipe build wrote.")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 @json_option(
@@ -41,6 +49,7 @@ def build(
     executor: str,
     ray_address: str | None,
     require_checksums: bool,
+    lock_file: Path | None,
     force: bool,
     quiet: bool,
     as_json: bool,
@@ -60,6 +69,7 @@ def build(
     from pipeline.recipe_build import RecipeBuildError, build_root
 
     recipe = load_recipe_or_exit(recipe_path, parse_variables(variables))
+    pin_from_lock(recipe, lock_file)
     options = {
         "workers": workers,
         "executor": executor,
@@ -113,6 +123,146 @@ def build(
         print_stage_table(runs, recipe.name, root, seconds)
 
 
+def pin_from_lock(recipe, lock_file: Path | None) -> None:
+    """The lock's sha256s as the recipe's pins (fetcher.lockfile), when there is a lock; exits 1 on a bad one."""
+    from fetcher.lockfile import Lock, LockError, lock_path, pin_recipe
+
+    path = lock_path(recipe.path, lock_file)
+    if lock_file is not None and not path.is_file():
+        fail(f"{path}: no such lock file (write one with medsnip fetch)")
+    try:
+        if path.is_file():
+            pin_recipe(recipe, Lock.read(path, recipe.name))
+    except LockError as error:
+        fail(str(error))
+
+
+@main.command()
+@click.argument("recipe_path", metavar="RECIPE", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--var", "variables", multiple=True, help="Override a recipe variable: NAME=VALUE.")
+@click.option(
+    "--lock",
+    "lock_file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Where the lock file goes [default: RECIPE.lock beside the recipe].",
+)
+@click.option("--update-lock", is_flag=True, help="Take files that changed upstream since the lock, and re-pin them.")
+@click.option("--dry-run", is_flag=True, help="Print what would be fetched, and how many bytes, and stop.")
+@click.option("--connections", default=3, show_default=True, type=click.IntRange(1, 16), help="At once per host.")
+@click.option("--timeout", default=60.0, show_default=True, type=click.FloatRange(1), help="Seconds without a byte.")
+@click.option("--attempts", default=8, show_default=True, type=click.IntRange(1), help="Tries per file (resumed).")
+@click.option(
+    "--backoff",
+    default=1.0,
+    show_default=True,
+    type=click.FloatRange(0),
+    help="Seconds before a first retry (doubled).",
+)
+@click.option("--quiet", is_flag=True, help="No progress bars.")
+@json_option("one object per file (source, name, status, bytes), then the totals (files, bytes, lock)")
+def fetch(
+    recipe_path: Path,
+    variables: tuple[str, ...],
+    lock_file: Path | None,
+    update_lock: bool,
+    dry_run: bool,
+    connections: int,
+    timeout: float,
+    attempts: int,
+    backoff: float,
+    quiet: bool,
+    as_json: bool,
+) -> None:
+    """Fetch a recipe's inputs from their publishers ([sources.publisher]: NLM's listings, a Wikimedia dump, a
+    file, a release archive) into its input folders: resumed with HTTP Range after a cut, retried with backoff
+    on 5xx, 429 (Retry-After) and resets, verified against the publisher's checksums (NLM's .md5 files,
+    Wikimedia's sha1), never left partial under a file's final name; each file's size, publisher checksum and
+    sha256 go into the lock file, which `medsnip build --require-checksums` then checks the inputs against."""
+    from corpusbuild.cli import load_recipe_or_exit, parse_variables
+    from fetcher.download import Downloader, FetchError, FetchSettings
+    from fetcher.fetch import disk_free, plan_fetch
+    from fetcher.lockfile import Lock, LockError, lock_path
+    from fetcher.publishers import PublisherError, publisher_of
+
+    recipe = load_recipe_or_exit(recipe_path, parse_variables(variables))
+    try:
+        publishers = [
+            publisher
+            for number, source in enumerate(recipe.sources, 1)
+            if (publisher := publisher_of(source, f"{recipe.path}: [[sources]] #{number} ({source.name})"))
+        ]
+        if not publishers:
+            fail(f"{recipe.path}: no source names its publisher ([sources.publisher]); nothing to fetch")
+        lock = Lock.read(lock_path(recipe.path, lock_file), recipe.name)
+        settings = FetchSettings(connections, attempts, backoff, timeout=timeout)
+        with Downloader(settings) as downloader, human_output_to_stderr(as_json):
+            if dry_run:
+                plan = plan_fetch(publishers, downloader, sizes=True)
+                missing = [item for item in plan if not item.present]
+                known = sum(item.size or 0 for item in missing)
+                unknown = sum(1 for item in missing if item.size is None)
+                for item in missing:
+                    size = "size unknown" if item.size is None else f"{item.size:,} bytes"
+                    click.echo(f"fetch {item.remote.url} -> {item.dest} ({size})", err=as_json)
+                free = min((disk_free(p.folder) for p in publishers), default=0)
+                click.echo(
+                    f"{len(missing)} of {len(plan)} files to fetch, {known:,} bytes"
+                    + (f" and {unknown} of unknown size" if unknown else "")
+                    + f"; {free:,} bytes free in the input folders",
+                    err=as_json,
+                )
+                if as_json:
+                    emit_json({"type": "plan", "files": len(plan), "missing": len(missing), "bytes": known})
+                return
+            outcomes = _fetch_with_progress(publishers, lock, downloader, update_lock, quiet or as_json)
+    except (FetchError, PublisherError, LockError) as error:
+        fail(str(error))
+    fetched = [o for o in outcomes if o.status == "fetched"]
+    if as_json:
+        for outcome in outcomes:
+            emit_json({"type": "file", **outcome.__dict__})
+        emit_json({"type": "totals", "files": len(outcomes), "fetched": len(fetched), "lock": str(lock.path)})
+    else:
+        counts = {
+            status: sum(1 for o in outcomes if o.status == status) for status in sorted({o.status for o in outcomes})
+        }
+        click.echo(
+            f"{len(outcomes)} files: {', '.join(f'{n} {status}' for status, n in counts.items())}; "
+            f"{sum(o.bytes for o in fetched):,} bytes fetched; pinned in {lock.path}"
+        )
+
+
+def _fetch_with_progress(publishers, lock, downloader, update_lock: bool, quiet: bool):
+    """fetch_recipe with a progress bar per file and one for all (bytes, rate, time left) on stderr."""
+    from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+
+    from fetcher.fetch import fetch_recipe
+
+    if quiet:
+        return fetch_recipe(publishers, lock, downloader, update_lock)
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=Console(stderr=True), transient=False) as progress:
+        overall = progress.add_task("all files", total=None)
+
+        def on_start(item):
+            task = progress.add_task(item.remote.name, total=item.size)
+
+            def advance(count: int) -> None:
+                progress.advance(task, count)
+                progress.advance(overall, count)
+
+            return advance
+
+        return fetch_recipe(publishers, lock, downloader, update_lock, on_start)
+
+
 def print_stage_table(runs, name: str, root: Path, seconds: float) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -133,6 +283,9 @@ def _size(count: int) -> str:
     return ""
 
 
+NLM_UPDATES = "https://ftp.ncbi.nlm.nih.gov/pubmed/updatefiles/"
+
+
 @main.command()
 @click.argument("corpus_dir", type=click.Path(path_type=Path, exists=True, file_okay=False))
 @click.option(
@@ -140,28 +293,54 @@ def _size(count: int) -> str:
     "folders",
     multiple=True,
     required=True,
-    type=click.Path(path_type=Path, exists=True),
-    help="A folder (or file) of NLM update files (repeatable).",
+    type=click.Path(path_type=Path),
+    help="A folder (or file) of NLM update files (repeatable); with --fetch, the one folder they are fetched into.",
 )
+@click.option(
+    "--fetch",
+    "fetch_updates",
+    is_flag=True,
+    help="First fetch from NLM's updatefiles/ the files numbered after the last one the corpus applied, each "
+    "verified against its .md5 (a cron job's one command).",
+)
+@click.option("--updates-url", default=NLM_UPDATES, show_default=True, help="NLM's update files listing (--fetch).")
 @click.option("--workers", default=2, show_default=True, type=click.IntRange(1), help="corpusbuild workers.")
 @click.option("--reload-pid", type=int, help="searchd's process id: sent SIGHUP once the indexes are rebuilt.")
 @json_option(
-    "only the summary the last line always is (applied, seconds, changes, indexes, and reloaded with "
-    "--reload-pid); the corpus build's table goes to stderr"
+    "only the summary the last line always is (applied, seconds, changes, indexes, fetched with --fetch, and "
+    "reloaded with --reload-pid); the corpus build's table goes to stderr"
 )
-def update(corpus_dir: Path, folders: tuple[Path, ...], workers: int, reload_pid: int | None, as_json: bool) -> None:
+def update(
+    corpus_dir: Path,
+    folders: tuple[Path, ...],
+    fetch_updates: bool,
+    updates_url: str,
+    workers: int,
+    reload_pid: int | None,
+    as_json: bool,
+) -> None:
     """Apply new PubMed update files to a built corpus, rebuild its indexes, reload searchd.
 
     Files the corpus already read are skipped; the corpus records its change set; dense indexes embed
-    only added or changed snippets. Run it again after a failure: every stage resumes."""
+    only added or changed snippets. Run it again after a failure: every stage resumes. With --fetch, the
+    new update files are fetched first (fetcher.fetch); nothing is applied from a file that failed its
+    verification."""
     from medsnip.buildrecord import NotACorpus, read_corpus_record
     from medsnip.joblock import FolderBusy, folder_job
     from pipeline.update import UpdateError
     from pipeline.update import update as run_update
 
+    missing = [str(folder) for folder in folders if not folder.exists()]
+    if missing and not fetch_updates:
+        fail(f"--pubmed-updates: {', '.join(missing)} does not exist")
+    if fetch_updates and len(folders) != 1:
+        fail("--fetch takes one --pubmed-updates folder to fetch into")
+    fetched: list[str] = []
     try:
-        read_corpus_record(corpus_dir)  # a folder that is no corpus is refused before its job lock is made
+        record = read_corpus_record(corpus_dir)  # a folder that is no corpus is refused before its job lock is made
         with folder_job(corpus_dir, "update"), human_output_to_stderr(as_json):
+            if fetch_updates:
+                fetched = _fetch_updates(record, folders[0], updates_url)
             summary = run_update(
                 corpus_dir,
                 list(folders),
@@ -171,10 +350,37 @@ def update(corpus_dir: Path, folders: tuple[Path, ...], workers: int, reload_pid
             )
     except (UpdateError, NotACorpus, ProcessLookupError, FolderBusy) as error:
         fail(str(error))
+    if fetch_updates:
+        summary["fetched"] = fetched
     if as_json:
         emit_json(summary)
     else:
         click.echo(json.dumps(summary))  # the last line of the output: what the job did, as JSON
+
+
+def _fetch_updates(record: dict, folder: Path, listing: str) -> list[str]:
+    """NLM's update files after the last one the corpus applied, fetched into `folder` and verified (the folder's
+    medsnip-updates.lock records them); exits 1, nothing applied, when one cannot be fetched or verified."""
+    from fetcher.download import Downloader, FetchError
+    from fetcher.fetch import NUMBERED, fetch_update_files, last_applied_number
+    from fetcher.lockfile import Lock, LockError
+    from fetcher.publishers import PublisherError
+
+    names = [Path(entry["path"]).name for entry in record["inputs"]]
+    prefixes = sorted({NUMBERED.split(name)[0] for name in names if NUMBERED.search(name)})
+    if not prefixes:
+        fail("--fetch: the corpus read no NLM-numbered file (pubmed26nNNNN.xml.gz); give --pubmed-updates files")
+    pattern = f"{prefixes[-1]}n*.xml.gz"
+    after = last_applied_number(names)
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        lock = Lock.read(folder / "medsnip-updates.lock", "pubmed-updates")
+        with Downloader() as downloader:
+            paths = fetch_update_files(listing, pattern, folder, after, downloader, lock)
+    except (FetchError, PublisherError, LockError) as error:
+        fail(f"{error}. Nothing was applied")
+    click.echo(f"fetched or verified {len(paths)} update files after number {after} into {folder}", err=True)
+    return [path.name for path in paths]
 
 
 @main.command()
