@@ -78,7 +78,8 @@ class Downloader:
         self.settings = settings or FetchSettings()
         self._sleep = sleep
         timeout = httpx.Timeout(self.settings.timeout)
-        headers = {"User-Agent": f"medsnip/{__version__} (medsnip fetch)"}
+        # identity: the file's own bytes (a .gz is not to be decoded on the way, whatever the server labels it)
+        headers = {"User-Agent": f"medsnip/{__version__} (medsnip fetch)", "Accept-Encoding": "identity"}
         self.client = httpx.Client(timeout=timeout, follow_redirects=True, trust_env=True, headers=headers)
         self._hosts: dict[str, threading.BoundedSemaphore] = {}
         self._lock = threading.Lock()
@@ -198,7 +199,7 @@ class Downloader:
                     length = response.headers.get("content-length")
                     expected = have + int(length) if length and length.isdigit() else None
                     with open(part, "ab" if resumed else "wb") as out:
-                        for block in response.iter_bytes(READ_BYTES):
+                        for block in response.iter_raw():  # the bytes as sent, each block as it arrives
                             out.write(block)
                             progress(len(block))
                     if expected is not None and part.stat().st_size < expected:

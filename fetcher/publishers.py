@@ -22,8 +22,8 @@ Four kinds of publisher, one key naming each:
     members = "textbooks/en/*.txt"           # which of its files the source reads (flattened into the folder)
 
 A listing is NLM's HTML directory page (any page whose links name the files); its checksums are NLM's `.md5`
-files (`MD5(pubmed26n0001.xml.gz)= <hex>`). The files are fetched into the source's first input, which must be a
-folder (a `url` source may name its file instead).
+files (`MD5(pubmed26n0001.xml.gz)= <hex>`). The files are fetched into the source's first input, a folder, or the
+folder of the file it names (a `url` source's file takes that name).
 """
 
 from __future__ import annotations
@@ -103,8 +103,8 @@ def publisher_of(source, where: str) -> Publisher | None:
     target = Path(source.inputs[0])
     if _GLOB.search(str(target)):
         raise PublisherError(f"{where}: inputs[0] ({target}) is a pattern; fetched files need a folder to go into")
-    if kind == "url" and target.suffix and not target.is_dir():
-        return Publisher(source.name, kind, dict(table), target.parent, target.name)
+    if target.suffix and not target.is_dir():  # the input names a file: its folder receives the publisher's files
+        return Publisher(source.name, kind, dict(table), target.parent, target.name if kind == "url" else None)
     return Publisher(source.name, kind, dict(table), target)
 
 

@@ -252,9 +252,12 @@ def _fetch_with_progress(publishers, lock, downloader, update_lock: bool, quiet:
         overall = progress.add_task("all files", total=None)
 
         def on_start(item):
-            task = progress.add_task(item.remote.name, total=item.size)
+            task = None  # a bar once bytes arrive: a file already present gets none
 
             def advance(count: int) -> None:
+                nonlocal task
+                if task is None:
+                    task = progress.add_task(item.remote.name, total=item.size)
                 progress.advance(task, count)
                 progress.advance(overall, count)
 
@@ -332,7 +335,7 @@ def update(
 
     missing = [str(folder) for folder in folders if not folder.exists()]
     if missing and not fetch_updates:
-        fail(f"--pubmed-updates: {', '.join(missing)} does not exist")
+        fail(f"--pubmed-updates: {', '.join(missing)}: no such file or folder (check the path)")
     if fetch_updates and len(folders) != 1:
         fail("--fetch takes one --pubmed-updates folder to fetch into")
     fetched: list[str] = []

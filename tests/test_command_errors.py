@@ -247,6 +247,7 @@ MISSING = {
     "refkit score": Case("refkit", lambda w, out: ["score", w.missing, w.queries, "--out", out / "scores.json"]),
     "refkit audit": Case("refkit", lambda w, out: ["audit", w.missing, "--out", out / "audit.json"]),
     "medsnip build": Case("medsnip", lambda w, out: ["build", w.missing, "--out", out / "root"]),
+    "medsnip fetch": Case("medsnip", lambda w, out: ["fetch", w.missing]),
     "medsnip update": Case("medsnip", lambda w, out: ["update", w.corpus, "--pubmed-updates", w.missing]),
     "medsnip prune": Case("medsnip", lambda w, out: ["prune", w.missing]),
 }

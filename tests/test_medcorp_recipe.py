@@ -1,6 +1,6 @@
-"""manifests/medcorp-2026.toml, scaled down: its four sources on the bundled samples (three PubMed
-files instead of 1,334, the ten bundled textbooks, laid out under --var data as the recipe expects NLM's,
-StatPearls', MedQA's and Wikipedia's files), every other line of it as it is, its three
+"""manifests/medcorp-2026.toml as shipped, on the bundled samples: its four sources' folders under --var data
+hold three PubMed files instead of NLM's 1,334, the ten bundled textbooks, and StatPearls' and Wikipedia's
+files laid out as `medsnip fetch` lays out the publishers' (tests/test_fetch.py fetches), its three
 dense encoders as 1-layer random BERTs of their kind under --var models (MedCPT's article and query
 encoders, Contriever, SPECTER; nothing is downloaded), built by `medsnip build` and served by searchd
 with the recipe's MedRAG RRF-4 as the default."""
@@ -28,7 +28,7 @@ RETRIEVERS = ["bm25", "dense-contriever", "dense-medcpt", "dense-specter"]
 
 
 def medcorp_data(folder: Path) -> Path:
-    """The samples where the recipe's globs look for the real files."""
+    """The samples where the recipe's folders look for the real files."""
     (folder / "pubmed" / "baseline").mkdir(parents=True)
     for number, sample in enumerate(("pubmed1.xml", "pubmed2.xml", "medsamp2014.xml"), 1):
         with gzip.open(folder / "pubmed" / "baseline" / f"pubmed26n{number:04d}.xml.gz", "wb") as out:
@@ -46,24 +46,11 @@ def medcorp_data(folder: Path) -> Path:
     return folder
 
 
-def scaled_down(recipe: Path, folder: Path) -> Path:
-    """The recipe with PubMed's 1,334 baseline files cut to the first three and the textbooks to those
-    the samples have; every other line (options, shards, indexes, what is served) as it is."""
-    text = recipe.read_text(encoding="utf-8")
-    start = text.index('"${data}/pubmed/baseline/pubmed26n0004.xml.gz"')
-    text = text[:start] + text[text.index("]", start) :]
-    start = text.index('inputs = [\n  "${data}/textbooks/en/')
-    text = text[:start] + 'inputs = ["${data}/textbooks/en/*.txt"' + text[text.index("]", start) :]
-    path = folder / recipe.name
-    path.write_text(text, encoding="utf-8")
-    return path
-
-
 @pytest.fixture(scope="module")
 def medcorp_root(tmp_path_factory) -> Path:
     work = tmp_path_factory.mktemp("medcorp")
     data = medcorp_data(work / "data")
-    recipe = scaled_down(RECIPE, work)
+    recipe = RECIPE  # as shipped: its folders read what --var data holds
     models = work / "models"
     for seed, name in enumerate(("MedCPT-Article-Encoder", "MedCPT-Query-Encoder", "contriever", "specter")):
         tiny_bert(models / name, seed=seed)
