@@ -61,8 +61,8 @@ def device_list(devices: str | None, device: str, runner) -> list[str]:
 def feeding_for(encoder, devices: list[str], job: DenseJob):
     """(batch size, indexer.dense.Feeding) from the job and the devices' kind: GPUs take big batches by
     a token budget and feeder processes on the cores the devices leave free."""
-    from indexer.dense.embedding import Feeding, rows_budget
     from indexer.dense.device_loop import compile_model as compile_encoder
+    from indexer.dense.embedding import Feeding, rows_budget
     from indexer.dense.feeding import BatchPlan
     from medsnip.encoders import TextEncoder
 
