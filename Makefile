@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.medsnip-installed
 DEMO_OUT ?= build/demo
 
-.PHONY: setup demo demo-multilingual test bench lint docs clean proto java
+.PHONY: setup demo demo-multilingual test bench lint docs clean proto java client
 
 setup: $(STAMP)
 
@@ -55,6 +55,11 @@ docs: setup
 
 clean:
 	rm -rf build .pytest_cache
+
+# medsnip-client: searchd's client and the runner adapters alone (grpcio + protobuf), for a runner's own
+# environment (MedRAG's, Search-R1's pins) -> dist/medsnip_client-<version>-py3-none-any.whl
+client: setup
+	$(PY) client/build_client.py --out dist
 
 # Regenerate the gRPC code of protos/medsnip/v1/search.proto into medsnip/v1/ (checked in; a test
 # fails when it is out of date).

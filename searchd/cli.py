@@ -339,7 +339,14 @@ def reload(pid, pid_file, address, timeout) -> None:
 
 def client_options(command):
     options = [
-        click.option("--server", "address", default="127.0.0.1:50051", show_default=True),
+        click.option(
+            "--server",
+            "address",
+            default="127.0.0.1:50051",
+            show_default=True,
+            envvar="SEARCHD_ADDRESS",
+            help="searchd's address [or $SEARCHD_ADDRESS].",
+        ),
         click.option("--token-file", type=click.Path(path_type=Path, exists=True, dir_okay=False)),
         click.option("--tls", is_flag=True, help="Connect with TLS."),
         click.option("--ca-file", type=click.Path(path_type=Path, exists=True, dir_okay=False)),

@@ -20,6 +20,7 @@ Each is also a grpc.RpcError with its `code()` and `details()`, so code written 
 from __future__ import annotations
 
 import itertools
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,6 +31,14 @@ from google.protobuf import json_format
 from medsnip.v1 import search_pb2, search_pb2_grpc
 
 DEFAULT_ADDRESS = "127.0.0.1:50051"
+ADDRESS_VARIABLE = "SEARCHD_ADDRESS"  # where every client and runner adapter finds searchd when given no address
+
+
+def default_address() -> str:
+    """$SEARCHD_ADDRESS when set (a runner that builds its retriever itself needs no argument), else 127.0.0.1:50051."""
+    return os.environ.get(ADDRESS_VARIABLE) or DEFAULT_ADDRESS
+
+
 # A BatchSearch answer with text can pass gRPC's 4 MB default (256 queries x 100 hits x ~1 KB).
 CHANNEL_OPTIONS = [("grpc.max_receive_message_length", 256 << 20)]
 
@@ -85,7 +94,7 @@ def searchd_error(address: str, error: grpc.RpcError) -> SearchdError:
 class SearchClient:
     def __init__(
         self,
-        address: str = DEFAULT_ADDRESS,
+        address: str | None = None,
         token: str | None = None,
         tls: bool = False,
         ca_file: Path | None = None,
@@ -93,6 +102,7 @@ class SearchClient:
         backoff: float = 0.2,
         timeout: float | None = 60.0,
     ):
+        address = address or default_address()
         if tls:
             root = Path(ca_file).read_bytes() if ca_file else None
             self._channel = grpc.secure_channel(

@@ -124,3 +124,88 @@ def test_a_llamaindex_query_engine_runs_on_the_searchd_retriever(server):
     assert [r["rank"] for r in node.metadata["retrievers"]] == [r.rank for r in hits[0].retrievers]
     assert hits[0].content[:200] in str(response) and question in str(response)
     assert "retrievers" not in node.get_content(metadata_mode="llm")  # provenance stays out of the prompt
+
+
+class MedRAGCallPattern:
+    """What MedRAG's `MedRAG` (src/medrag.py, github.com/Teddy-XiongGZ/MedRAG at 7599a72) does with the two names it
+    imports, call for call, and nothing else: the constructor builds `RetrievalSystem(retriever_name, corpus_name,
+    db_dir, cache=corpus_cache, HNSW=HNSW)` (the module's name, which patch_medrag replaced), `medrag_answer`
+    retrieves with `retrieve(question, k=k, rrf_k=rrf_k)`, or, given `snippets_ids`, builds
+    `DocExtracter(db_dir=db_dir, cache=True, corpus_name=corpus_name)` and calls `extract(snippets_ids[:k])`, then
+    writes each snippet into its prompt as `Document [i] (Title: ...) ...`; its LLM is a stub here."""
+
+    def __init__(self, module, retriever_name: str, corpus_name: str, db_dir: str = "./corpus"):
+        self.module, self.corpus_name, self.db_dir, self.docExt = module, corpus_name, db_dir, None
+        self.retrieval_system = module.RetrievalSystem(retriever_name, corpus_name, db_dir, cache=False, HNSW=False)
+        self.prompts: list[str] = []
+
+    def answer(self, question, options=None, k=32, rrf_k=100, snippets_ids=None):
+        if snippets_ids is not None:
+            if self.docExt is None:
+                self.docExt = self.module.DocExtracter(db_dir=self.db_dir, cache=True, corpus_name=self.corpus_name)
+            snippets, scores = self.docExt.extract(snippets_ids[:k]), []
+        else:
+            snippets, scores = self.retrieval_system.retrieve(question, k=k, rrf_k=rrf_k)
+        contexts = [f"Document [{i}] (Title: {s['title']}) {s['content']}" for i, s in enumerate(snippets)]
+        self.prompts.append("\n".join(contexts))
+        return '{"step_by_step_thinking": "stub", "answer_choice": "A"}', snippets, scores
+
+
+def test_medrag_call_pattern_runs_on_the_patched_module_with_the_address_from_the_environment(server, monkeypatch):
+    """MedRAG's own calls (MedRAGCallPattern) on a module patched by patch_medrag, searchd found through
+    $SEARCHD_ADDRESS: positional constructor arguments, retrieve(question, k, rrf_k) equal to `searchd query
+    --fusion medrag`, DocExtracter serving `snippets_ids=` from the root by id, the name maps extending the
+    defaults (MedRAG's BM25 still known beside the test root's names)."""
+    import types
+
+    from searchd.runners.medrag import patch_medrag
+
+    monkeypatch.setenv("SEARCHD_ADDRESS", server)
+    module = types.ModuleType("src.medrag")
+    patch_medrag(module, retrievers={"RRF-2": ("bm25", "dense-minilm")}, corpora=CORPORA)
+    medrag = MedRAGCallPattern(module, "RRF-2", "PubMedQA")
+    answer, snippets, scores = medrag.answer(QUESTIONS[4], k=8, rrf_k=100)
+    options = ["--fusion", "medrag", "--rrf-k", 100, "--k", 8, "--retrievers", "bm25", "--retrievers", "dense-minilm"]
+    expected = searchd_query(server, QUESTIONS[4], *options, "--corpora", "pubmedqa")
+    assert [s["id"] for s in snippets] == [h["id"] for h in expected["hits"]] and len(snippets) == 8
+    assert scores == pytest.approx([h["score"] for h in expected["hits"]])
+    assert medrag.prompts[-1].startswith(f"Document [0] (Title: {snippets[0]['title']}) {snippets[0]['content']}")
+    extracted_answer, extracted, no_scores = medrag.answer(
+        QUESTIONS[4], k=3, snippets_ids=[{"id": s["id"]} for s in snippets]
+    )
+    assert [s["id"] for s in extracted] == [s["id"] for s in snippets[:3]] and no_scores == []
+    assert extracted == [{k: s[k] for k in ("id", "title", "content")} for s in snippets[:3]]
+    both = MedRAGCallPattern(module, "BM25", "Both")  # BM25 is one of MedRAG's names, kept beside the added ones
+    assert both.retrieval_system.retrievers == ["bm25"] and both.answer(QUESTIONS[4], k=4)[1]
+    with pytest.raises(KeyError, match="pubmedqa:nope"):
+        medrag.docExt.extract(["pubmedqa:nope"])
+
+
+def test_mirage_questions_through_medrag_write_the_files_mirages_evaluate_reads(server, tmp_path, monkeypatch):
+    """searchd.runners.mirage.run_mirage asks MedRAG (its call pattern) MIRAGE's questions and writes
+    RESULTS/<dataset>/rag_<k>/<llm>/<corpus>/<retriever>/test_<id>.json, each a list whose first item holds the
+    answer_choice MIRAGE's evaluate.py parses; a second run asks nothing again."""
+    import types
+
+    from searchd.runners.medrag import patch_medrag
+    from searchd.runners.mirage import run_mirage
+
+    monkeypatch.setenv("SEARCHD_ADDRESS", server)
+    ids = list(query_texts(SAMPLES / "ir" / "pubmedqa-beir" / "queries.tsv"))[:3]
+    benchmark = tmp_path / "benchmark.json"  # MIRAGE's shape: dataset -> id -> question, options, answer
+    options = {"A": "yes", "B": "no", "C": "maybe"}
+    items = {i: {"question": q, "options": options, "answer": "A"} for i, q in zip(ids, QUESTIONS[:3], strict=True)}
+    benchmark.write_text(json.dumps({"pubmedqa": items}))
+    module = types.ModuleType("src.medrag")
+    patch_medrag(module, retrievers=RETRIEVERS, corpora=CORPORA)
+    medrag = MedRAGCallPattern(module, "RRF-2", "PubMedQA")
+    names = ("stub/llm", "PubMedQA", "RRF-2")
+    files = run_mirage(medrag, benchmark, "pubmedqa", tmp_path / "prediction", *names, k=4, rrf_k=100)
+    folder = tmp_path / "prediction" / "pubmedqa" / "rag_4" / "stub" / "llm" / "PubMedQA" / "RRF-2"
+    assert files == [folder / f"test_{i}.json" for i in sorted(ids)]
+    for path in files:
+        [answer] = json.loads(path.read_text())
+        assert answer.split('"answer_choice": "')[-1].strip().startswith("A")
+    assert len(medrag.prompts) == 3
+    run_mirage(medrag, benchmark, "pubmedqa", tmp_path / "prediction", *names, k=4, rrf_k=100)
+    assert len(medrag.prompts) == 3  # every answer was there: nothing asked again

@@ -14,7 +14,7 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import PrivateAttr
 
-from searchd.client import DEFAULT_ADDRESS, SearchClient
+from searchd.client import SearchClient
 from searchd.runners.hits import hit_metadata
 
 
@@ -22,7 +22,7 @@ class SearchdRetriever(BaseRetriever):
     """searchd's fused hits as LangChain Documents. Fields are SearchRequest's: `retrievers` and `fusion`
     left empty take the root's served defaults (serve.json)."""
 
-    address: str = DEFAULT_ADDRESS
+    address: str | None = None  # None: $SEARCHD_ADDRESS, else 127.0.0.1:50051
     k: int = 10
     corpora: list[str] = []
     retrievers: list[str] = []

@@ -15,7 +15,7 @@ from pathlib import Path
 from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
-from searchd.client import DEFAULT_ADDRESS, SearchClient
+from searchd.client import SearchClient
 from searchd.runners.hits import hit_metadata
 
 # provenance the LLM need not read in every prompt (the title and corpus it does)
@@ -25,7 +25,7 @@ _HIDDEN_FROM_LLM = ["id", "source", "doc_id", "rank", "score", "retrievers"]
 class SearchdRetriever(BaseRetriever):
     def __init__(
         self,
-        address: str = DEFAULT_ADDRESS,
+        address: str | None = None,
         k: int = 10,
         corpora: list[str] | tuple = (),
         retrievers: list[str] | tuple = (),

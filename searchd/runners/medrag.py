@@ -1,21 +1,25 @@
-"""MedRAG/MIRAGE's `RetrievalSystem`, served by searchd: the same constructor names and the same
-`retrieve(question, k=32, rrf_k=100, id_only=False) -> (snippets, scores)`, where each snippet is
-`{"id", "title", "content"}` (or `{"id"}`), so MedRAG's `medrag.py` and MIRAGE's evaluation run unchanged
-against a medsnip root:
+"""MedRAG/MIRAGE's `RetrievalSystem` and `DocExtracter`, served by searchd: MedRAG's constructor arguments (by
+position too) and calls, `retrieve(question, k=32, rrf_k=100, id_only=False) -> (snippets, scores)` with each
+snippet `{"id", "title", "content"}` (or `{"id"}`), and `extract(ids)`, so MedRAG's `medrag.py` runs unedited
+against a medsnip root once its module's two names point here (`patch_medrag`):
 
-    from searchd.runners.medrag import RetrievalSystem
-    system = RetrievalSystem("RRF-4", "MedCorp", server="127.0.0.1:50051")
-    snippets, scores = system.retrieve("Which drug lowers LDL cholesterol?", k=32, rrf_k=100)
+    import src.medrag
+    from searchd.runners.medrag import patch_medrag
+    patch_medrag(src.medrag)        # src.medrag.RetrievalSystem and .DocExtracter are now these
+    medrag = src.medrag.MedRAG(llm_name=..., rag=True, retriever_name="RRF-4", corpus_name="MedCorp")
 
-MedRAG's retriever and corpus names map onto a served root's (`RETRIEVERS`, `CORPORA`; pass your own maps for
-other names); the fusion is MedRAG's own (searchd's `medrag`: each retriever's corpora merged by score, then
-RRF over retrievers with `rrf_k`), asked at MedRAG's depth (max(2k, 100) per list when fusing)."""
+MedRAG constructs them itself, so where searchd is comes from $SEARCHD_ADDRESS (else 127.0.0.1:50051) unless
+`server=` is given. MedRAG's retriever and corpus names map onto a served root's (`RETRIEVERS`, `CORPORA`);
+`retrievers=` and `corpora=` add names or override some, the others keep their defaults. The fusion is MedRAG's
+own (searchd's `medrag`: each retriever's corpora merged by score, then RRF over retrievers with `rrf_k`), asked
+at MedRAG's depth (max(2k, 100) per list when fusing)."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
-from searchd.client import DEFAULT_ADDRESS, SearchClient
+from searchd.client import SearchClient, default_address
 
 # MedRAG's names -> the retrievers a medsnip MedCorp root serves (manifests/medcorp-2026.toml)
 RETRIEVERS = {
@@ -45,7 +49,7 @@ class RetrievalSystem:
         HNSW: bool = False,  # noqa: N803 - MedRAG's parameter name
         cache: bool = False,
         *,
-        server: str = DEFAULT_ADDRESS,
+        server: str | None = None,
         token: str | None = None,
         tls: bool = False,
         ca_file: Path | None = None,
@@ -53,9 +57,11 @@ class RetrievalSystem:
         corpora: dict[str, tuple[str, ...]] | None = None,
     ):
         """MedRAG's arguments (`db_dir`, `HNSW` and `cache` are accepted and unused: the indexes live in
-        searchd), then where searchd is. Unknown names, or names whose retrievers or corpora the server does
-        not serve, are a ValueError saying what it serves."""
-        retrievers, corpora = retrievers or RETRIEVERS, corpora or CORPORA
+        searchd), then where searchd is (None: $SEARCHD_ADDRESS, else 127.0.0.1:50051) and names to add to
+        the default maps or override in them. Unknown names, or names whose retrievers or corpora the server
+        does not serve, are a ValueError saying what it serves."""
+        server = server or default_address()
+        retrievers, corpora = {**RETRIEVERS, **(retrievers or {})}, {**CORPORA, **(corpora or {})}
         if retriever_name not in retrievers:
             raise ValueError(f"unknown retriever_name {retriever_name!r}; known: {', '.join(retrievers)}")
         if corpus_name not in corpora:
@@ -102,3 +108,58 @@ class RetrievalSystem:
 
     def close(self) -> None:
         self.client.close()
+
+
+class DocExtracter:
+    """MedRAG's `DocExtracter` (its `snippets_ids=` path): snippets by id, from the served root instead of a
+    cloned copy of the corpus. `extract(ids)` takes ids or `{"id": ...}` dicts, as MedRAG's does, and returns
+    one snippet per id, in order: `{"id", "title", "content"}`, with `contents` too when `cache` is False (the
+    whole line, as MedRAG's reads it from the chunk file); an id the root does not hold is a KeyError naming
+    it. The ids are the root's: MedRAG's own in a MedRAG-compatible root (docs/corpus/medrag.md)."""
+
+    def __init__(
+        self,
+        db_dir: str = "./corpus",
+        cache: bool = False,
+        corpus_name: str = "MedCorp",
+        *,
+        server: str | None = None,
+        token: str | None = None,
+        tls: bool = False,
+        ca_file: Path | None = None,
+    ):
+        self.db_dir, self.cache, self.corpus_name = db_dir, cache, corpus_name
+        self.client = SearchClient(server or default_address(), token=token, tls=tls, ca_file=ca_file)
+
+    def extract(self, ids) -> list[dict]:
+        wanted = [i if isinstance(i, str) else i["id"] for i in ids]
+        found = {}
+        for start in range(0, len(wanted), 1000):  # GetSnippets takes up to max_k ids a call
+            response = self.client.get_snippets(wanted[start : start + 1000])
+            found.update({snippet.id: snippet for snippet in response.snippets})
+        output = []
+        for snippet_id in wanted:
+            if snippet_id not in found:
+                raise KeyError(f"{snippet_id}: the served root holds no snippet of this id")
+            snippet = found[snippet_id]
+            item = {"id": snippet.id, "title": snippet.title, "content": snippet.content}
+            if not self.cache:
+                item["contents"] = snippet.contents
+            output.append(item)
+        return output
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def patch_medrag(
+    module,
+    server: str | None = None,
+    retrievers: dict[str, tuple[str, ...]] | None = None,
+    corpora: dict[str, tuple[str, ...]] | None = None,
+) -> None:
+    """Point MedRAG's module (`src.medrag`, or `medrag` with src/ on the path) at searchd: its `RetrievalSystem`
+    and `DocExtracter`, the two names it constructs, with MedRAG's own arguments; `server`, `retrievers` and
+    `corpora` (names added to the defaults) reach them as keywords. Nothing of MedRAG's files changes."""
+    module.RetrievalSystem = functools.partial(RetrievalSystem, server=server, retrievers=retrievers, corpora=corpora)
+    module.DocExtracter = functools.partial(DocExtracter, server=server)
