@@ -67,11 +67,11 @@ def _start_reference(corpus: Path, dense: Path, work: Path, *extra) -> tuple[sub
         stderr=subprocess.STDOUT,
     )
     deadline = time.monotonic() + 600
-    while not port_file.exists():
+    while not (port_file.exists() and port_file.read_text().strip()):  # created a moment before it is written
         assert process.poll() is None, (work / "reference.log").read_text()[-3000:]
         assert time.monotonic() < deadline
         time.sleep(0.2)
-    url = f"http://127.0.0.1:{port_file.read_text()}"
+    url = f"http://127.0.0.1:{port_file.read_text().strip()}"
     while True:  # the port is bound before uvicorn answers
         try:
             requests.post(f"{url}/retrieve", json={"queries": ["warm"], "topk": 1}, timeout=60).raise_for_status()
@@ -86,9 +86,9 @@ def _start_searchd(root: Path, work: Path, *extra) -> tuple[subprocess.Popen, st
     port_file = work / "searchd-http.port"
     port_file.unlink(missing_ok=True)
     process, address = start_background_server(root, "--http-port", 0, "--http-port-file", port_file, *extra)
-    while not port_file.exists():
+    while not (port_file.exists() and port_file.read_text().strip()):
         time.sleep(0.05)
-    return process, address, f"http://127.0.0.1:{port_file.read_text()}"
+    return process, address, f"http://127.0.0.1:{port_file.read_text().strip()}"
 
 
 def _stop(process: subprocess.Popen) -> None:
