@@ -592,7 +592,7 @@ def noise_section(demo: Path, work: Path) -> list[str]:
             "--out",
             permissive_path,
         )
-        audit = json.loads(_run("audit", outputs[0], "--qrels", qrels_path, "--lexicon", lexicon))
+        audit = json.loads(_run("audit", outputs[0], "--qrels", qrels_path, "--lexicon", lexicon, "--json"))
         by_rule = _run("audit", outputs[0], "--qrels", qrels_path, "--lexicon", lexicon, "--by-rule")
     finally:
         process.terminate()
