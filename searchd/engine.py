@@ -421,11 +421,14 @@ class SearchEngine:
     def snippets(self, ids: list[str], corpora: list[str] | None = None) -> dict[str, dict]:
         """Snippets by id; `corpora[i]` (when known, as for search hits) says which store holds ids[i]."""
         found: dict[str, dict] = {}
-        if corpora is not None:
+        if corpora is not None:  # one read per store, for all of its ids
+            by_corpus: dict[str, list[str]] = defaultdict(list)
             for snippet_id, name in zip(ids, corpora, strict=True):
-                snippet = self.corpora[name].store.get([snippet_id])[0]
-                if snippet is not None:
-                    found[snippet_id] = snippet
+                by_corpus[name].append(snippet_id)
+            for name, wanted in by_corpus.items():
+                for snippet_id, snippet in zip(wanted, self.corpora[name].store.get(wanted), strict=True):
+                    if snippet is not None:
+                        found[snippet_id] = snippet
             return found
         for loaded in self.corpora.values():
             wanted = [i for i in ids if i not in found]
