@@ -43,6 +43,13 @@ class FetchSettings:
 
 
 @dataclass(frozen=True)
+class WaitOut:
+    """An answer to retry after a pause (429, 5xx): its Retry-After says how long."""
+
+    response: httpx.Response
+
+
+@dataclass(frozen=True)
 class Fetched:
     path: Path
     bytes: int
@@ -104,24 +111,43 @@ class Downloader:
             delay = self.settings.backoff * 2**attempt * (0.5 + random.random() / 2)
         self._sleep(min(delay, self.settings.max_backoff))
 
-    def get_bytes(self, url: str) -> bytes:
-        """A small document (a listing, a sidecar, a dump's status), with the same retries as a file."""
+    def _retrying(self, url: str, once: Callable[[], object], kept: str = ""):
+        """`once()` until it returns an answer, under the module's retry rule: a transport error (a reset, a cut
+        body, a timeout) or a `WaitOut` (a 429 or 5xx answer) is retried after a pause, up to `attempts` times; then
+        FetchError, saying the last problem and `kept` (what is left of a file)."""
         last = ""
         for attempt in range(self.settings.attempts):
             try:
                 with self._host(url):
-                    response = self.client.get(url)
-                if response.status_code in RETRY_STATUSES:
-                    last = f"HTTP {response.status_code}"
-                    self._wait(attempt, response)
-                    continue
-                if response.status_code >= 400:
-                    raise FetchError(f"{url}: HTTP {response.status_code}")
-                return response.content
+                    answer = once()
             except httpx.TransportError as error:
                 last = f"{type(error).__name__}: {error}"
                 self._wait(attempt)
-        raise FetchError(f"{url}: gave up after {self.settings.attempts} attempts ({last})")
+                continue
+            if isinstance(answer, WaitOut):
+                last = f"HTTP {answer.response.status_code}"
+                self._wait(attempt, answer.response)
+                continue
+            return answer
+        raise FetchError(f"{url}: gave up after {self.settings.attempts} attempts ({last}){kept}")
+
+    @staticmethod
+    def _usable(url: str, response: httpx.Response) -> WaitOut | None:
+        """A WaitOut for an answer to retry after a pause, None for one to read; FetchError for any other error."""
+        if response.status_code in RETRY_STATUSES:
+            return WaitOut(response)
+        if response.status_code >= 400:
+            raise FetchError(f"{url}: HTTP {response.status_code}")
+        return None
+
+    def get_bytes(self, url: str) -> bytes:
+        """A small document (a listing, a sidecar, a dump's status), with the same retries as a file."""
+
+        def once():
+            response = self.client.get(url)
+            return self._usable(url, response) or response.content
+
+        return self._retrying(url, once)
 
     def size_of(self, url: str) -> int | None:
         """The file's size from a HEAD request (None when the server does not say)."""
@@ -174,38 +200,31 @@ class Downloader:
 
     def _transfer(self, url: str, part: Path, size: int | None, progress: Callable[[int], None]) -> None:
         """Bytes into `part` until the server says the file is whole, resuming with Range after a cut."""
-        last = ""
-        for attempt in range(self.settings.attempts):
+
+        def once() -> WaitOut | None:
             have = part.stat().st_size if part.exists() else 0
             if size is not None and have == size:
-                return
+                return None
             headers = {"Range": f"bytes={have}-"} if have else {}
-            try:
-                with self._host(url), self.client.stream("GET", url, headers=headers) as response:
-                    if response.status_code == 416 and have:  # nothing past what we hold: whole, or a bad part
-                        if size is None or have > size:
-                            part.unlink(missing_ok=True)
-                        return
-                    if response.status_code in RETRY_STATUSES:
-                        last = f"HTTP {response.status_code}"
-                        self._wait(attempt, response)
-                        continue
-                    if response.status_code >= 400:
-                        raise FetchError(f"{url}: HTTP {response.status_code}")
-                    resumed = response.status_code == 206 and have
-                    if have and not resumed:  # the server sent the whole file: start the part again
-                        progress(-have)
-                        have = 0
-                    length = response.headers.get("content-length")
-                    expected = have + int(length) if length and length.isdigit() else None
-                    with open(part, "ab" if resumed else "wb") as out:
-                        for block in response.iter_raw():  # the bytes as sent, each block as it arrives
-                            out.write(block)
-                            progress(len(block))
-                    if expected is not None and part.stat().st_size < expected:
-                        raise httpx.RemoteProtocolError(f"the body ended at {part.stat().st_size:,} of {expected:,}")
-                    return
-            except httpx.TransportError as error:  # a reset, a cut body, a timeout: resume after a pause
-                last = f"{type(error).__name__}: {error}"
-                self._wait(attempt)
-        raise FetchError(f"{url}: gave up after {self.settings.attempts} attempts ({last}); {part} keeps what arrived")
+            with self.client.stream("GET", url, headers=headers) as response:
+                if response.status_code == 416 and have:  # nothing past what we hold: whole, or a bad part
+                    if size is None or have > size:
+                        part.unlink(missing_ok=True)
+                    return None
+                if wait := self._usable(url, response):
+                    return wait
+                resumed = response.status_code == 206 and have
+                if have and not resumed:  # the server sent the whole file: start the part again
+                    progress(-have)
+                    have = 0
+                length = response.headers.get("content-length")
+                expected = have + int(length) if length and length.isdigit() else None
+                with open(part, "ab" if resumed else "wb") as out:
+                    for block in response.iter_raw():  # the bytes as sent, each block as it arrives
+                        out.write(block)
+                        progress(len(block))
+                if expected is not None and part.stat().st_size < expected:
+                    raise httpx.RemoteProtocolError(f"the body ended at {part.stat().st_size:,} of {expected:,}")
+                return None
+
+        self._retrying(url, once, f"; {part} keeps what arrived")
