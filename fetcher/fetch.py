@@ -252,5 +252,6 @@ def fetch_update_files(
 
 
 def disk_free(folder: Path) -> int:
-    folder.mkdir(parents=True, exist_ok=True)
-    return shutil.disk_usage(folder).free
+    """Bytes free where `folder` is, or would be made (a dry run creates nothing)."""
+    existing = next(path for path in (folder, *folder.parents) if path.exists())
+    return shutil.disk_usage(existing).free
