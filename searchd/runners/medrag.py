@@ -12,7 +12,7 @@ MedRAG constructs them itself, so where searchd is comes from $SEARCHD_ADDRESS (
 `server=` is given. MedRAG's retriever and corpus names map onto a served root's (`RETRIEVERS`, `CORPORA`);
 `retrievers=` and `corpora=` add names or override some, the others keep their defaults. The fusion is MedRAG's
 own (searchd's `medrag`: each retriever's corpora merged by score, then RRF over retrievers with `rrf_k`), asked
-at MedRAG's depth (max(2k, 100) per list when fusing)."""
+at MedRAG's depth (max(2k, 100) per list when fusing, k for one retriever: searchd's default for this fusion)."""
 
 from __future__ import annotations
 
@@ -89,13 +89,11 @@ class RetrievalSystem:
         are named, the retriever's own scores for one."""
         if not isinstance(question, str):
             raise TypeError(f"question must be a str, got {type(question).__name__}")
-        fusing = len(self.retrievers) > 1
-        response = self.client.search(
+        response = self.client.search(  # at searchd's depth for MedRAG's fusion (SearchEngine.fuses_ranks)
             question,
             k=k,
             corpora=self.corpora,
             retrievers=self.retrievers,
-            depth=max(2 * k, 100) if fusing else k,
             rrf_k=rrf_k,
             fusion="medrag",
             return_text=not id_only,
