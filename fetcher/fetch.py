@@ -9,11 +9,14 @@ upstream is refused, naming both, unless `update_lock`. Nothing is ever left unv
 
 from __future__ import annotations
 
+import contextlib
+import fnmatch
+import functools
 import re
 import shutil
 import tarfile
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -151,38 +154,36 @@ def fetch_one(
     return Outcome(publisher.source, remote.name, "fetched", fetched.bytes)
 
 
-def _members(archive: Path, pattern: str) -> list[tuple[str, Callable[[], bytes]]]:
-    from fnmatch import fnmatchcase
-
+@contextlib.contextmanager
+def _opened_members(archive: Path, pattern: str) -> Iterator[list[tuple[str, Callable[[], bytes]]]]:
+    """(name, read) of an archive's files matching `pattern` (a zip or a tar), while the archive is open."""
     if zipfile.is_zipfile(archive):
-        handle = zipfile.ZipFile(archive)
-        return [
-            (n, lambda n=n: handle.read(n))
-            for n in handle.namelist()
-            if not n.endswith("/") and fnmatchcase(n, pattern)
-        ]
-    tar = tarfile.open(archive)
-    chosen = [m for m in tar.getmembers() if m.isfile() and fnmatchcase(m.name, pattern)]
-    return [(m.name, lambda m=m: tar.extractfile(m).read()) for m in chosen]
+        with zipfile.ZipFile(archive) as handle:
+            names = [n for n in handle.namelist() if not n.endswith("/") and fnmatch.fnmatchcase(n, pattern)]
+            yield [(n, functools.partial(handle.read, n)) for n in names]
+        return
+    with tarfile.open(archive) as tar:
+        chosen = [m for m in tar.getmembers() if m.isfile() and fnmatch.fnmatchcase(m.name, pattern)]
+        yield [(m.name, lambda m=m: tar.extractfile(m).read()) for m in chosen]
 
 
 def unpack(publisher: Publisher, archive: Path) -> int:
     """An archive's `members` (default: every file) into the source's folder, flattened by name; returns how many
     were written. Each lands whole (a temp file renamed), and a name seen twice is an error."""
     pattern = publisher.table.get("members", "*")
-    members = _members(archive, pattern)
-    if not members:
-        raise FetchError(f"{archive}: no member matches {pattern!r}")
-    names = [PurePosixPath(name).name for name, _ in members]
-    twice = sorted({n for n in names if names.count(n) > 1})
-    if twice:
-        raise FetchError(f"{archive}: members {pattern!r} repeat file names {twice[:5]} once flattened")
-    for (_, read), name in zip(members, names, strict=True):
-        target = publisher.folder / name
-        temporary = target.with_name(f".{name}.unpacking")
-        temporary.write_bytes(read())
-        temporary.replace(target)
-    return len(members)
+    with _opened_members(archive, pattern) as members:
+        if not members:
+            raise FetchError(f"{archive}: no member matches {pattern!r}")
+        names = [PurePosixPath(name).name for name, _ in members]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise FetchError(f"{archive}: members {pattern!r} repeat file names {twice[:5]} once flattened")
+        for (_, read), name in zip(members, names, strict=True):
+            target = publisher.folder / name
+            temporary = target.with_name(f".{name}.unpacking")
+            temporary.write_bytes(read())
+            temporary.replace(target)
+        return len(members)
 
 
 def fetch_recipe(

@@ -239,3 +239,40 @@ def test_update_fetch_applies_nothing_from_a_file_that_fails_verification(tmp_pa
     assert refused.exit_code == 1 and "Nothing was applied" in refused.output and "f" * 32 in refused.output
     assert (corpus / "build.json").read_bytes() == before
     assert not (tmp_path / "updates" / "pubmed26n0003.xml.gz").exists()
+
+
+def test_a_release_archive_is_fetched_pinned_and_its_members_unpacked_flat(tmp_path, mirror):
+    """`archive = URL` with `members`: the archive kept apart (in .archives/), the matching members written into the
+    source's folder by name, the archive pinned in the lock; a second run fetches and unpacks nothing again."""
+    import io
+    import zipfile
+
+    from conftest import SAMPLES
+
+    books = sorted((SAMPLES / "textbooks" / "books").glob("*.txt"))[:3]
+    archive = io.BytesIO()
+    with zipfile.ZipFile(archive, "w") as handle:
+        for book in books:
+            handle.writestr(f"data_clean/textbooks/en/{book.name}", book.read_bytes())
+        handle.writestr("data_clean/questions/US/test.jsonl", "{}\n")
+    mirror.files["/release/data_clean.zip"] = archive.getvalue()
+    recipe = tmp_path / "books.toml"
+    recipe.write_text(
+        f"""
+[[sources]]
+kind = "textbooks"
+inputs = ["{tmp_path / "books"}"]
+
+[sources.publisher]
+archive = "{mirror.url}/release/data_clean.zip"
+members = "data_clean/textbooks/en/*.txt"
+"""
+    )
+    medsnip("fetch", recipe, *FAST)
+    assert sorted(p.name for p in (tmp_path / "books").glob("*.txt")) == [b.name for b in books]
+    assert all((tmp_path / "books" / b.name).read_bytes() == b.read_bytes() for b in books)
+    assert (tmp_path / "books" / ".archives" / "data_clean.zip").read_bytes() == archive.getvalue()
+    entry = orjson.loads((tmp_path / "books.lock").read_bytes())["files"]["textbooks"]["data_clean.zip"]
+    assert entry["sha256"] == hashlib.sha256(archive.getvalue()).hexdigest()
+    again = json.loads(medsnip("fetch", recipe, *FAST, "--json").stdout.strip().splitlines()[-1])
+    assert again["fetched"] == 0 and again["files"] == 1
