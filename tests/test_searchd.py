@@ -208,7 +208,7 @@ def test_sigterm_drains_in_flight_calls(search_root, tmp_path, questions):
             try:
                 outcome["responses"] = client.batch_search(questions[:200], k=100)
             except grpc.RpcError as error:
-                outcome["error"] = error.code()
+                outcome["error"] = (error.code(), error.details())
 
     caller = threading.Thread(target=long_call)
     caller.start()
@@ -220,7 +220,7 @@ def test_sigterm_drains_in_flight_calls(search_root, tmp_path, questions):
     process.send_signal(signal.SIGTERM)
     caller.join(timeout=120)
     assert process.wait(timeout=120) == 0
-    assert "error" not in outcome and len(outcome["responses"]) == 200
+    assert "error" not in outcome and len(outcome["responses"]) == 200, (outcome, process.log_path.read_text()[-3000:])
 
 
 def test_refuses_to_start_on_a_lineage_mismatch(search_root, tmp_path):
