@@ -10,7 +10,9 @@ answers every request, `/health` included, with `503 text/plain` while such sock
   previous response (plus uvicorn's keep-alive time); else the connection gets `408` in searchd's error shape and
   is closed;
 - past `hard_cap` open connections a new one is answered `503` with Retry-After and closed at once; the soft cap
-  below it (searchd.http_api.Guard) leaves room for `/health` between the two.
+  below it (searchd.http_api.Guard) leaves room for `/health` between the two;
+- at shutdown an idle connection that does not close within CLOSE_SECONDS is cut (a TLS one would otherwise
+  wait for a goodbye from a client that is gone, and hold the process's exit for the whole grace period).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import asyncio
 import json
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
+
+CLOSE_SECONDS = 1.0  # how long an idle connection closed at shutdown may take to say goodbye before it is cut
 
 
 def error_bytes(status: int, reason: str, code: str, message: str, retry: bool = False) -> bytes:
@@ -78,6 +82,17 @@ def guarded_protocol(request_seconds: float, hard_cap: int) -> type[H11Protocol]
             super().on_response_complete()
             if not self.transport.is_closing():
                 self._arm(self.timeout_keep_alive + request_seconds)
+
+        def shutdown(self) -> None:
+            idle = self.cycle is None or self.cycle.response_complete
+            super().shutdown()
+            if idle:  # closed by uvicorn; over TLS the close waits for the peer's close_notify, which a client that
+                # already hung up never sends, and uvicorn's shutdown waited grace + margin for it (13 s)
+                self.loop.call_later(CLOSE_SECONDS, self._abort_if_open)
+
+        def _abort_if_open(self) -> None:
+            if self.transport is not None and self in self.connections:
+                self.transport.abort()
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm()

@@ -24,6 +24,9 @@ REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO / "samples"
 PUBMED_SAMPLES = SAMPLES / "pubmed"
 
+# fixtures defined beside the helpers they go with: the command-error tests' inputs and stand-in searchd
+pytest_plugins = ["command_errors_kit"]
+
 
 @pytest.fixture(scope="session")
 def pubmed_samples() -> Path:
