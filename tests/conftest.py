@@ -117,6 +117,23 @@ def search_root(tmp_path_factory, run_corpusbuild, worker_id) -> Path:
     return root
 
 
+@pytest.fixture(scope="session")
+def bm25_root(search_root, tmp_path_factory, worker_id) -> Path:
+    """`search_root` without its dense index: the PubMedQA abstracts and the textbooks with store and BM25, for
+    a server test about connections, protocols or signals rather than search (a searchd serving it starts
+    without torch and MiniLM, and answers without encoding). Made once per run, shared read-only."""
+    base = tmp_path_factory.getbasetemp()
+    root = (base if worker_id == "master" else base.parent) / "bm25-root"
+    with FileLock(f"{root}.lock"):
+        if not (root / "complete").is_file():
+            shutil.rmtree(root, ignore_errors=True)
+            root.mkdir()
+            copy_corpus(search_root / "pubmedqa", root, "dense-*")
+            copy_corpus(search_root / "textbooks", root)
+            (root / "complete").touch()
+    return root
+
+
 def _build_search_root(root: Path, run_corpusbuild) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     beir = SAMPLES / "ir" / "pubmedqa-beir"

@@ -136,10 +136,10 @@ def test_inputs_that_gave_500_are_refused_naming_the_field(busy):
     assert responses[0].hits and not responses[0].error and "distinct" in responses[1].error
 
 
-def test_replies_say_nothing_of_the_server_without_its_token(search_root, tmp_path):
+def test_replies_say_nothing_of_the_server_without_its_token(bm25_root, tmp_path):
     token_file = tmp_path / "token"
     token_file.write_text("s3cret-token\n")
-    process, _, url = start_http(search_root, tmp_path, "--token-file", token_file)
+    process, _, url = start_http(bm25_root, tmp_path, "--token-file", token_file)
     try:
         bare = requests.get(f"{url}/health", timeout=10)
         assert bare.status_code == 200 and bare.json() == {"status": "SERVING"}
@@ -196,11 +196,11 @@ def test_sigterm_under_load_answers_every_admitted_call_and_exits_within_grace(s
     assert "exiting without closing the indexes" not in log and "Traceback" not in log
 
 
-def test_idle_and_half_sent_connections_are_closed_and_never_shut_health_off(search_root, tmp_path):
+def test_idle_and_half_sent_connections_are_closed_and_never_shut_health_off(bm25_root, tmp_path):
     """Silent sockets and headers sent a byte at a time are ended (408 in the error shape) once the request
     deadline passes; past --max-connections only /health is answered, and past the room kept for it a new
     connection gets 503 JSON with Retry-After; gRPC is untouched."""
-    process, address, url = start_http(search_root, tmp_path, "--max-connections", 40, "--idle-timeout", 2)
+    process, address, url = start_http(bm25_root, tmp_path, "--max-connections", 40, "--idle-timeout", 2)
     port = int(url.rsplit(":", 1)[1])
     sockets = []
     try:
@@ -232,12 +232,13 @@ def test_idle_and_half_sent_connections_are_closed_and_never_shut_health_off(sea
         stop(process)
 
 
-def test_clients_that_never_read_their_replies_are_closed_and_free_what_they_held(search_root, tmp_path):
+def test_clients_that_never_read_their_replies_are_closed_and_free_what_they_held(bm25_root, tmp_path):
     """Replies go out in chunks as the client takes them: clients asking big replies and never reading hold at
-    most their own replies, for --idle-timeout, and are then closed; a refused request is in the request log."""
+    most their own replies, for --idle-timeout, and are then closed; a refused request is in the request log.
+    (BM25 alone: the replies' size is what is tested, not the encoder.)"""
     from helpers import rss_mb
 
-    process, _, url = start_http(search_root, tmp_path, "--idle-timeout", 2)
+    process, _, url = start_http(bm25_root, tmp_path, "--idle-timeout", 2)
     port = int(url.rsplit(":", 1)[1])
     body = json.dumps({"queries": QUESTIONS[:48], "topk": 200}).encode()  # ~10 MB of JSON each
     sockets = []

@@ -153,7 +153,10 @@ def test_dense_recall_and_exact_sharded_top_k(dense_dir, corpus_dir, questions):
 
     store = SnippetStore.open(corpus_dir / "store")
     hits = index.search(vectors, k=100)  # the questions' vectors, encoded once above
-    assert index.search([questions[q] for q in qids[:3]], k=100) == hits[:3]  # as their texts give
+    by_text = index.search([questions[q] for q in qids[:3]], k=100)  # as their texts give (FAISS scores a few
+    for found, expected in zip(by_text, hits, strict=False):  # queries without BLAS: equal to ~1e-7, not bit for bit)
+        assert [i for i, _ in found] == [i for i, _ in expected]
+        assert np.allclose([s for _, s in found], [s for _, s in expected], atol=1e-5)
     run = {q: doc_ids_of(h, store, "doc_id") for q, h in zip(qids, hits, strict=True)}
     scores = evaluate(run, read_qrels(BEIR / "qrels.tsv"))
     assert scores["recall_100"] >= 0.95 and scores["ndcg_cut_10"] >= 0.80
