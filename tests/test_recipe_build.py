@@ -125,6 +125,8 @@ def test_one_command_builds_the_demo_recipe_and_a_killed_build_resumes_to_the_sa
     assert again.exit_code == 0 and " built " not in again.output.replace("│", " "), again.output
     assert root_state(reference) == expected
 
+    the_readme_says_what_the_build_made(reference)
+
     root = tmp_path / "killed"
     killed_at(recipe, root, "textbooks (textbooks)")  # corpusbuild, between sources
     killed_at(recipe, root, "pmc/bm25: building")  # an index build under way
@@ -152,3 +154,22 @@ def test_the_recipe_is_checked_before_anything_is_built(recipe, tmp_path):
         result = build(bad, root)
         assert result.exit_code == 1 and message in result.output, (name, result.output)
         assert not any((root / source / "bm25").exists() for source in SOURCES), name
+
+
+def the_readme_says_what_the_build_made(root: Path) -> None:
+    """The numbers the README's tour prints for `make demo`'s root: each corpus's snippets (its searchd line),
+    PubMed's BM25 documents and dense vectors, and their total, are those this build of the same recipe
+    records (Wikipedia, left out here, only in the total's sum of the README's own counts)."""
+    import re
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    served = dict(re.findall(r"(\w+) \((\d+) snippets: bm25\+dense-minilm\)", readme))
+    assert set(served) == {*SOURCES, "wikipedia"}, served
+    for corpus in SOURCES:
+        assert int(served[corpus]) == read_build_record(root / corpus)["counts"]["snippets"], corpus
+    total = sum(map(int, served.values()))
+    assert f"corpus root build/demo: 5 sources, {total:,} snippets" in readme
+    assert f"MiniLM embedding {total:,} snippets" in readme
+    pubmed = read_build_record(root / "pubmed")["counts"]["snippets"]
+    assert f"BM25: {pubmed} documents (en analyzer)" in readme and f"dense: {pubmed} vectors (Flat, ip)" in readme
+    assert f"4/4 {pubmed} snippets written" in readme
