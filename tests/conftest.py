@@ -24,8 +24,9 @@ REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO / "samples"
 PUBMED_SAMPLES = SAMPLES / "pubmed"
 
-# fixtures defined beside the helpers they go with: the command-error tests' inputs and stand-in searchd
-pytest_plugins = ["command_errors_kit"]
+# fixtures defined beside the helpers they go with: the command-error tests' inputs and stand-in
+# searchd, refkit's server and lexicons
+pytest_plugins = ["command_errors_kit", "refkit_kit"]
 
 
 @pytest.fixture(scope="session")
@@ -196,9 +197,10 @@ def copy_corpus(corpus: Path, folder: Path, *leave_out: str) -> Path:
 # workers finish together instead of one running a long file alone. The second file is one that does not
 # need `search_root`, so its worker works while the first builds that root.
 LONGEST_FILES = (
-    "test_refkit.py",
+    "test_refkit_runs.py",
     "test_dense_devices.py",
     "test_readers.py",
+    "test_refkit.py",
     "test_executor.py",
     "test_feeding.py",
     "test_wikipedia.py",
@@ -215,6 +217,8 @@ LONGEST_FILES = (
     "test_searchd_retrievers.py",
     "test_recipe_build.py",
     "test_readme_examples.py",
+    "test_refkit_mesh.py",
+    "test_refkit_lexicon.py",
     "test_refkit_cache.py",
     "test_ivf_nprobe.py",
     "test_watch_records.py",
