@@ -233,7 +233,7 @@ def serve_forever(running: RunningServer, grace: float = 10.0, bound: float = 10
         running.http.begin_stop()
     # New calls are refused from here on. The grace period is timed here rather than by gRPC, so that
     # the calls it cuts off are counted in the log before they are cancelled, not after.
-    stop_began = time.monotonic()
+    stop_deadline = time.monotonic() + grace + bound  # when gRPC itself cancels what is left
     stopped = running.server.stop(grace + bound)
     if not running.servicer.wait_idle(grace):
         log.warning(
@@ -247,10 +247,11 @@ def serve_forever(running: RunningServer, grace: float = 10.0, bound: float = 10
             running.http.cancel_calls()
     if running.servicer.wait_idle(bound):
         # a handler that returned has not sent its reply yet (gRPC serialises and sends it afterwards: 28 MB for
-        # 200 x 100 hits with text); gRPC itself gives it until grace + bound after the stop, and so does this
-        stopped.wait(max(stop_began + grace + bound - time.monotonic(), 0.0) + 1.0)
-        if running.http:  # likewise uvicorn, for grace + its margin (searchd.http_api.SHUTDOWN_MARGIN)
-            running.http.join(max(stop_began + grace + bound - time.monotonic(), 0.0) + 1.0)
+        # 200 x 100 hits with text); gRPC gives it until its stop deadline, and so does this (uvicorn likewise,
+        # for grace + its margin: searchd.http_api.SHUTDOWN_MARGIN)
+        stopped.wait(max(stop_deadline - time.monotonic(), 0.0) + 1.0)
+        if running.http:
+            running.http.join(max(stop_deadline - time.monotonic(), 0.0) + 1.0)
         engines.close()
         log.info('{"shutdown": "stopped"}')
         return

@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from searchd.client import SearchClient, default_address
+from searchd.client import SearchClient
 
 # MedRAG's names -> the retrievers a medsnip MedCorp root serves (manifests/medcorp-2026.toml)
 RETRIEVERS = {
@@ -60,7 +60,6 @@ class RetrievalSystem:
         searchd), then where searchd is (None: $SEARCHD_ADDRESS, else 127.0.0.1:50051) and names to add to
         the default maps or override in them. Unknown names, or names whose retrievers or corpora the server
         does not serve, are a ValueError saying what it serves."""
-        server = server or default_address()
         retrievers, corpora = {**RETRIEVERS, **(retrievers or {})}, {**CORPORA, **(corpora or {})}
         if retriever_name not in retrievers:
             raise ValueError(f"unknown retriever_name {retriever_name!r}; known: {', '.join(retrievers)}")
@@ -69,6 +68,7 @@ class RetrievalSystem:
         self.retriever_name, self.corpus_name = retriever_name, corpus_name
         self.retrievers, self.corpora = list(retrievers[retriever_name]), list(corpora[corpus_name])
         self.client = SearchClient(server, token=token, tls=tls, ca_file=ca_file)
+        server = self.client.address  # the one it resolved (searchd.client.default_address)
         info = self.client.info()
         served_corpora = {c.name: {i.retriever for i in c.indexes} for c in info.corpora}
         for corpus in self.corpora:
@@ -127,7 +127,7 @@ class DocExtracter:
         ca_file: Path | None = None,
     ):
         self.db_dir, self.cache, self.corpus_name = db_dir, cache, corpus_name
-        self.client = SearchClient(server or default_address(), token=token, tls=tls, ca_file=ca_file)
+        self.client = SearchClient(server, token=token, tls=tls, ca_file=ca_file)
 
     def extract(self, ids) -> list[dict]:
         wanted = [i if isinstance(i, str) else i["id"] for i in ids]
