@@ -239,3 +239,8 @@ def fake_searchd():
 def copy_work_corpus(w, out):
     """The inputs' built corpus copied to OUT/o: an earlier complete build a failed command must leave as it was."""
     shutil.copytree(w.corpus, out / "o", ignore=shutil.ignore_patterns(".generations"))
+
+
+def noise_command(w, out: Path, address: str) -> list:
+    """`refkit noise` of the inputs' queries and lexicon into OUT/n.jsonl, against searchd at `address`."""
+    return ["noise", w.queries, "--lexicon", w.lexicon, "--seed", 1, "--out", out / "n.jsonl", "--server", address]

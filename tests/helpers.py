@@ -241,3 +241,14 @@ def rss_mb(pid: int) -> float:
     """The resident memory of a process, in MiB."""
     with open(f"/proc/{pid}/status") as status:
         return next(int(line.split()[1]) for line in status if line.startswith("VmRSS")) / 1024
+
+
+def serving(root: Path, *extra):
+    """A fixture's body: a searchd on `root` (with `extra` options) for the fixture's scope, its address yielded,
+    then SIGTERM, which it must answer by exiting 0."""
+    from searchd.launch import start_background_server
+
+    process, address = start_background_server(root, *map(str, extra))
+    yield address
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=60) == 0

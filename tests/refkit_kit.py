@@ -5,15 +5,13 @@ Each pytest worker starts the server once, for every refkit test file it runs.""
 
 from __future__ import annotations
 
-import signal
 from pathlib import Path
 
 import pytest
 
 from conftest import PUBMED_SAMPLES, SAMPLES, copy_corpus, run_indexer
-from helpers import refkit
+from helpers import refkit, serving
 from medsnip.queries import read_query_file
-from searchd.launch import start_background_server
 
 IR = SAMPLES / "ir"
 BEIR = IR / "pubmedqa-beir"
@@ -47,10 +45,7 @@ def refkit_root(search_root, tmp_path_factory, run_corpusbuild) -> Path:
 
 @pytest.fixture(scope="session")
 def server(refkit_root):
-    process, address = start_background_server(refkit_root)
-    yield address
-    process.send_signal(signal.SIGTERM)
-    assert process.wait(timeout=60) == 0
+    yield from serving(refkit_root)
 
 
 @pytest.fixture(scope="session")

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import venv
@@ -15,6 +14,7 @@ import venv
 import pytest
 
 from conftest import REPO
+from helpers import serving
 
 MEDRAG_PINS = ["pyserini==0.22.1", "faiss-cpu==1.7.4"]
 QUERY = """
@@ -37,12 +37,7 @@ def freeze(python) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def server(search_root):
-    from searchd.launch import start_background_server
-
-    process, address = start_background_server(search_root)
-    yield address
-    process.send_signal(signal.SIGTERM)
-    assert process.wait(timeout=60) == 0
+    yield from serving(search_root)
 
 
 def test_the_client_installs_beside_medrags_pins_without_changing_them_and_queries_searchd(server, tmp_path):

@@ -24,6 +24,7 @@ from command_errors_kit import (
     eval_args,
     invoke,
     kinds_cases,
+    noise_command,
     state,
 )
 
@@ -371,18 +372,7 @@ UNREACHABLE = {
     "refkit lexicon": Case("refkit", lambda w, out, a, **_: ["lexicon", "--server", a, "--out", out / "lexicon.tsv"]),
     "refkit noise": Case(
         "refkit",
-        lambda w, out, a, **_: [
-            "noise",
-            w.queries,
-            "--lexicon",
-            w.lexicon,
-            "--seed",
-            1,
-            "--out",
-            out / "n.jsonl",
-            "--server",
-            a,
-        ],
+        lambda w, out, a, **_: noise_command(w, out, a),
     ),
     **{
         f"{tool} {command} (Ray cluster)": Case(

@@ -12,7 +12,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from command_errors_kit import SAMPLES, WORK, changes, copy_work_corpus, error_line, eval_args, invoke, state
+from command_errors_kit import (
+    SAMPLES,
+    WORK,
+    changes,
+    copy_work_corpus,
+    error_line,
+    eval_args,
+    invoke,
+    noise_command,
+    state,
+)
 
 
 def _raise_interrupt(*_args, **_kwargs):
@@ -163,18 +173,7 @@ INTERRUPTS = {
     ),
     "refkit noise": Interrupt(
         "refkit",
-        lambda w, out, a: [
-            "noise",
-            w.queries,
-            "--lexicon",
-            w.lexicon,
-            "--seed",
-            1,
-            "--out",
-            out / "n.jsonl",
-            "--server",
-            a,
-        ],
+        noise_command,
         "refkit.noise.pipeline.NoiseGenerator.run",
         _interrupted_generator,
         allowed=("*/n.jsonl.partial", "*/n.jsonl.partial.json"),  # resumed by the next run (README: refkit)

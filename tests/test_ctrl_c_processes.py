@@ -18,11 +18,11 @@ from command_errors_kit import REPO, SAMPLES, WORK, changes, copy_work_corpus, s
 from helpers import alive, descendants, one_line
 
 
-def _started(command: list, **options) -> subprocess.Popen:
-    """A command in a session of its own, so a SIGINT to its process group is what Ctrl-C in a terminal
-    sends: to it and to every worker and JVM it started."""
+def _started(arguments: list, **options) -> subprocess.Popen:
+    """Python running `arguments` (`-m MODULE ...`, `-c SCRIPT ...`) in a session of its own, so a SIGINT to its
+    process group is what Ctrl-C in a terminal sends: to it and to every worker and JVM it started."""
     return subprocess.Popen(
-        [sys.executable, "-m", *map(str, command)],
+        [sys.executable, *map(str, arguments)],
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -93,7 +93,7 @@ def test_ctrl_c_stops_a_pubmed_build_and_its_workers_and_replaces_nothing(tmp_pa
     (tmp_path / "o").rename(out)
     before = state(out)
     parsed = set((out / ".work" / "parts").glob("*/task.json"))  # the earlier build's
-    process = _started(["corpusbuild", "pubmed", *inputs, "--out", out, "--workers", 2, "--shards", 4, "--quiet"])
+    process = _started(["-m", "corpusbuild", "pubmed", *inputs, "--out", out, "--workers", 2, "--shards", 4, "--quiet"])
     stdout, stderr = _ctrl_c(process, lambda: set((out / ".work" / "parts").glob("*/task.json")) - parsed)
     _interrupted(process, stdout, stderr)
     assert changes(before, state(out), WORK) == []
@@ -112,7 +112,7 @@ def test_ctrl_c_stops_bm25_and_its_jvm_and_replaces_nothing(tmp_path, work):
     )
     assert first.returncode == 0, first.stderr
     before = state(tmp_path, work.folder)
-    process = _started(["indexer.cli", "bm25", work.corpus, "--out", out, "--full"])
+    process = _started(["-m", "indexer.cli", "bm25", work.corpus, "--out", out, "--full"])
 
     def java_running() -> bool:
         for pid in descendants(process.pid):
@@ -152,15 +152,7 @@ def test_ctrl_c_stops_the_process_pool_at_once_and_no_worker_prints_a_traceback(
     """One worker idle (its task done), one in a long task when Ctrl-C reaches them all: the idle one used
     to die printing a KeyboardInterrupt traceback, and the driver waited for the long one to finish."""
     marker = tmp_path / "first-done"
-    process = subprocess.Popen(
-        [sys.executable, "-c", POOL_SCRIPT, marker],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-        preexec_fn=_sigint_as_in_a_terminal,
-    )
+    process = _started(["-c", POOL_SCRIPT, marker])
     started = time.monotonic()
     _, stderr = _ctrl_c(process, marker.exists)
     assert process.returncode == 130 and "Traceback" not in stderr, stderr
@@ -182,7 +174,7 @@ def test_ctrl_c_in_the_middle_of_a_searchd_batch_writes_no_run(tmp_path, fake_se
     out = tmp_path / "run.trec"
     out.write_text("an earlier run\n")
     before = state(tmp_path)
-    process = _started(["searchd.cli", "batch", queries, "--out", out, "--server", address, "--batch", 8])
+    process = _started(["-m", "searchd.cli", "batch", queries, "--out", out, "--server", address, "--batch", 8])
     stdout, stderr = _ctrl_c(process, service.reached.is_set)
     _interrupted(process, stdout, stderr)
     assert changes(before, state(tmp_path)) == []
@@ -195,12 +187,12 @@ def test_ctrl_c_in_the_middle_of_refkit_collect_keeps_only_its_resumable_progres
     service.hold_at = 10  # BatchSearch calls of 32 queries: the first chunk of 256 is written by then
     queries = _many_queries(tmp_path / "queries.tsv", 300)
     out = tmp_path / "refs.jsonl"
-    command = ["refkit.cli", "collect", queries, "--out", out, "--server", address]
+    command = ["-m", "refkit.cli", "collect", queries, "--out", out, "--server", address]
     process = _started(command)
     stdout, stderr = _ctrl_c(process, service.reached.is_set)
     _interrupted(process, stdout, stderr)
     assert not out.exists() and (tmp_path / "refs.jsonl.partial").stat().st_size > 0
     service.release.set()
-    resumed = subprocess.run([sys.executable, "-m", *map(str, command)], cwd=REPO, capture_output=True, text=True)
+    resumed = subprocess.run([sys.executable, *map(str, command)], cwd=REPO, capture_output=True, text=True)
     assert resumed.returncode == 0 and "resuming: 256 of 300 queries" in one_line(resumed.stderr), resumed.stderr
     assert len(out.read_text().splitlines()) == 300 and not (tmp_path / "refs.jsonl.partial").exists()

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import signal
 from pathlib import Path
 
 import pytest
@@ -16,11 +15,10 @@ from click.testing import CliRunner
 
 from conftest import PUBMED_SAMPLES, SAMPLES
 from corpusbuild.cli import main as corpusbuild_main
-from helpers import tiny_static_model
+from helpers import serving, tiny_static_model
 from indexer.cli import main as indexer_main
 from pipeline.cli import main as medsnip_main
 from refkit.cli import main as refkit_main
-from searchd.launch import start_background_server
 
 BEIR = SAMPLES / "ir" / "pubmedqa-beir"
 ABSTRACTS = 40
@@ -70,10 +68,7 @@ def built(recipe, tmp_path_factory) -> tuple[Path, list[dict]]:
 
 @pytest.fixture(scope="module")
 def server(built):
-    process, address = start_background_server(built[0])
-    yield address
-    process.send_signal(signal.SIGTERM)
-    assert process.wait(timeout=60) == 0
+    yield from serving(built[0])
 
 
 def test_medsnip_build_prints_its_stage_table_as_lines(built):

@@ -5,16 +5,15 @@ run on the retriever, each hit carrying our id, title, corpus and per-retriever 
 from __future__ import annotations
 
 import json
-import signal
 
 import pytest
 from click.testing import CliRunner
 
 from conftest import SAMPLES
+from helpers import serving
 from medsnip.queries import query_texts
 from searchd.cli import main as searchd_main
 from searchd.client import SearchClient
-from searchd.launch import start_background_server
 from searchd.runners.medrag import RetrievalSystem
 
 QUESTIONS = list(query_texts(SAMPLES / "ir" / "pubmedqa-beir" / "queries.tsv").values())
@@ -25,10 +24,7 @@ CORPORA = {"PubMedQA": ("pubmedqa",), "Both": ("pubmedqa", "textbooks")}
 
 @pytest.fixture(scope="module")
 def server(search_root):
-    process, address = start_background_server(search_root)
-    yield address
-    process.send_signal(signal.SIGTERM)
-    assert process.wait(timeout=60) == 0
+    yield from serving(search_root)
 
 
 def searchd_query(address: str, question: str, *options) -> dict:

@@ -18,7 +18,7 @@ import pytest
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from conftest import REPO, SAMPLES, copy_corpus
-from helpers import rrf_by_hand, self_signed
+from helpers import rrf_by_hand, self_signed, serving
 from medsnip.corpus import Corpus
 from medsnip.queries import query_texts
 from searchd.client import SearchClient
@@ -33,11 +33,8 @@ def start_server(root: Path, tmp_path: Path, *extra) -> tuple[subprocess.Popen, 
 
 
 @pytest.fixture(scope="module")
-def server(search_root, tmp_path_factory):
-    process, address = start_server(search_root, tmp_path_factory.mktemp("server"))
-    yield address
-    process.send_signal(signal.SIGTERM)
-    assert process.wait(timeout=60) == 0
+def server(search_root):
+    yield from serving(search_root)
 
 
 @pytest.fixture(scope="module")
