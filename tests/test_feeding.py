@@ -190,6 +190,30 @@ def test_a_stopped_or_killed_feeder_fails_the_job_in_bounded_time(minilm, abstra
     assert not any(_alive(pid) for pid in pids)
 
 
+def test_a_feeder_killed_before_the_next_window_is_handed_out_is_a_feeder_error(minilm, abstracts):
+    """The pool may see a feeder's death before the next window is submitted (under load it did, in CI's make
+    test): that submit fails too, and it is the same FeederError naming that window, not the pool's own error."""
+    import signal
+    import time
+
+    from indexer.dense.feeding import FeederError
+
+    texts = [a["contents"] for a in abstracts[:24]]
+    feeders = Feeders(tokenizer_settings(minilm), 2, depth=2, timeout=5)
+    stream = feeders.tokenized([((number, 0), texts) for number in range(50)])
+    next(stream)
+    pids = feeders.pids
+    os.kill(pids[0], signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while not feeders._pool._broken and time.monotonic() < deadline:  # the pool's own thread has seen it
+        time.sleep(0.05)
+    assert feeders._pool._broken
+    with pytest.raises(FeederError, match="died") as failure:
+        list(stream)
+    assert failure.value.key[0] in range(50)
+    assert not any(_alive(pid) for pid in pids)
+
+
 @pytest.mark.parametrize("feeders", [0, 2])
 def test_a_text_that_cannot_be_tokenized_is_named(minilm, abstracts, feeders):
     from indexer.dense.feeding import FeederError

@@ -220,6 +220,7 @@ def pad_batch(window: TokenizedWindow, rows: np.ndarray, padded: int, pad_id: in
 
 
 FEEDER_TIMEOUT = 300.0  # seconds a window may take to tokenize (a few seconds is usual) before the feeder is dead
+FEEDER_DIED = "a feeder process died (killed, or out of memory); the feeders were killed"
 
 
 class FeederError(RuntimeError):
@@ -338,7 +339,7 @@ class Feeders:
                     except StopIteration:
                         exhausted = True
                         break
-                    pending.append((key, self._executor().submit(feed_checked, texts)))
+                    pending.append((key, self._submit(key, texts)))
                     self.peak_in_flight = max(self.peak_in_flight, len(pending))
                 if not pending:
                     return
@@ -347,6 +348,12 @@ class Feeders:
         except BaseException:  # a feeder's failure, Ctrl-C, or the caller's own error: no feeder outlives it
             self.kill()
             raise
+
+    def _submit(self, key, texts) -> Future:
+        try:
+            return self._executor().submit(feed_checked, texts)
+        except BrokenProcessPool:  # a feeder died before this window was handed out (the pool saw it first)
+            raise FeederError(key, FEEDER_DIED) from None
 
     def _result(self, key, future: Future):
         try:
@@ -358,9 +365,7 @@ class Feeders:
                 "hung); the feeders were killed",
             ) from None
         except BrokenProcessPool:
-            raise FeederError(
-                key, "a feeder process died (killed, or out of memory); the feeders were killed"
-            ) from None
+            raise FeederError(key, FEEDER_DIED) from None
         except ValueError as error:
             raise FeederError(key, str(error)) from None
 
