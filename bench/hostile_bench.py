@@ -112,7 +112,8 @@ def hostile_section(root: Path, work: Path) -> list[str]:
     probes: dict[str, list] = {"HTTP": [], "gRPC": []}
     peak = dict(idle)
     client = SearchClient(address)
-    ended = time.monotonic() + PROBE_SECONDS
+    started = time.monotonic()
+    ended = started + PROBE_SECONDS
 
     def probe_http() -> None:
         while time.monotonic() < ended:
@@ -121,7 +122,7 @@ def hostile_section(root: Path, work: Path) -> list[str]:
                 status = requests.post(f"{url}/retrieve", json={"queries": [QUESTIONS[0]]}, timeout=30).status_code
             except requests.RequestException as error:
                 status = type(error).__name__
-            probes["HTTP"].append((time.monotonic() - begun, status))
+            probes["HTTP"].append((time.monotonic() - begun, status, begun - started))
             time.sleep(PROBE_EVERY)
 
     def probe_grpc() -> None:
@@ -133,7 +134,7 @@ def hostile_section(root: Path, work: Path) -> list[str]:
             except Exception as error:  # noqa: BLE001 - the probe records what it got
                 code = error.code() if callable(getattr(error, "code", None)) else None
                 status = getattr(code, "name", type(error).__name__)
-            probes["gRPC"].append((time.monotonic() - begun, status))
+            probes["gRPC"].append((time.monotonic() - begun, status, begun - started))
             time.sleep(PROBE_EVERY)
 
     probers = [threading.Thread(target=probe, daemon=True) for probe in (probe_http, probe_grpc)]
@@ -145,6 +146,7 @@ def hostile_section(root: Path, work: Path) -> list[str]:
     for prober in probers:
         prober.join(35)
     client.close()
+    during_load = dict(bulk_statuses)  # what follows SIGTERM (503s, then refused connections) is counted apart
     process.send_signal(signal.SIGTERM)
     begun = time.monotonic()
     process.wait(timeout=120)
@@ -155,6 +157,9 @@ def hostile_section(root: Path, work: Path) -> list[str]:
     for thread in threads:
         thread.join(10)
     log = process.log_path.read_text()
+    # each probe's latency, answer and start (seconds into the load): when the slow ones came
+    (work / "probes.json").write_text(json.dumps(probes))
+    after_sigterm = {status: count - during_load.get(status, 0) for status, count in bulk_statuses.items()}
     lines = [
         "## searchd over HTTP under a hostile hour",
         "",
@@ -169,14 +174,16 @@ def hostile_section(root: Path, work: Path) -> list[str]:
         "|---|---|---|",
     ]
     for protocol, seen in probes.items():
-        statuses = Counter(str(status) for _, status in seen)
+        statuses = Counter(str(status) for _, status, _ in seen)
         lines.append(
             f"| {protocol} | {', '.join(f'{s} {n}' for s, n in statuses.most_common())} | "
-            f"{_percentiles([seconds for seconds, _ in seen])} |"
+            f"{_percentiles([seconds for seconds, _, _ in seen])} |"
         )
     lines += [
         "",
-        f"Bulk calls answered: {dict(bulk_statuses)}. RSS: idle {idle_rss:,.0f} MiB, peak under the load "
+        f"Bulk calls answered during the load: {during_load}; after SIGTERM: "
+        f"{ {status: count for status, count in after_sigterm.items() if count} } ('error': no connection). "
+        f"RSS: idle {idle_rss:,.0f} MiB, peak under the load "
         f"{peak['VmRSS']:,.0f} MiB ({peak['VmRSS'] / idle_rss:.2f}x); anonymous memory {idle['RssAnon']:,.0f} -> "
         f"{peak['RssAnon']:,.0f} MiB ({peak['RssAnon'] / idle['RssAnon']:.2f}x), pages of mapped index files "
         f"{idle['RssFile']:,.0f} -> {peak['RssFile']:,.0f} MiB. "

@@ -13,9 +13,10 @@ the server's own limit, gets the server's limit, so no wait is ever unbounded.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import FIRST_COMPLETED, Future, wait
+from concurrent.futures import Future
 
 _POLL_SECONDS = 0.25  # how often a waiting call also asks gRPC whether it is still alive
 
@@ -32,7 +33,9 @@ class CallScope:
     def __init__(self, seconds: float, is_active: Callable[[], bool] = lambda: True):
         self.deadline = time.monotonic() + seconds
         self._is_active = is_active
-        self._cancelled: Future = Future()  # done once the call is cancelled: wakes every wait at once
+        self._cancelled = threading.Event()  # set once the call is cancelled
+        self._lock = threading.Lock()
+        self._waits: set[threading.Event] = set()  # the waits in progress: cancelling wakes them at once
         self._started: list[Future] = []
 
     @classmethod
@@ -47,14 +50,16 @@ class CallScope:
 
     def cancel(self) -> None:
         """End the call's work: wake every wait and drop queued work that has not started."""
-        if not self._cancelled.done():
-            self._cancelled.set_result(None)
+        with self._lock:
+            self._cancelled.set()
+            for waiting in self._waits:
+                waiting.set()
         for future in self._started:
             future.cancel()
 
     @property
     def cancelled(self) -> bool:
-        return self._cancelled.done() or not self._is_active()
+        return self._cancelled.is_set() or not self._is_active()
 
     def remaining(self) -> float:
         return self.deadline - time.monotonic()
@@ -77,13 +82,41 @@ class CallScope:
         return future.result(0)
 
     def wait_all(self, futures: Iterable[Future]) -> None:
-        """Wait until every future is done; raise as soon as the call is over (their results are not read)."""
-        pending = set(futures)
-        while pending:
-            self.check()
-            timeout = min(self.remaining(), _POLL_SECONDS)
-            _, pending = wait([*pending, self._cancelled], timeout=max(timeout, 0.0), return_when=FIRST_COMPLETED)
-            pending.discard(self._cancelled)
+        """Wait until every future is done; raise as soon as the call is over (their results are not read).
+
+        Each future counts itself done through a callback and the last one wakes the wait, so a wait costs one
+        callback per future: waiting on the pending set again after each completion costs the square of their
+        number in lock operations under the GIL (a million for a bulk call of 256 questions x 6 lists)."""
+        futures = list(futures)
+        left = [len(futures)]
+        counted = threading.Lock()
+        finished = threading.Event()
+
+        def one_done(_: Future) -> None:
+            with counted:
+                left[0] -= 1
+                if not left[0]:
+                    finished.set()
+
+        with self._lock:
+            self._waits.add(finished)
+            if self._cancelled.is_set():
+                finished.set()
+        try:
+            for future in futures:
+                future.add_done_callback(one_done)  # runs at once for a future already done
+            while True:
+                with counted:
+                    all_done = not left[0]
+                if all_done:
+                    if self._cancelled.is_set():  # cancelling the call cancelled its queued work: no results
+                        raise CallCancelled("the call was cancelled")
+                    return
+                self.check()
+                finished.wait(max(min(self.remaining(), _POLL_SECONDS), 0.0))  # also set when the call is cancelled
+        finally:
+            with self._lock:
+                self._waits.discard(finished)
 
 
 class QueryRefused(ValueError):

@@ -35,6 +35,13 @@ _LIMITS = (
     ("--max-batch", 4096, click.IntRange(1), "Most questions in one BatchSearch or /retrieve call."),
     ("--max-in-flight", 64, click.IntRange(1), "Calls served at once; more get RESOURCE_EXHAUSTED."),
     (
+        "--max-bulk-questions",
+        4096,
+        click.IntRange(1),
+        "Questions of calls of more than 4 in flight together; a call past it gets RESOURCE_EXHAUSTED (HTTP 429) "
+        "unless it is alone.",
+    ),
+    (
         "--max-call-seconds",
         300.0,
         click.FloatRange(0.001),
@@ -143,6 +150,7 @@ def serve(
     max_query_chars,
     max_batch,
     max_in_flight,
+    max_bulk_questions,
     max_call_seconds,
     max_reply_mb,
     max_connections,
@@ -216,7 +224,15 @@ def serve(
         fail(f"refusing to start: {error}")
     token = read_token(token_file) if token_file else None
     tls = (tls_key.read_bytes(), tls_cert.read_bytes()) if tls_cert else None
-    limits = Limits(max_k, max_query_chars, max_batch, max_in_flight, max_call_seconds, int(max_reply_mb * 2**20))
+    limits = Limits(
+        max_k,
+        max_query_chars,
+        max_batch,
+        max_in_flight,
+        max_call_seconds,
+        int(max_reply_mb * 2**20),
+        max_bulk_questions=max_bulk_questions,
+    )
     try:
         running = build_server(
             EngineHolder(engine, load, state),

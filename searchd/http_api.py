@@ -171,19 +171,19 @@ class Admission:
     slots, gRPC's calls counted), else refused at once; admitted ones run on a thread pool of exactly that size, so
     none waits for a thread. Once `draining`, nothing more is admitted."""
 
-    def __init__(self, slots: int):
-        self.slots = Slots(slots)
+    def __init__(self, slots: int, max_bulk_questions: int = 4096):
+        self.slots = Slots(slots, max_bulk_questions)
         self.limiter = anyio.CapacityLimiter(slots)
         self.draining = False
 
-    def enter(self, bulk: bool) -> None:
+    def enter(self, bulk: bool, questions: int) -> None:
         if self.draining:
             raise HttpError(503, "UNAVAILABLE", "the server is stopping; retry on another server or later")
-        if not self.slots.enter(bulk):
+        if not self.slots.enter(bulk, questions):
             raise HttpError(429, "RESOURCE_EXHAUSTED", "server busy: too many calls in flight, retry later")
 
-    def leave(self, bulk: bool) -> None:
-        self.slots.leave(bulk)
+    def leave(self, bulk: bool, questions: int) -> None:
+        self.slots.leave(bulk, questions)
 
 
 DISCONNECT_POLL_SECONDS = 0.1  # how soon a client's hang-up is noticed while its search runs
@@ -195,7 +195,7 @@ async def run_admitted(
     """One servicer call of `questions` questions for an HTTP request, admitted or refused at once (`Admission`);
     cancelled when the client hangs up while it runs."""
     bulk = questions > FEW_QUESTIONS
-    admission.enter(bulk)
+    admission.enter(bulk, questions)
     context = HttpCallContext()
     outcome: dict = {}
     try:
@@ -216,7 +216,7 @@ async def run_admitted(
             finally:
                 group.cancel_scope.cancel()
     finally:
-        admission.leave(bulk)
+        admission.leave(bulk, questions)
     if "error" in outcome:
         raise outcome["error"]
     return outcome["result"]
@@ -318,7 +318,7 @@ def create_app(
     tracks the requests in flight, `admission` admits them; `open_connections()` counts the open connections,
     of which past `options.max_connections` only `/health` is answered."""
     calls = calls or LiveCalls()
-    admission = admission or Admission(servicer.limits.max_in_flight)
+    admission = admission or Admission(servicer.limits.max_in_flight, servicer.limits.max_bulk_questions)
     app = FastAPI(
         title="searchd",
         version=__version__,
@@ -586,7 +586,7 @@ class HttpServer:
         self.socket = bind_http_socket(host, port)
         self.port = self.socket.getsockname()[1]
         self.calls = LiveCalls()
-        self.admission = Admission(servicer.limits.max_in_flight)
+        self.admission = Admission(servicer.limits.max_in_flight, servicer.limits.max_bulk_questions)
         app = create_app(
             servicer,
             health,
@@ -605,7 +605,7 @@ class HttpServer:
             # uvicorn's own limit answers every request, /health too, 503 text/plain: searchd's protocol and Guard
             # cap connections instead (searchd.http_connections)
             limit_concurrency=None,
-            http=guarded_protocol(min(idle_seconds, REQUEST_SECONDS), max_connections + HEALTH_ROOM),
+            http=guarded_protocol(min(idle_seconds, REQUEST_SECONDS), max_connections, max_connections + HEALTH_ROOM),
             timeout_keep_alive=min(idle_seconds, 75),
             # past the grace period searchd cancels the calls still running (they answer 503 JSON); uvicorn cancelling
             # its tasks at the same moment would answer them 500 text/plain instead

@@ -9,8 +9,12 @@ answers every request, `/health` included, with `503 text/plain` while such sock
 - a request must arrive whole (headers and body) within `request_seconds` of the connection opening or of the
   previous response (plus uvicorn's keep-alive time); else the connection gets `408` in searchd's error shape and
   is closed;
-- past `hard_cap` open connections a new one is answered `503` with Retry-After and closed at once; the soft cap
-  below it (searchd.http_api.Guard) leaves room for `/health` between the two;
+- past `soft_cap` open connections a new one makes room by closing the connection that has waited longest without a
+  request in progress (one that never sent a whole request, or a keep-alive one between requests), if it has waited
+  at least EVICT_AFTER_SECONDS (a client that has just connected gets the time to send its request), so sockets
+  opened and left silent cannot lock real clients out for their whole request deadline;
+- past `hard_cap` (every connection busy) a new one is answered `503` with Retry-After and closed at once; between
+  the two caps only `/health` is answered (searchd.http_api.Guard);
 - at shutdown an idle connection that does not close within CLOSE_SECONDS is cut (a TLS one would otherwise
   wait for a goodbye from a client that is gone, and hold the process's exit for the whole grace period).
 """
@@ -23,6 +27,7 @@ import json
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 CLOSE_SECONDS = 1.0  # how long an idle connection closed at shutdown may take to say goodbye before it is cut
+EVICT_AFTER_SECONDS = 1.0  # how long a connection waits without a request before a new one may close it for room
 
 
 def error_bytes(status: int, reason: str, code: str, message: str, retry: bool = False) -> bytes:
@@ -39,13 +44,18 @@ def error_bytes(status: int, reason: str, code: str, message: str, retry: bool =
     return ("\r\n".join(head) + "\r\n\r\n").encode() + body
 
 
-def guarded_protocol(request_seconds: float, hard_cap: int) -> type[H11Protocol]:
-    """uvicorn's H11Protocol with the module's request deadline and connection cap."""
+def guarded_protocol(request_seconds: float, soft_cap: int, hard_cap: int) -> type[H11Protocol]:
+    """uvicorn's H11Protocol with the module's request deadline and connection caps."""
+    # connections without a request in progress -> since when, the longest waiting first (a dict keeps insertion order)
+    idle: dict[H11Protocol, float] = {}
+    closing: set[H11Protocol] = set()  # closed to make room, not yet gone from `connections`
 
     class GuardedH11Protocol(H11Protocol):
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
             self._deadline: asyncio.TimerHandle | None = None
+            self._make_room()
+            idle[self] = self.loop.time()
             if len(self.connections) > hard_cap:
                 transport.write(
                     error_bytes(503, "Service Unavailable", "UNAVAILABLE", "too many open connections", retry=True)
@@ -53,6 +63,17 @@ def guarded_protocol(request_seconds: float, hard_cap: int) -> type[H11Protocol]
                 transport.close()
                 return
             self._arm(request_seconds)
+
+        def _make_room(self) -> None:
+            """Close connections idle longest (the module's rule) until the open ones are back within `soft_cap`."""
+            now = self.loop.time()
+            while idle and len(self.connections) - len(closing) > soft_cap:
+                oldest, since = next(iter(idle.items()))
+                if now - since < EVICT_AFTER_SECONDS:
+                    return
+                del idle[oldest]
+                closing.add(oldest)
+                oldest.transport.close()  # between requests: a server may close a keep-alive connection any time
 
         def _arm(self, seconds: float) -> None:
             self._disarm()
@@ -75,12 +96,15 @@ def guarded_protocol(request_seconds: float, hard_cap: int) -> type[H11Protocol]
         def handle_events(self) -> None:
             super().handle_events()
             cycle = self.cycle
-            if cycle is not None and not cycle.response_complete and not cycle.more_body:
-                self._disarm()  # the request is in: the search's own deadline applies from here
+            if cycle is not None and not cycle.response_complete:
+                idle.pop(self, None)  # a request is in progress: not closed to make room
+                if not cycle.more_body:
+                    self._disarm()  # the request is in: the search's own deadline applies from here
 
         def on_response_complete(self) -> None:
             super().on_response_complete()
             if not self.transport.is_closing():
+                idle[self] = self.loop.time()
                 self._arm(self.timeout_keep_alive + request_seconds)
 
         def shutdown(self) -> None:
@@ -96,6 +120,8 @@ def guarded_protocol(request_seconds: float, hard_cap: int) -> type[H11Protocol]
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm()
+            idle.pop(self, None)
+            closing.discard(self)
             super().connection_lost(exc)
 
     return GuardedH11Protocol

@@ -60,6 +60,7 @@ class Limits:
     max_call_seconds: float = 300.0
     max_reply_bytes: int = 64 << 20
     max_page_size: int = 10_000
+    max_bulk_questions: int = 4096
 
 
 class InvalidRequest(Exception):
@@ -75,21 +76,21 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
         """`engines`: the EngineHolder that hot-swaps generations (a bare engine is held without reload)."""
         self.engines = engines if isinstance(engines, EngineHolder) else EngineHolder(engines)
         self.limits = limits
-        self._slots = Slots(limits.max_in_flight)
+        self._slots = Slots(limits.max_in_flight, limits.max_bulk_questions)
         self._running = 0
         self._idle = threading.Condition()
 
     # -- calls in flight, for shutdown --
 
-    def _enter(self, bulk: bool = False) -> bool:
+    def _enter(self, bulk: bool = False, questions: int = 0) -> bool:
         """Take an in-flight slot (False when none is open to the call: searchd.admission)."""
-        if not self._slots.enter(bulk):
+        if not self._slots.enter(bulk, questions):
             return False
         self._count(+1)
         return True
 
-    def _leave(self, bulk: bool = False) -> None:
-        self._slots.leave(bulk)
+    def _leave(self, bulk: bool = False, questions: int = 0) -> None:
+        self._slots.leave(bulk, questions)
         self._count(-1)
 
     def _count(self, change: int) -> None:
@@ -218,15 +219,16 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
 
     # -- calls --
 
-    def _guarded(self, context, method: str, detail: dict, work, bulk: bool = False):
-        """Admission control (`bulk`: a call of many questions, searchd.admission), the call's scope (deadline,
+    def _guarded(self, context, method: str, detail: dict, work, questions: int = 1):
+        """Admission control (a call of `questions` questions, searchd.admission), the call's scope (deadline,
         cancellation), its engine (one generation from start to end), error mapping and the request's log line around
         `work(scope, engine)`."""
         started = time.perf_counter()
         status = "OK"
         if getattr(context, "via", None):  # a call that came over HTTP (searchd.http_api)
             detail = {**detail, "via": context.via}
-        if not self._enter(bulk):
+        bulk = questions > FEW_QUESTIONS
+        if not self._enter(bulk, questions):
             log_request(method, detail, started, "RESOURCE_EXHAUSTED")
             context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "server busy: too many calls in flight, retry later")
         scope = CallScope.for_context(context, self.limits.max_call_seconds)
@@ -254,7 +256,7 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
         finally:
             scope.cancel()  # whatever this call queued and did not wait for is dropped
             self.engines.release(engine)
-            self._leave(bulk)
+            self._leave(bulk, questions)
             if status == "OK" and not context.is_active():
                 status = "CANCELLED"
             log_request(method, detail, started, status)
@@ -301,7 +303,7 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
                 detail["refused"] = len(refused)
             return search_pb2.BatchSearchResponse(responses=responses)
 
-        return self._guarded(context, "BatchSearch", detail, work, len(request.requests) > FEW_QUESTIONS)
+        return self._guarded(context, "BatchSearch", detail, work, len(request.requests))
 
     def GetSnippets(self, request, context):
         detail = {"ids": len(request.ids)}

@@ -141,3 +141,15 @@ def test_bulk_calls_leave_slots_to_small_ones():
     assert not slots.enter(bulk=False)  # every slot taken
     slots.leave(bulk=True)
     assert slots.enter(bulk=False) and not slots.enter(bulk=True)
+
+
+def test_bulk_calls_hold_at_most_their_question_budget_together_and_a_call_alone_any_size():
+    slots = Slots(16, max_bulk_questions=1000)
+    assert slots.enter(bulk=True, questions=4096)  # alone: admitted whatever its size
+    assert not slots.enter(bulk=True, questions=5)  # anything more would pass the budget
+    assert slots.enter(bulk=False, questions=1)  # small calls are not counted against it
+    slots.leave(bulk=True, questions=4096)
+    assert slots.enter(bulk=True, questions=600) and slots.enter(bulk=True, questions=400)
+    assert not slots.enter(bulk=True, questions=5)
+    slots.leave(bulk=True, questions=400)
+    assert slots.enter(bulk=True, questions=400) and slots.bulk_questions == 1000

@@ -42,9 +42,11 @@ def _log_lines(process) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def busy(search_root, tmp_path_factory):
-    """A searchd with three in-flight slots, two of them open to bulk calls: a few clients are already more than it
-    serves at once."""
-    process, address, url = start_http(search_root, tmp_path_factory.mktemp("busy"), "--max-in-flight", 3)
+    """A searchd with three in-flight slots, two of them open to bulk calls, and 520 questions of bulk calls in flight
+    at most (two calls of 256): a few clients are already more than it serves at once."""
+    process, address, url = start_http(
+        search_root, tmp_path_factory.mktemp("busy"), "--max-in-flight", 3, "--max-bulk-questions", 520
+    )
     yield process, address, url
     stop(process)
 
@@ -60,6 +62,7 @@ def test_more_searches_than_slots_are_refused_at_once_and_health_never_waits(bus
     for refused in (a for a in answers if a.status_code == 429):
         assert refused.headers["Retry-After"] == "1" and refused.json()["error"]["code"] == "RESOURCE_EXHAUSTED"
     assert time.monotonic() - started < 120
+    assert _retrieve(url, (QUESTIONS * 3)[:530]).status_code == 200  # past the question budget, but alone
 
     stop_load = threading.Event()
 
@@ -196,36 +199,56 @@ def test_sigterm_under_load_answers_every_admitted_call_and_exits_within_grace(s
     assert "exiting without closing the indexes" not in log and "Traceback" not in log
 
 
-def test_idle_and_half_sent_connections_are_closed_and_never_shut_health_off(bm25_root, tmp_path):
+def test_idle_and_half_sent_connections_are_closed_and_never_shut_searches_off(bm25_root, tmp_path):
     """Silent sockets and headers sent a byte at a time are ended (408 in the error shape) once the request
-    deadline passes; past --max-connections only /health is answered, and past the room kept for it a new
-    connection gets 503 JSON with Retry-After; gRPC is untouched."""
-    process, address, url = start_http(bm25_root, tmp_path, "--max-connections", 40, "--idle-timeout", 2)
+    deadline passes; past --max-connections a new connection closes the one idle longest (silent sockets cannot
+    lock searches out); only when every connection has a request in progress is a search refused (503 JSON, only
+    /health answered) and, past the room kept for /health, a new connection gets 503 JSON with Retry-After at once;
+    gRPC is untouched."""
+    process, address, url = start_http(bm25_root, tmp_path, "--max-connections", 40, "--idle-timeout", 5)
     port = int(url.rsplit(":", 1)[1])
     sockets = []
+
+    def connect() -> socket.socket:
+        sockets.append(socket.create_connection(("127.0.0.1", port), timeout=10))
+        return sockets[-1]
+
+    def busy() -> None:  # a request whose body is still coming: in progress, never closed to make room
+        connect().sendall(
+            f"POST /retrieve HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+            "Content-Length: 100\r\n\r\n{".encode()
+        )
+
     try:
-        for _ in range(60):  # past the cap, within the room kept for /health
-            sockets.append(socket.create_connection(("127.0.0.1", port), timeout=10))
-        partial = socket.create_connection(("127.0.0.1", port), timeout=10)
+        silent, partial = connect(), connect()
         partial.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1")  # never finished
-        time.sleep(0.2)
+        time.sleep(6)  # the request deadline (--idle-timeout 5) passes
+        closed = partial.recv(4096).decode()
+        assert closed.startswith("HTTP/1.1 408") and "DEADLINE_EXCEEDED" in closed, closed
+        assert silent.recv(4096).startswith(b"HTTP/1.1 408")
+
+        flood = [connect() for _ in range(40)]
+        time.sleep(1.5)  # idle for longer than a new connection's time to send its request
+        for _ in range(20):  # past the cap: the ones idle longest are closed to make room
+            connect()
+        assert flood[0].recv(4096) == b"" and flood[19].recv(4096) == b""
+        assert requests.get(f"{url}/health", timeout=5).status_code == 200
+        assert _retrieve(url, ["asthma"], timeout=10).status_code == 200
+
+        for _ in range(41):
+            busy()
+        time.sleep(0.3)
         health = requests.get(f"{url}/health", timeout=5)
         assert health.status_code == 200, health.text
         refused = _retrieve(url, ["asthma"], timeout=5)
         assert refused.status_code == 503 and refused.headers["Retry-After"] == "1", refused.text
         assert refused.json()["error"]["code"] == "UNAVAILABLE"
-        for _ in range(80):  # past the room kept for /health too: refused at once, in the documented shape
-            sockets.append(socket.create_connection(("127.0.0.1", port), timeout=10))
-        last = socket.create_connection(("127.0.0.1", port), timeout=10)
-        answer = last.recv(4096).decode()
+        for _ in range(64):  # past the room kept for /health too: refused at once, in the documented shape
+            busy()
+        answer = connect().recv(4096).decode()
         assert answer.startswith("HTTP/1.1 503") and "retry-after: 1" in answer.lower() and '"error"' in answer
         with SearchClient(address) as client:
             assert client.search(QUESTIONS[0], k=3).hits
-        time.sleep(3.5)  # the request deadline (--idle-timeout 2) passes
-        closed = partial.recv(4096).decode()
-        assert closed.startswith("HTTP/1.1 408") and "DEADLINE_EXCEEDED" in closed, closed
-        assert sockets[0].recv(4096).startswith(b"HTTP/1.1 408")
-        assert _retrieve(url, ["asthma"], timeout=10).status_code == 200  # the silent ones are gone
     finally:
         for sock in sockets:
             sock.close()
