@@ -205,3 +205,27 @@ def test_mirage_questions_through_medrag_write_the_files_mirages_evaluate_reads(
     assert len(medrag.prompts) == 3
     run_mirage(medrag, benchmark, "pubmedqa", tmp_path / "prediction", *names, k=4, rrf_k=100)
     assert len(medrag.prompts) == 3  # every answer was there: nothing asked again
+
+
+def test_doc_extracter_asks_no_more_ids_a_call_than_the_server_takes(bm25_root):
+    """A server run with a small --max-k takes that many ids per GetSnippets call: DocExtracter reads the bound
+    from Info and splits a longer list, the snippets coming back in the order asked."""
+    from searchd.launch import start_background_server
+    from searchd.runners.medrag import DocExtracter
+
+    process, address = start_background_server(bm25_root, "--max-k", 5)
+    try:
+        with SearchClient(address) as client:
+            ids = [hit.id for hit in client.search("asthma in children", k=5, corpora=["pubmedqa"]).hits]
+            ids += [hit.id for hit in client.search("heart failure", k=5, corpora=["textbooks"]).hits]
+        wanted = list(reversed(ids)) + ids[:2]  # 12 ids: three calls of at most 5
+        extracter = DocExtracter(server=address, cache=False)
+        try:
+            snippets = extracter.extract(wanted)
+        finally:
+            extracter.close()
+        assert [snippet["id"] for snippet in snippets] == wanted
+        assert all(snippet["content"] and snippet["contents"] for snippet in snippets)
+    finally:
+        process.terminate()
+        process.wait(timeout=60)

@@ -128,12 +128,16 @@ class DocExtracter:
     ):
         self.db_dir, self.cache, self.corpus_name = db_dir, cache, corpus_name
         self.client = SearchClient(server, token=token, tls=tls, ca_file=ca_file)
+        self._per_call: int | None = None  # the server's --max-k: GetSnippets takes that many ids a call at most
 
     def extract(self, ids) -> list[dict]:
         wanted = [i if isinstance(i, str) else i["id"] for i in ids]
+        if self._per_call is None and len(wanted) > 1:
+            self._per_call = max(1, self.client.info().max_k)
+        per_call = self._per_call or 1
         found = {}
-        for start in range(0, len(wanted), 1000):  # GetSnippets takes up to max_k ids a call
-            response = self.client.get_snippets(wanted[start : start + 1000])
+        for start in range(0, len(wanted), per_call):
+            response = self.client.get_snippets(wanted[start : start + per_call])
             found.update({snippet.id: snippet for snippet in response.snippets})
         output = []
         for snippet_id in wanted:
