@@ -123,16 +123,26 @@ def bm25_root(search_root, tmp_path_factory, worker_id) -> Path:
     """`search_root` without its dense index: the PubMedQA abstracts and the textbooks with store and BM25, for
     a server test about connections, protocols or signals rather than search (a searchd serving it starts
     without torch and MiniLM, and answers without encoding). Made once per run, shared read-only."""
+
+    def make(root: Path) -> None:
+        copy_corpus(search_root / "pubmedqa", root, "dense-*")
+        copy_corpus(search_root / "textbooks", root)
+
+    return made_once(tmp_path_factory, worker_id, "bm25-root", make)
+
+
+def made_once(tmp_path_factory, worker_id: str, name: str, make) -> Path:
+    """The folder `name`, filled by `make(folder)` once per run and shared read-only by the pytest-xdist workers
+    (the first to ask makes it while the others wait; a folder left half made by a killed run is made again)."""
     base = tmp_path_factory.getbasetemp()
-    root = (base if worker_id == "master" else base.parent) / "bm25-root"
-    with FileLock(f"{root}.lock"):
-        if not (root / "complete").is_file():
-            shutil.rmtree(root, ignore_errors=True)
-            root.mkdir()
-            copy_corpus(search_root / "pubmedqa", root, "dense-*")
-            copy_corpus(search_root / "textbooks", root)
-            (root / "complete").touch()
-    return root
+    folder = (base if worker_id == "master" else base.parent) / name
+    with FileLock(f"{folder}.lock"):
+        if not (folder / "complete").is_file():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            make(folder)
+            (folder / "complete").touch()
+    return folder
 
 
 def _build_search_root(root: Path, run_corpusbuild) -> Path:

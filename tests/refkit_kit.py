@@ -1,7 +1,8 @@
 """What the refkit tests share (tests/test_refkit*.py): a real searchd over real data, the PubMedQA abstracts
 (`pubmedqa`, BM25 and dense MiniLM) beside the bundled PubMed samples with their MeSH and chemicals (`pubmed`,
 BM25), the lexicons mined from it (with and without every MeSH name of the real slices) and real questions.
-Each pytest worker starts the server once, for every refkit test file it runs."""
+The root and the lexicons are made once per run and shared by the pytest workers (read-only); each worker starts
+its own server on the root once, for every refkit test file it runs."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PUBMED_SAMPLES, SAMPLES, copy_corpus, run_indexer
+from conftest import PUBMED_SAMPLES, SAMPLES, copy_corpus, made_once, run_indexer
 from helpers import refkit, serving
 from medsnip.queries import read_query_file
 
@@ -29,18 +30,20 @@ MESH = SAMPLES / "mesh"
 
 
 @pytest.fixture(scope="session")
-def refkit_root(search_root, tmp_path_factory, run_corpusbuild) -> Path:
+def refkit_root(search_root, tmp_path_factory, run_corpusbuild, worker_id) -> Path:
     """The shared root's PubMedQA corpus (BM25 and dense MiniLM) beside the PubMed samples (2,100 snippets,
     BM25 only: refkit is what these tests are about, and MiniLM over them took 70 CPU seconds)."""
-    root = tmp_path_factory.mktemp("refkit-root")
-    copy_corpus(search_root / "pubmedqa", root)
-    result = run_corpusbuild(
-        "pubmed", PUBMED_SAMPLES, "--out", root / "pubmed", "--shards", 2, "--workers", 1, "--quiet"
-    )
-    assert result.exit_code == 0, result.output
-    for command in ("store", "bm25"):
-        run_indexer(command, root / "pubmed")
-    return root
+
+    def make(root: Path) -> None:
+        copy_corpus(search_root / "pubmedqa", root)
+        result = run_corpusbuild(
+            "pubmed", PUBMED_SAMPLES, "--out", root / "pubmed", "--shards", 2, "--workers", 1, "--quiet"
+        )
+        assert result.exit_code == 0, result.output
+        for command in ("store", "bm25"):
+            run_indexer(command, root / "pubmed")
+
+    return made_once(tmp_path_factory, worker_id, "refkit-root", make)
 
 
 @pytest.fixture(scope="session")
@@ -49,10 +52,13 @@ def server(refkit_root):
 
 
 @pytest.fixture(scope="session")
-def lexicon_path(server, tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("lexicon") / "lexicon.tsv"
-    refkit("lexicon", "--server", server, "--out", path)
-    return path
+def lexicon_path(server, tmp_path_factory, worker_id) -> Path:
+    """The lexicon mined from the served root (the same whichever worker's server it was mined from)."""
+
+    def make(folder: Path) -> None:
+        refkit("lexicon", "--server", server, "--out", folder / "lexicon.tsv")
+
+    return made_once(tmp_path_factory, worker_id, "refkit-lexicon", make) / "lexicon.tsv"
 
 
 @pytest.fixture(scope="session")
@@ -69,19 +75,21 @@ def questions(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def names_lexicon_path(server, tmp_path_factory) -> Path:
+def names_lexicon_path(server, tmp_path_factory, worker_id) -> Path:
     """All of MeSH's names under the real slices, merged with the served records and the names their texts give."""
-    path = tmp_path_factory.mktemp("names-lexicon") / "lexicon.tsv"
-    refkit(
-        "lexicon",
-        "--mesh-names",
-        "--mesh",
-        MESH / "meshrdf-desc-samples.xml",
-        "--supplementary",
-        MESH / "meshrdf-supp-samples.xml",
-        "--server",
-        server,
-        "--out",
-        path,
-    )
-    return path
+
+    def make(folder: Path) -> None:
+        refkit(
+            "lexicon",
+            "--mesh-names",
+            "--mesh",
+            MESH / "meshrdf-desc-samples.xml",
+            "--supplementary",
+            MESH / "meshrdf-supp-samples.xml",
+            "--server",
+            server,
+            "--out",
+            folder / "lexicon.tsv",
+        )
+
+    return made_once(tmp_path_factory, worker_id, "refkit-names-lexicon", make) / "lexicon.tsv"
