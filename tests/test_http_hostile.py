@@ -267,7 +267,9 @@ def test_clients_that_never_read_their_replies_are_closed_and_free_what_they_hel
     sockets = []
     try:
         after = []
-        for round_ in (1, 2):  # the first round warms the indexes and stores (mapped pages count in RSS)
+        # the first rounds warm the indexes and stores (mapped pages count in RSS) and the allocator's per-thread
+        # arenas (the reply threads differ from round to round); a reply kept past its close would add ~80 MB a round
+        for round_ in (1, 2, 3):
             for _ in range(8):
                 sock = socket.create_connection(("127.0.0.1", port), timeout=30)
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
@@ -283,7 +285,7 @@ def test_clients_that_never_read_their_replies_are_closed_and_free_what_they_hel
             assert process.log_path.read_text().count("took no part of its reply") == 8 * round_
             assert _retrieve(url, ["asthma"], timeout=10).status_code == 200
             after.append(rss_mb(process.pid))
-        assert after[1] < after[0] * 1.15 + 50, after  # what the closed clients held was freed
+        assert after[2] < after[1] * 1.15 + 50, after  # what the closed clients held was freed
         refused = requests.get(f"{url}/retrieve", timeout=10)
         assert refused.status_code == 405
         time.sleep(0.5)
