@@ -15,6 +15,7 @@ from __future__ import annotations
 import threading
 
 FEW_QUESTIONS = 4  # a call of at most this many questions is a small one (the micro-batchers' rule too)
+MAX_BULK_QUESTIONS = 4096  # the default of --max-bulk-questions (the module's rule)
 
 
 def reserved_for_small(max_in_flight: int) -> int:
@@ -26,7 +27,7 @@ class Slots:
     """`max_in_flight` slots, all but `reserved_for_small` of them open to bulk calls, which hold at most
     `max_bulk_questions` questions together (the module's rule)."""
 
-    def __init__(self, max_in_flight: int, max_bulk_questions: int = 4096):
+    def __init__(self, max_in_flight: int, max_bulk_questions: int = MAX_BULK_QUESTIONS):
         self.total = max_in_flight
         self.bulk_limit = max_in_flight - reserved_for_small(max_in_flight)
         self.max_bulk_questions = max_bulk_questions

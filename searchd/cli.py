@@ -18,6 +18,7 @@ from medsnip import __version__
 from medsnip.cli_errors import CommandError, ExitCode, ToolGroup, Unreachable, fail
 from medsnip.jsonout import emit_json
 from medsnip.queries import FORMATS as QUERY_FORMATS
+from searchd.admission import MAX_BULK_QUESTIONS
 
 console = Console(stderr=True, soft_wrap=True)  # never wrap: paths must stay copyable
 
@@ -36,7 +37,7 @@ _LIMITS = (
     ("--max-in-flight", 64, click.IntRange(1), "Calls served at once; more get RESOURCE_EXHAUSTED."),
     (
         "--max-bulk-questions",
-        4096,
+        MAX_BULK_QUESTIONS,
         click.IntRange(1),
         "Questions of calls of more than 4 in flight together; a call past it gets RESOURCE_EXHAUSTED (HTTP 429) "
         "unless it is alone.",

@@ -46,7 +46,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from medsnip import __version__
 from medsnip.v1 import search_pb2
-from searchd.admission import FEW_QUESTIONS, Slots
+from searchd.admission import FEW_QUESTIONS, MAX_BULK_QUESTIONS, Slots
 from searchd.http_connections import guarded_protocol
 from searchd.listening import bind_http_socket
 from searchd.server import SearchServicer, log_request
@@ -171,7 +171,7 @@ class Admission:
     slots, gRPC's calls counted), else refused at once; admitted ones run on a thread pool of exactly that size, so
     none waits for a thread. Once `draining`, nothing more is admitted."""
 
-    def __init__(self, slots: int, max_bulk_questions: int = 4096):
+    def __init__(self, slots: int, max_bulk_questions: int = MAX_BULK_QUESTIONS):
         self.slots = Slots(slots, max_bulk_questions)
         self.limiter = anyio.CapacityLimiter(slots)
         self.draining = False

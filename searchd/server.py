@@ -21,7 +21,7 @@ import grpc
 
 from medsnip import __version__
 from medsnip.v1 import search_pb2, search_pb2_grpc
-from searchd.admission import FEW_QUESTIONS, Slots
+from searchd.admission import FEW_QUESTIONS, MAX_BULK_QUESTIONS, Slots
 from searchd.batching import BatcherClosed
 from searchd.calls import CallCancelled, CallScope, DeadlineExceeded, QueryRefused
 from searchd.engine import ALL_DENSE, Query, SearchEngine
@@ -60,7 +60,7 @@ class Limits:
     max_call_seconds: float = 300.0
     max_reply_bytes: int = 64 << 20
     max_page_size: int = 10_000
-    max_bulk_questions: int = 4096
+    max_bulk_questions: int = MAX_BULK_QUESTIONS
 
 
 class InvalidRequest(Exception):
