@@ -75,6 +75,10 @@ def guarded_protocol(request_seconds: float, soft_cap: int, hard_cap: int) -> ty
                 closing.add(oldest)
                 oldest.transport.close()  # between requests: a server may close a keep-alive connection any time
 
+        def _between_requests(self) -> bool:
+            """No request in progress: none yet, or the last one answered."""
+            return self.cycle is None or self.cycle.response_complete
+
         def _arm(self, seconds: float) -> None:
             self._disarm()
             self._deadline = self.loop.call_later(seconds, self._request_too_slow)
@@ -88,17 +92,16 @@ def guarded_protocol(request_seconds: float, soft_cap: int, hard_cap: int) -> ty
             self._deadline = None
             if self.transport.is_closing():
                 return
-            if self.cycle is None or self.cycle.response_complete:  # nothing sent back yet on this request
+            if self._between_requests():  # nothing sent back yet on this request
                 message = f"the request did not arrive whole within {request_seconds:g} s"
                 self.transport.write(error_bytes(408, "Request Timeout", "DEADLINE_EXCEEDED", message))
             self.transport.close()
 
         def handle_events(self) -> None:
             super().handle_events()
-            cycle = self.cycle
-            if cycle is not None and not cycle.response_complete:
+            if not self._between_requests():
                 idle.pop(self, None)  # a request is in progress: not closed to make room
-                if not cycle.more_body:
+                if not self.cycle.more_body:
                     self._disarm()  # the request is in: the search's own deadline applies from here
 
         def on_response_complete(self) -> None:
@@ -108,10 +111,11 @@ def guarded_protocol(request_seconds: float, soft_cap: int, hard_cap: int) -> ty
                 self._arm(self.timeout_keep_alive + request_seconds)
 
         def shutdown(self) -> None:
-            idle = self.cycle is None or self.cycle.response_complete
+            between_requests = self._between_requests()
             super().shutdown()
-            if idle:  # closed by uvicorn; over TLS the close waits for the peer's close_notify, which a client that
-                # already hung up never sends, and uvicorn's shutdown waited grace + margin for it (13 s)
+            # closed by uvicorn; over TLS the close waits for the peer's close_notify, which a client that already hung
+            # up never sends, and uvicorn's shutdown waited grace + margin for it (13 s)
+            if between_requests:
                 self.loop.call_later(CLOSE_SECONDS, self._abort_if_open)
 
         def _abort_if_open(self) -> None:
