@@ -241,6 +241,23 @@ def copy_work_corpus(w, out):
     shutil.copytree(w.corpus, out / "o", ignore=shutil.ignore_patterns(".generations"))
 
 
+def assemble_command(relevant: Path, out_file: Path) -> list:
+    """`refkit assemble` of the `relevant` labels into `out_file`, 1-2 relevant and 1-2 irrelevant texts an item."""
+    return [
+        "assemble",
+        "--relevant",
+        relevant,
+        "--n-relevant",
+        "1..2",
+        "--n-irrelevant",
+        "1..2",
+        "--seed",
+        1,
+        "--out",
+        out_file,
+    ]
+
+
 def noise_command(w, out: Path, address: str) -> list:
     """`refkit noise` of the inputs' queries and lexicon into OUT/n.jsonl, against searchd at `address`."""
     return ["noise", w.queries, "--lexicon", w.lexicon, "--seed", 1, "--out", out / "n.jsonl", "--server", address]

@@ -15,6 +15,7 @@ import pytest
 from command_errors_kit import (
     SAMPLES,
     WORK,
+    assemble_command,
     changes,
     copy_work_corpus,
     error_line,
@@ -185,19 +186,7 @@ INTERRUPTS = {
     ),
     "refkit assemble": Interrupt(
         "refkit",
-        lambda w, out, a: [
-            "assemble",
-            "--relevant",
-            w.queries,
-            "--n-relevant",
-            "1..2",
-            "--n-irrelevant",
-            "1..2",
-            "--seed",
-            1,
-            "--out",
-            out / "items.jsonl",
-        ],
+        lambda w, out, a: assemble_command(w.queries, out / "items.jsonl"),
         "refkit.curation.assemble.read_labeled",
     ),
     "refkit review": Interrupt(

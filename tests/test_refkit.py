@@ -10,6 +10,7 @@ import signal
 
 import orjson
 import pytest
+from command_errors_kit import assemble_command
 from refkit_kit import ASTHMA, BEIR, RISPERIDONE, VARICES
 
 from helpers import refkit
@@ -321,17 +322,7 @@ def test_bad_input_gives_a_clear_error_and_writes_nothing(server, lexicon_path, 
     labeled = tmp_path / "labeled.jsonl"
     labeled.write_text('{"id": "q1", "query": "x", "references": [{"snippet_id": "a", "label": "maybe"}]}\n')
     result = refkit(
-        "assemble",
-        "--relevant",
-        labeled,
-        "--n-relevant",
-        "1..2",
-        "--n-irrelevant",
-        "1..2",
-        "--seed",
-        1,
-        "--out",
-        previous,
+        *assemble_command(labeled, previous),
         ok=False,
     )
     assert result.exit_code == 1 and "labeled.jsonl:1: references[0].label is 'maybe'" in result.output
