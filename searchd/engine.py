@@ -7,7 +7,7 @@ query encoder is loaded per distinct encoder identity and shared by every index 
 corpora. Every index is opened through the indexer's classes, which check lineage and counts, so a
 mismatch stops the server at start-up with the indexer's message.
 
-Concurrency: BM25 requests of all corpora are micro-batched into pyserini batch_search calls over
+Concurrency: BM25 requests of all corpora are micro-batched into batch searches (indexer.bm25) over
 several Lucene threads, made by one batcher thread, the only Python thread that calls into the JVM
 (pyjnius is not safe to drive from several threads at once). Dense requests are micro-batched too:
 one encoder call for the whole batch, then one FAISS search per corpus for all of its vectors.

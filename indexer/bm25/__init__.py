@@ -4,7 +4,7 @@ Indexing runs Anserini's own `IndexCollection` (JsonCollection reads `id` and `c
 shard lines as they are; the shards are linked, not copied, into a folder Anserini can list) in a
 child JVM, so the result is exactly what Anserini builds; with `groups` > 1, one run per group of
 shards on an executor, merged or kept as parts (indexer.bm25.sharded). Searching goes through
-Anserini's SimpleSearcher in this process's JVM (indexer.jvm), batched over threads.
+Anserini's SimpleSearcher (medsnip's FlatSearcher, indexer/java) in this process's JVM (indexer.jvm), batched over threads.
 
 Updating (indexer.bm25.update): over an index of the corpus's parent build, only the change set is
 applied, in Lucene, by id; an updated index is searched through medsnip's LiveSearcher, whose statistics
@@ -173,15 +173,15 @@ def lucene_version_of(index_dir: Path) -> str:
 
 
 def _open_searcher(path: Path, record: dict):
-    """Anserini's SimpleSearcher over `index/` as Anserini built it; for an index kept as parts (layout
-    "parts") or updated in place (deleted documents held in its segments), medsnip's LiveSearcher: the same
-    searcher reading every part through one MultiReader, with the deleted documents left out of the
+    """medsnip's FlatSearcher (Anserini's SimpleSearcher with a faster batch search, indexer/java) over
+    `index/` as Anserini built it; for an index kept as parts (layout "parts") or updated in place (deleted
+    documents held in its segments), medsnip's LiveSearcher: the same searcher reading every part through one MultiReader, with the deleted documents left out of the
     statistics (indexer/java). The Java object is used as is, not through pyserini's LuceneSearcher:
     importing that wrapper imports pyserini's dense encoders with it (torch, transformers, scipy: about 5 s
     of every searchd start), and its constructor opens a second index reader that close() never closes."""
     dirs = index_dirs(path)
     if len(dirs) == 1 and not record.get("counts", {}).get("deleted_held"):
-        return java_class("io.anserini.search.SimpleSearcher")(str(dirs[0]))
+        return java_class("medsnip.anserini.FlatSearcher")(str(dirs[0]))
     return java_class("medsnip.anserini.LiveSearcher")([str(part) for part in dirs])
 
 
@@ -222,16 +222,14 @@ class BM25Index:
         return self._search(queries, k, threads)
 
     def _search(self, queries: list[str], k: int, threads: int) -> list[list[tuple[str, float]]]:
-        """Anserini's batch_search through medsnip's FlatBatchSearch (indexer/java): the same hits, read
-        with three JNI conversions per batch instead of one wrapped Java object per hit (about 2x the
-        queries/s on one 42k-snippet corpus at depth 100 in docs/benchmarks.md; ~3.5x over the five small
-        demo corpora)."""
-        qid_list, text_list = java_class("java.util.ArrayList")(), java_class("java.util.ArrayList")()
-        for position, query in enumerate(queries):
-            qid_list.add(str(position))
+        """medsnip's FlatSearcher.batch_flat (indexer/java): Anserini's hits and scores, each hit's id read
+        from the doc values SimpleSearcher sorts ties by rather than from its stored document, and the batch
+        handed back in three JNI conversions instead of one wrapped Java object per hit (docs/benchmarks.md,
+        indexer bm25)."""
+        text_list = java_class("java.util.ArrayList")()
+        for query in queries:
             text_list.add(query)
-        flat_search = java_class("medsnip.anserini.FlatBatchSearch")
-        flat = flat_search.run(self._searcher, text_list, qid_list, int(k), max(1, threads))
+        flat = self._searcher.batch_flat(text_list, int(k), max(1, threads))
         counts, scores, docids = flat.counts, flat.scores, flat.docids
         ids = docids.split("\n") if docids else []
         if len(ids) != sum(counts):  # a docid holding "\n" (never a medsnip id): read hit by hit instead

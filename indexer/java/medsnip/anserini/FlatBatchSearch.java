@@ -1,24 +1,23 @@
 package medsnip.anserini;
 
 import io.anserini.search.ScoredDoc;
-import io.anserini.search.SimpleSearcher;
 import java.util.List;
 import java.util.Map;
 
 /**
- * Anserini's batch_search, with its hits handed to Python as three flat values.
+ * A batch's hits handed to Python as three flat values.
  *
  * <p>pyserini returns every hit as a Java object that pyjnius wraps one by one (about 10 microseconds
  * each, with the GIL held): with a depth of 100 over several corpora that wrapping cost more than the
- * search itself. Here the same SimpleSearcher.batch_search runs and its hits come back as one string
- * of docids, one int array of counts and one float array of scores: three JNI conversions per batch.
+ * search itself. Here a batch's hits come back as one string of docids, one int array of counts and one
+ * float array of scores: three JNI conversions per batch. FlatSearcher.batch_flat makes them.
  *
  * <p>Built by `make java` into indexer/java/medsnip-anserini.jar, which is checked in.
  */
 public final class FlatBatchSearch {
   /** Every hit's docid, query after query, best first, separated by '\n'. */
   public final String docids;
-  /** Hits per query, in the order of the qids given. */
+  /** Hits per query, in the order of the queries. */
   public final int[] counts;
   /** Every hit's score, in the order of docids. */
   public final float[] scores;
@@ -29,31 +28,43 @@ public final class FlatBatchSearch {
     this.scores = scores;
   }
 
-  public static FlatBatchSearch run(
-      SimpleSearcher searcher, List<String> queries, List<String> qids, int k, int threads) {
-    Map<String, ScoredDoc[]> results = searcher.batch_search(queries, qids, k, threads);
-    int[] counts = new int[qids.size()];
+  /** Hits per query as ids and scores, best first. */
+  static FlatBatchSearch of(String[][] ids, float[][] scores) {
+    int[] counts = new int[ids.length];
     int total = 0;
-    for (int q = 0; q < counts.length; q++) {
-      ScoredDoc[] hits = results.get(qids.get(q));
-      counts[q] = hits == null ? 0 : hits.length;
+    for (int q = 0; q < ids.length; q++) {
+      counts[q] = ids[q].length;
       total += counts[q];
     }
     StringBuilder docids = new StringBuilder(total * 24);
-    float[] scores = new float[total];
+    float[] flatScores = new float[total];
     int at = 0;
-    for (int q = 0; q < counts.length; q++) {
-      if (counts[q] == 0) {
-        continue;
-      }
-      for (ScoredDoc hit : results.get(qids.get(q))) {
+    for (int q = 0; q < ids.length; q++) {
+      for (int i = 0; i < counts[q]; i++) {
         if (at > 0) {
           docids.append('\n');
         }
-        docids.append(hit.docid);
-        scores[at++] = hit.score;
+        docids.append(ids[q][i]);
+        flatScores[at++] = scores[q][i];
       }
     }
-    return new FlatBatchSearch(docids.toString(), counts, scores);
+    return new FlatBatchSearch(docids.toString(), counts, flatScores);
+  }
+
+  /** Anserini's batch_search results, read in the order of `qids`. */
+  static FlatBatchSearch of(Map<String, ScoredDoc[]> results, List<String> qids) {
+    String[][] ids = new String[qids.size()][];
+    float[][] scores = new float[qids.size()][];
+    for (int q = 0; q < ids.length; q++) {
+      ScoredDoc[] hits = results.get(qids.get(q));
+      hits = hits == null ? new ScoredDoc[0] : hits;
+      ids[q] = new String[hits.length];
+      scores[q] = new float[hits.length];
+      for (int i = 0; i < hits.length; i++) {
+        ids[q][i] = hits[i].docid;
+        scores[q][i] = hits[i].score;
+      }
+    }
+    return of(ids, scores);
   }
 }

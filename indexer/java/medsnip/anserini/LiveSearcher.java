@@ -1,6 +1,5 @@
 package medsnip.anserini;
 
-import io.anserini.search.SimpleSearcher;
 import java.io.IOException;
 import java.nio.file.Paths;
 import java.util.ArrayList;
@@ -13,7 +12,7 @@ import org.apache.lucene.index.MultiReader;
 import org.apache.lucene.store.FSDirectory;
 
 /**
- * Anserini's SimpleSearcher over one or more Lucene indexes read as one, with statistics over live
+ * FlatSearcher (Anserini's SimpleSearcher) over one or more Lucene indexes read as one, with statistics over live
  * documents only: BM25 indexes built per group of shards and kept apart (layout "parts"), and indexes
  * updated in place by UpdateIndex, whose deleted documents Lucene still counts (LiveStatistics).
  *
@@ -22,7 +21,7 @@ import org.apache.lucene.store.FSDirectory;
  * all parts, and each segment with deletions reports its live documents' statistics, so hits and scores
  * equal those of one freshly built index holding the live documents.
  */
-public final class LiveSearcher extends SimpleSearcher {
+public final class LiveSearcher extends FlatSearcher {
   private final List<DirectoryReader> directories = new ArrayList<>();
 
   public LiveSearcher(String[] indexes) throws IOException {
