@@ -4,7 +4,8 @@ Indexing runs Anserini's own `IndexCollection` (JsonCollection reads `id` and `c
 shard lines as they are; the shards are linked, not copied, into a folder Anserini can list) in a
 child JVM, so the result is exactly what Anserini builds; with `groups` > 1, one run per group of
 shards on an executor, merged or kept as parts (indexer.bm25.sharded). Searching goes through
-Anserini's SimpleSearcher (medsnip's FlatSearcher, indexer/java) in this process's JVM (indexer.jvm), batched over threads.
+Anserini's SimpleSearcher (medsnip's FlatSearcher, indexer/java) in this process's JVM (indexer.jvm),
+batched over threads.
 
 Updating (indexer.bm25.update): over an index of the corpus's parent build, only the change set is
 applied, in Lucene, by id; an updated index is searched through medsnip's LiveSearcher, whose statistics
@@ -175,10 +176,11 @@ def lucene_version_of(index_dir: Path) -> str:
 def _open_searcher(path: Path, record: dict):
     """medsnip's FlatSearcher (Anserini's SimpleSearcher with a faster batch search, indexer/java) over
     `index/` as Anserini built it; for an index kept as parts (layout "parts") or updated in place (deleted
-    documents held in its segments), medsnip's LiveSearcher: the same searcher reading every part through one MultiReader, with the deleted documents left out of the
-    statistics (indexer/java). The Java object is used as is, not through pyserini's LuceneSearcher:
-    importing that wrapper imports pyserini's dense encoders with it (torch, transformers, scipy: about 5 s
-    of every searchd start), and its constructor opens a second index reader that close() never closes."""
+    documents held in its segments), medsnip's LiveSearcher: the same searcher reading every part through
+    one MultiReader, with the deleted documents left out of the statistics. The Java object is used as is,
+    not through pyserini's LuceneSearcher: importing that wrapper imports pyserini's dense encoders with it
+    (torch, transformers, scipy: about 5 s of every searchd start), and its constructor opens a second
+    index reader that close() never closes."""
     dirs = index_dirs(path)
     if len(dirs) == 1 and not record.get("counts", {}).get("deleted_held"):
         return java_class("medsnip.anserini.FlatSearcher")(str(dirs[0]))
