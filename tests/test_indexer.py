@@ -257,14 +257,22 @@ def test_minilm_encoder_equals_sentence_transformers(questions):
 
 def test_a_query_vector_does_not_depend_on_the_queries_batched_with_it(questions):
     """searchd micro-batches whatever queries arrive together; every bit of a query's vector (and so of
-    its dense scores) must be the same alone, in any batch, at any position."""
+    its dense scores) must be the same alone, in any batch, at any position, and whether its length bucket
+    runs whole or split between the threads that run side by side."""
+    import torch
+
     from medsnip.encoders import DenseEncoder, preset
 
     encoder = DenseEncoder(preset("minilm"), queries_only=True)
     texts = list(questions.values())[:30]
-    alone = np.stack([encoder.encode_queries([text])[0] for text in texts])
-    together = encoder.encode_queries(texts)
-    reversed_in_sevens = np.concatenate([encoder.encode_queries(texts[::-1][i : i + 7]) for i in range(0, 30, 7)])
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)  # two batches side by side: buckets split into pieces (encoders.transformer._balanced)
+    try:
+        alone = np.stack([encoder.encode_queries([text])[0] for text in texts])
+        together = encoder.encode_queries(texts)
+        reversed_in_sevens = np.concatenate([encoder.encode_queries(texts[::-1][i : i + 7]) for i in range(0, 30, 7)])
+    finally:
+        torch.set_num_threads(threads)
     assert alone.tobytes() == together.tobytes() == reversed_in_sevens[::-1].tobytes()
     padded = encoder.encode_queries(texts, independent=False)  # padded to the longest: equal to ~1e-6 only
     assert np.abs(together - padded).max() < 1e-5
