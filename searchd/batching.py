@@ -80,15 +80,22 @@ class MicroBatcher:
 
     def submit(self, item: Any, caller: Hashable | None = None) -> Future:
         """Queue `item` for the next batches; `caller` (default: the submitting thread) is whose turn it takes."""
-        future: Future = Future()
+        return self.submit_many([item], caller)[0]
+
+    def submit_many(self, items: list, caller: Hashable | None = None) -> list[Future]:
+        """Queue a call's `items` at once: one lock and one wake-up for all of them, so the worker finds the whole
+        call waiting rather than starting a batch on its first few items while the rest trickle in one lock hand-off
+        (and one GIL hand-off) at a time."""
+        futures: list[Future] = [Future() for _ in items]
         caller = threading.get_ident() if caller is None else caller
         with self._lock:
             if self._closed:
-                future.set_exception(BatcherClosed("search engine closed"))
-            else:
-                self._waiting.setdefault(caller, deque()).append((item, future))
+                for future in futures:
+                    future.set_exception(BatcherClosed("search engine closed"))
+            elif futures:
+                self._waiting.setdefault(caller, deque()).extend(zip(items, futures, strict=True))
                 self._lock.notify()
-        return future
+        return futures
 
     def _take(self, timeout: float | None, few_only: bool = False) -> Any:
         """(the next item of the caller with the fewest waiting (the module's rule), whether that caller is a small

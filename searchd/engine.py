@@ -19,6 +19,7 @@ import re
 import threading
 import time
 from collections import defaultdict
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -357,7 +358,7 @@ class SearchEngine:
         scope.check()
         with self.stats.lock:
             self.stats.queries += len(queries)
-        asked = [self._submit(query, scope) for query in queries]
+        asked = self._submit(queries, scope)
         scope.wait_all([future for text, dense in asked for future in (*text.values(), *dense)])
         fused = []
         began = time.perf_counter()
@@ -392,26 +393,37 @@ class SearchEngine:
                     refuse_too_many_terms(query.text)
                     return
 
-    def _submit(self, query: Query, scope: CallScope) -> tuple[dict, list]:
-        """Queue the query's lists: ({(corpus, retriever): text future}, [dense futures])."""
-        text = {}
-        dense_targets: dict[int, tuple[MicroBatcher, list[tuple[str, str]]]] = {}
-        for name in query.corpora:
-            loaded = self.corpora[name]
-            for retriever in loaded.wanted(query.retrievers):
-                if retriever in loaded.text:
-                    item = (name, retriever, query.text, query.depth, query.k1, query.b)
-                    text[(name, retriever)] = scope.track(self._text_batcher.submit(item))
-                else:
-                    batcher = loaded.dense_batchers[retriever]
-                    dense_targets.setdefault(id(batcher), (batcher, []))[1].append((name, retriever))
-        dense = [
-            scope.track(
-                batcher.submit(DenseAsk(query.text, query.depth, tuple(targets), query.nprobe, query.refine, query.k))
-            )
-            for batcher, targets in dense_targets.values()
-        ]
-        return text, dense
+    def _submit(self, queries: list[Query], scope: CallScope) -> list[tuple[dict, list]]:
+        """Queue every list of every query, one submission per batcher (MicroBatcher.submit_many): per query,
+        ({(corpus, retriever): text future}, [dense futures]). Dense asks go first: the encoder is the longest
+        stage, and BM25 runs beside it."""
+        text_items: list[tuple] = []
+        text_owners: list[tuple[int, tuple[str, str]]] = []
+        dense: dict[int, tuple[MicroBatcher, list[DenseAsk], list[int]]] = {}
+        for number, query in enumerate(queries):
+            dense_targets: dict[int, tuple[MicroBatcher, list[tuple[str, str]]]] = {}
+            for name in query.corpora:
+                loaded = self.corpora[name]
+                for retriever in loaded.wanted(query.retrievers):
+                    if retriever in loaded.text:
+                        text_items.append((name, retriever, query.text, query.depth, query.k1, query.b))
+                        text_owners.append((number, (name, retriever)))
+                    else:
+                        batcher = loaded.dense_batchers[retriever]
+                        dense_targets.setdefault(id(batcher), (batcher, []))[1].append((name, retriever))
+            for key, (batcher, targets) in dense_targets.items():
+                ask = DenseAsk(query.text, query.depth, tuple(targets), query.nprobe, query.refine, query.k)
+                _, asks, owners = dense.setdefault(key, (batcher, [], []))
+                asks.append(ask)
+                owners.append(number)
+        dense_futures: list[dict[int, Future]] = [{} for _ in queries]  # per query, in its own batcher order
+        for key, (batcher, asks, owners) in dense.items():
+            for number, future in zip(owners, batcher.submit_many(asks), strict=True):
+                dense_futures[number][key] = scope.track(future)
+        asked: list[tuple[dict, list]] = [({}, list(futures.values())) for futures in dense_futures]
+        for (number, key), future in zip(text_owners, self._text_batcher.submit_many(text_items), strict=True):
+            asked[number][0][key] = scope.track(future)
+        return asked
 
     @property
     def lower_is_better(self) -> set[str]:

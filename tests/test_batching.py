@@ -30,6 +30,24 @@ def test_a_wave_that_trickles_in_stays_one_batch_like_the_last():
         batcher.close()
 
 
+def test_a_call_submitted_at_once_is_one_batch_even_after_a_lone_caller_and_fails_whole_once_closed():
+    """submit_many queues a call's items under one lock: the worker, used to batches of one, still finds all of
+    them (one submit at a time, it would start on the first while the rest arrive)."""
+    from searchd.batching import BatcherClosed
+
+    sizes: list[int] = []
+    batcher = MicroBatcher(lambda items: (sizes.append(len(items)), items)[1], max_batch=256, wait_ms=0, expect_ms=0)
+    try:
+        assert batcher(-1, timeout=5) == -1
+        futures = batcher.submit_many(list(range(200)))
+        assert [f.result(5) for f in futures] == list(range(200))
+        assert sizes == [1, 200]
+    finally:
+        batcher.close()
+    closed = batcher.submit_many(["a", "b"])
+    assert all(isinstance(f.exception(1), BatcherClosed) for f in closed)
+
+
 def test_a_lone_caller_is_not_held_for_a_wave():
     sizes: list[int] = []
     batcher = MicroBatcher(lambda items: (sizes.append(len(items)), items)[1], wait_ms=1, expect_ms=2000)
