@@ -184,7 +184,7 @@ def serve(
     from searchd.auth import read_token
     from searchd.daemon import ConnectionLimits, build_server, serve_forever
     from searchd.engine import SearchEngine, ServingError, discover_corpora
-    from searchd.hot_swap import EngineHolder, root_state
+    from searchd.hot_swap import EngineHolder, root_state, settle_loaded_objects
     from searchd.listening import BindError
     from searchd.server import Limits
 
@@ -286,6 +286,7 @@ def serve(
         f"{' and HTTP on ' + host + ':' + str(running.http.port) if running.http else ''}"
         f"{' with TLS' if tls else ''}{' (token required)' if token else ''}"
     )
+    settle_loaded_objects()
     try:
         serve_forever(running, grace=grace, watch=watch)
     finally:

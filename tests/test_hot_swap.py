@@ -187,3 +187,30 @@ def test_refkit_collect_never_mixes_two_generations(tmp_path, update_chain, run_
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=60) == 0
+
+
+def test_a_retired_generation_frozen_out_of_the_collector_is_still_collected():
+    """searchd exempts what a generation loaded from the collector's full passes (settle_loaded_objects); retiring
+    it brings those objects back into view first, or a generation's reference cycles would outlive it."""
+    import gc
+    import weakref
+
+    from searchd import hot_swap
+
+    class Generation:
+        def close(self) -> None:
+            pass
+
+    engine = Generation()
+    engine.itself = engine  # a reference cycle, as a loaded engine's objects have
+    gone = weakref.ref(engine)
+    try:
+        hot_swap.settle_loaded_objects()
+        assert gc.get_freeze_count() > 0
+        retired = [engine]
+        del engine
+        hot_swap._close_and_free(retired)
+        assert gone() is None and not retired
+        assert gc.get_freeze_count() > 0  # what is alive after is settled again
+    finally:
+        gc.unfreeze()
