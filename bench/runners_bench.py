@@ -289,8 +289,9 @@ def measure(demo: Path, work: Path) -> dict:
     questions = _questions(max(size for size, _ in BATCHES) + 64)
     results_ceiling = ceiling(noise_root / "bioasq", "dense-minilm", questions)
     results = {"realistic": measure_pair(noise_root, "bioasq", "dense-minilm", work, questions, hybrid=True)}
-    results["scale"] = measure_pair(scale_root(work), "pubmed", "dense-static", work, questions, hybrid=True)
-    results["scale"]["lucene_512"] = lucene_alone(scale_root(work) / "pubmed", questions)
+    scale = scale_root(work)
+    results["scale"] = measure_pair(scale, "pubmed", "dense-static", work, questions, hybrid=True)
+    results["scale"]["lucene_512"] = lucene_alone(scale / "pubmed", questions)
     results["ceiling"] = results_ceiling
     (work / "results.json").write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS))
     return results
