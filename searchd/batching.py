@@ -10,7 +10,12 @@ queries reach the batcher over several milliseconds while their replies are writ
 window then cut each wave in two (4.1 queries per encoder batch at 8 clients, measured), and the encoder
 runs small batches less efficiently. So a batch also waits, up to `expect_ms`, until it is as large as
 the previous one was: at 8 clients batches stay at ~8 (72 -> 80 queries/s at 2-4 ms in the searchd
-benchmark's setup); a lone client's batches are of 1, so it still waits at most `wait_ms`.
+benchmark's setup).
+
+A lone client (one call at a time, as an evaluation script or a rollout worker sends them) waits for nobody: once
+a batch held one caller's items and nothing came while it was served, the next batch skips the `wait_ms` window
+(at batch 1 the window was a tenth of a MiniLM query's time). Anything waiting when a batch ends, or a batch of
+several callers, turns the window on again.
 
 Callers share the batches by what they have left: each caller's items (by default, those submitted from one
 thread: one call) wait in a queue of their own, and a batch takes first from the caller with the fewest items
@@ -99,8 +104,8 @@ class MicroBatcher:
 
     def _take(self, timeout: float | None, few_only: bool = False) -> Any:
         """(the next item of the caller with the fewest waiting (the module's rule), whether that caller is a small
-        one), `_STOP` once closed, or None when `timeout` passes first (None: wait) or, with `few_only`, when no
-        small caller has an item waiting."""
+        one, the caller), `_STOP` once closed, or None when `timeout` passes first (None: wait) or, with `few_only`,
+        when no small caller has an item waiting."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._lock:
             while not self._waiting:
@@ -118,7 +123,7 @@ class MicroBatcher:
             item = items.popleft()
             if not items:
                 del self._waiting[caller]
-            return item, few
+            return item, few, caller
 
     def _limit(self) -> int:
         """How many items the next batch may hold: all of `max_batch` for a caller alone, else what is served in
@@ -140,17 +145,21 @@ class MicroBatcher:
                 self._on_exit()
 
     def _serve(self) -> None:
+        one_caller = False  # whether the last batch held one caller's items
         while True:
+            with self._lock:
+                quiet = one_caller and not self._waiting  # nobody came while the last batch was served
             first = self._take(None)
             if first is _STOP:
                 return
-            entry, led_by_few = first
-            batch, bulk = [entry], 0
+            entry, led_by_few, caller = first
+            batch, bulk, callers = [entry], 0, {caller}
+            window = 0.0 if quiet else self._wait
             limit = self._limit()
             started = time.monotonic()
             stop = False
             while len(batch) < limit:
-                wait = self._expect_wait if len(batch) < self._expected else self._wait
+                wait = self._expect_wait if len(batch) < self._expected else window
                 taken = self._take(
                     max(0.0, started + wait - time.monotonic()), few_only=led_by_few and bulk >= FEW_BATCH
                 )
@@ -159,9 +168,11 @@ class MicroBatcher:
                 if taken is _STOP:
                     stop = True
                     break
-                entry, few = taken
+                entry, few, caller = taken
                 bulk += not few
                 batch.append(entry)
+                callers.add(caller)
+            one_caller = len(callers) == 1
             live = [(item, future) for item, future in batch if future.set_running_or_notify_cancel()]
             self._expected = max(1, len(batch))
             if live:

@@ -103,7 +103,7 @@ def limit_options(command):
     default=2.0,
     show_default=True,
     type=click.FloatRange(0, 1000),
-    help="How long a micro-batch waits for more queries once it has one.",
+    help="How long a micro-batch waits for more queries once it has one (not while one caller is alone).",
 )
 @click.option(
     "--padded-query-batches",

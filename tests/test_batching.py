@@ -65,6 +65,42 @@ def test_a_lone_caller_is_not_held_for_a_wave():
         batcher.close()
 
 
+def test_a_lone_caller_skips_the_window_and_a_caller_arriving_during_a_batch_turns_it_back_on():
+    """Calls one at a time from one caller are served at once (no `wait_ms` window once a batch held one caller
+    and nothing came while it was served); a call that arrives while another is served shows company again, and
+    its batch waits the window for more."""
+    sizes: list[int] = []
+    serving = threading.Event()
+    go_on = threading.Event()
+    go_on.set()
+
+    def serve(items: list) -> list:
+        serving.set()
+        assert go_on.wait(5)
+        sizes.append(len(items))
+        return items
+
+    batcher = MicroBatcher(serve, wait_ms=300)
+    try:
+        assert batcher(0, timeout=5) == 0  # the first batch waits its window: nothing is known yet
+        started = time.monotonic()
+        for i in range(5):
+            assert batcher(i, timeout=5) == i
+        assert time.monotonic() - started < 0.3, "a lone caller waited for the window"
+        go_on.clear()
+        serving.clear()
+        held = batcher.submit("a", caller="a")  # taken at once, and held in the batch function
+        assert serving.wait(5)
+        joined = batcher.submit("b", caller="b")  # arrives while "a" is served
+        go_on.set()
+        time.sleep(0.05)
+        late = batcher.submit("c", caller="c")  # within the window "b"'s batch now waits
+        assert [f.result(5) for f in (held, joined, late)] == ["a", "b", "c"]
+        assert sizes == [1, 1, 1, 1, 1, 1, 1, 2]
+    finally:
+        batcher.close()
+
+
 def test_one_bad_item_fails_only_its_own_caller():
     """A batch function that fails on one item: the batch is served again item by item, so the callers
     batched with the bad item get their results and only its caller gets the error."""
