@@ -119,6 +119,24 @@ def search_root(tmp_path_factory, run_corpusbuild, worker_id) -> Path:
 
 
 @pytest.fixture(scope="session")
+def search_root_server(search_root, tmp_path_factory):
+    """(process, gRPC address, HTTP base URL) of one searchd on `search_root` at its default options, HTTP on too,
+    for the whole run of this pytest worker: the modules that only query it share it (each searchd on this root
+    imports torch and transformers, loads MiniLM and starts a JVM: ~5 CPU seconds). A test that changes a server's
+    options, state or life starts its own. It must stop on SIGTERM with exit 0 and no traceback in its log."""
+    import signal
+
+    from helpers import start_http
+
+    process, address, url = start_http(search_root, tmp_path_factory.mktemp("search-root-server"))
+    yield process, address, url
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=60) == 0
+    log = process.log_path.read_text()
+    assert "Traceback" not in log, log[-3000:]
+
+
+@pytest.fixture(scope="session")
 def bm25_root(search_root, tmp_path_factory, worker_id) -> Path:
     """`search_root` without its dense index: the PubMedQA abstracts and the textbooks with store and BM25, for
     a server test about connections, protocols or signals rather than search (a searchd serving it starts
@@ -210,44 +228,49 @@ LONGEST_FILES = (
     "test_refkit_runs.py",
     "test_dense_devices.py",
     "test_readers.py",
-    "test_refkit.py",
     "test_executor.py",
+    "test_http_hostile.py",
     "test_feeding.py",
-    "test_wikipedia.py",
-    "test_hot_swap.py",
-    "test_searchd_limits.py",
-    "test_http_api.py",
-    "test_runners.py",
     "test_indexer.py",
-    "test_bm25_sharded.py",
-    "test_dump_split.py",
-    "test_multilingual.py",
+    "test_http_api.py",
     "test_medcorp_recipe.py",
+    "test_searchd_limits.py",
+    "test_bm25_sharded.py",
+    "test_hot_swap.py",
     "test_searchd.py",
-    "test_searchd_retrievers.py",
-    "test_recipe_build.py",
-    "test_readme_examples.py",
-    "test_refkit_mesh.py",
-    "test_refkit_lexicon.py",
-    "test_refkit_cache.py",
-    "test_ivf_nprobe.py",
-    "test_watch_records.py",
-    "test_incremental_indexes.py",
-    "test_sample_goldens.py",
-    "test_daily_update.py",
-    "test_refkit_review.py",
-    "test_medrag_mode.py",
     "test_reload_memory.py",
-    "test_pubmed_failures.py",
+    "test_multilingual.py",
+    "test_readme_examples.py",
+    "test_wikipedia.py",
+    "test_refkit_cache.py",
+    "test_dump_split.py",
+    "test_refkit_clinical_names.py",
+    "test_recipe_build.py",
+    "test_client_distribution.py",
+    "test_ivf_nprobe.py",
+    "test_refkit.py",
+    "test_searchd_retrievers.py",
+    "test_sample_goldens.py",
     "test_changes.py",
+    "test_pubmed_failures.py",
+    "test_incremental_indexes.py",
+    "test_watch_records.py",
+    "test_json_output.py",
+    "test_daily_update.py",
+    "test_fetch.py",
+    "test_refkit_lexicon.py",
+    "test_runners.py",
     "test_pubmed_build.py",
-    "test_encoders.py",
-    "test_recipe.py",
-    "test_command_errors.py",
-    "test_xml_batches.py",
-    "test_refkit_sense.py",
     "test_jvm_aot.py",
+    "test_recipe.py",
+    "test_refkit_review.py",
     "test_build_outputs.py",
+    "test_ctrl_c_processes.py",
+    "test_refkit_mesh.py",
+    "test_xml_batches.py",
+    "test_encoders.py",
+    "test_textbooks_jsonl.py",
+    "test_batching.py",
 )
 
 

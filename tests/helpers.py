@@ -243,6 +243,19 @@ def rss_mb(pid: int) -> float:
         return next(int(line.split()[1]) for line in status if line.startswith("VmRSS")) / 1024
 
 
+def start_http(root: Path, folder: Path, *extra) -> tuple:
+    """(process, gRPC address, HTTP base URL) of a searchd serving HTTP too."""
+    from searchd.launch import start_background_server
+
+    port_file = folder / "http-port"
+    process, address = start_background_server(root, "--http-port", 0, "--http-port-file", port_file, *extra)
+    deadline = time.monotonic() + 30
+    while not port_file.exists():  # written just after the gRPC port
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    return process, address, f"http://127.0.0.1:{port_file.read_text()}"
+
+
 def serving(root: Path, *extra):
     """A fixture's body: a searchd on `root` (with `extra` options) for the fixture's scope, its address yielded,
     then SIGTERM, which it must answer by exiting 0."""

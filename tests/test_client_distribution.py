@@ -14,7 +14,6 @@ import venv
 import pytest
 
 from conftest import REPO
-from helpers import serving
 
 MEDRAG_PINS = ["pyserini==0.22.1", "faiss-cpu==1.7.4"]
 QUERY = """
@@ -35,9 +34,9 @@ def freeze(python) -> dict[str, str]:
     return dict(line.split("==", 1) for line in pins if "==" in line)
 
 
-@pytest.fixture(scope="module")
-def server(search_root):
-    yield from serving(search_root)
+@pytest.fixture
+def server(search_root_server):
+    return search_root_server[1]
 
 
 def test_the_client_installs_beside_medrags_pins_without_changing_them_and_queries_searchd(server, tmp_path):

@@ -13,30 +13,17 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 import requests
 from google.protobuf import json_format
 
 from conftest import REPO, SAMPLES
-from helpers import rss_mb, self_signed
+from helpers import rss_mb, self_signed, start_http
 from medsnip.queries import query_texts
 from searchd.client import SearchClient
-from searchd.launch import start_background_server
 
 QUESTIONS = list(query_texts(SAMPLES / "ir" / "pubmedqa-beir" / "queries.tsv").values())
-
-
-def start_http(root: Path, folder: Path, *extra) -> tuple:
-    """(process, gRPC address, HTTP base URL) of a searchd serving HTTP too."""
-    port_file = folder / "http-port"
-    process, address = start_background_server(root, "--http-port", 0, "--http-port-file", port_file, *extra)
-    deadline = time.monotonic() + 30
-    while not port_file.exists():  # written just after the gRPC port
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    return process, address, f"http://127.0.0.1:{port_file.read_text()}"
 
 
 def stop(process) -> str:
@@ -45,12 +32,9 @@ def stop(process) -> str:
     return process.log_path.read_text()
 
 
-@pytest.fixture(scope="module")
-def served(search_root, tmp_path_factory):
-    process, address, url = start_http(search_root, tmp_path_factory.mktemp("http"))
-    yield process, address, url
-    log = stop(process)
-    assert "Traceback" not in log, log[-3000:]
+@pytest.fixture
+def served(search_root_server):
+    return search_root_server
 
 
 def passages(result: list[dict]) -> str:

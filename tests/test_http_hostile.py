@@ -16,9 +16,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import requests
-from test_http_api import start_http, stop
+from test_http_api import stop
 
 from conftest import SAMPLES
+from helpers import start_http
 from medsnip.queries import query_texts
 from searchd.client import SearchClient
 

@@ -10,7 +10,6 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import SAMPLES
-from helpers import serving
 from medsnip.queries import query_texts
 from searchd.cli import main as searchd_main
 from searchd.client import SearchClient
@@ -22,9 +21,9 @@ RETRIEVERS = {"BM25": ("bm25",), "RRF-2": ("bm25", "dense-minilm"), "MedCPT": ("
 CORPORA = {"PubMedQA": ("pubmedqa",), "Both": ("pubmedqa", "textbooks")}
 
 
-@pytest.fixture(scope="module")
-def server(search_root):
-    yield from serving(search_root)
+@pytest.fixture
+def server(search_root_server):
+    return search_root_server[1]
 
 
 def searchd_query(address: str, question: str, *options) -> dict:

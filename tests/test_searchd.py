@@ -18,7 +18,7 @@ import pytest
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from conftest import REPO, SAMPLES, copy_corpus
-from helpers import rrf_by_hand, self_signed, serving
+from helpers import rrf_by_hand, self_signed
 from medsnip.corpus import Corpus
 from medsnip.queries import query_texts
 from searchd.client import SearchClient
@@ -32,9 +32,9 @@ def start_server(root: Path, tmp_path: Path, *extra) -> tuple[subprocess.Popen, 
     return start_background_server(root, *map(str, extra))
 
 
-@pytest.fixture(scope="module")
-def server(search_root):
-    yield from serving(search_root)
+@pytest.fixture
+def server(search_root_server):
+    return search_root_server[1]
 
 
 @pytest.fixture(scope="module")

@@ -43,11 +43,9 @@ def stop(process: subprocess.Popen) -> None:
     assert process.wait(timeout=60) == 0
 
 
-@pytest.fixture(scope="module")
-def hybrid_server(search_root):
-    process, address = start_background_server(search_root)
-    yield process, address
-    stop(process)
+@pytest.fixture
+def hybrid_server(search_root_server):
+    return search_root_server[:2]
 
 
 @pytest.fixture(scope="module")
