@@ -416,11 +416,11 @@ class SearchEngine:
                 _, asks, owners = dense.setdefault(key, (batcher, [], []))
                 asks.append(ask)
                 owners.append(number)
-        dense_futures: list[dict[int, Future]] = [{} for _ in queries]  # per query, in its own batcher order
-        for key, (batcher, asks, owners) in dense.items():
+        dense_futures: list[list[Future]] = [[] for _ in queries]  # fusion sorts the lists: their order is free
+        for batcher, asks, owners in dense.values():
             for number, future in zip(owners, batcher.submit_many(asks), strict=True):
-                dense_futures[number][key] = scope.track(future)
-        asked: list[tuple[dict, list]] = [({}, list(futures.values())) for futures in dense_futures]
+                dense_futures[number].append(scope.track(future))
+        asked: list[tuple[dict, list]] = [({}, futures) for futures in dense_futures]
         for (number, key), future in zip(text_owners, self._text_batcher.submit_many(text_items), strict=True):
             asked[number][0][key] = scope.track(future)
         return asked
