@@ -256,6 +256,13 @@ def start_http(root: Path, folder: Path, *extra) -> tuple:
     return process, address, f"http://127.0.0.1:{port_file.read_text()}"
 
 
+def stop_server(process: subprocess.Popen) -> str:
+    """SIGTERM a searchd, which must answer by exiting 0; its log."""
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=60) == 0
+    return process.log_path.read_text()
+
+
 def serving(root: Path, *extra):
     """A fixture's body: a searchd on `root` (with `extra` options) for the fixture's scope, its address yielded,
     then SIGTERM, which it must answer by exiting 0."""
@@ -263,5 +270,4 @@ def serving(root: Path, *extra):
 
     process, address = start_background_server(root, *map(str, extra))
     yield address
-    process.send_signal(signal.SIGTERM)
-    assert process.wait(timeout=60) == 0
+    stop_server(process)

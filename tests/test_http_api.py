@@ -19,17 +19,11 @@ import requests
 from google.protobuf import json_format
 
 from conftest import REPO, SAMPLES
-from helpers import rss_mb, self_signed, start_http
+from helpers import rss_mb, self_signed, start_http, stop_server
 from medsnip.queries import query_texts
 from searchd.client import SearchClient
 
 QUESTIONS = list(query_texts(SAMPLES / "ir" / "pubmedqa-beir" / "queries.tsv").values())
-
-
-def stop(process) -> str:
-    process.send_signal(signal.SIGTERM)
-    assert process.wait(timeout=60) == 0
-    return process.log_path.read_text()
 
 
 @pytest.fixture
@@ -240,7 +234,7 @@ def test_floods_garbage_and_slow_clients_leave_the_server_serving(search_root, t
         for connection in stalled:
             connection.close()
     finally:
-        log = stop(process)
+        log = stop_server(process)
     assert "Traceback" not in log, log[-3000:]
 
 
@@ -342,7 +336,7 @@ def test_a_search_r1_step_of_4096_questions_is_answered_in_one_call_at_the_defau
                     [hit.score for hit in alone.hits], abs=1e-6
                 )
     finally:
-        stop(process)
+        stop_server(process)
 
 
 def test_a_list_that_is_the_answer_by_itself_is_asked_for_k_and_gives_what_depth_100_gives(served):

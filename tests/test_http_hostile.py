@@ -16,10 +16,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import requests
-from test_http_api import stop
 
 from conftest import SAMPLES
-from helpers import start_http
+from helpers import start_http, stop_server
 from medsnip.queries import query_texts
 from searchd.client import SearchClient
 
@@ -49,7 +48,7 @@ def busy(search_root, tmp_path_factory):
         search_root, tmp_path_factory.mktemp("busy"), "--max-in-flight", 3, "--max-bulk-questions", 520
     )
     yield process, address, url
-    stop(process)
+    stop_server(process)
 
 
 def test_more_searches_than_slots_are_refused_at_once_and_health_never_waits(busy):
@@ -166,7 +165,7 @@ def test_replies_say_nothing_of_the_server_without_its_token(bm25_root, tmp_path
         head = reply.split(b"\r\n\r\n", 1)[0].decode().lower()
         assert head.startswith("http/1.1 413") and "connection: close" in head, head
     finally:
-        stop(process)
+        stop_server(process)
 
 
 def test_sigterm_under_load_answers_every_admitted_call_and_exits_within_grace(search_root, tmp_path):
@@ -253,7 +252,7 @@ def test_idle_and_half_sent_connections_are_closed_and_never_shut_searches_off(b
     finally:
         for sock in sockets:
             sock.close()
-        stop(process)
+        stop_server(process)
 
 
 def test_clients_that_never_read_their_replies_are_closed_and_free_what_they_held(bm25_root, tmp_path):
@@ -296,4 +295,4 @@ def test_clients_that_never_read_their_replies_are_closed_and_free_what_they_hel
     finally:
         for sock in sockets:
             sock.close()
-        stop(process)
+        stop_server(process)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import free_port, one_line, refkit
+from helpers import free_port, one_line, refkit, stop_server
 from refkit.readers import CacheError, ReaderError, open_reader
 from refkit.readers.parsing import parse_names, parse_yes_no
 from searchd.launch import start_background_server
@@ -101,9 +101,7 @@ def llm_server(in_process_lm):
 def searchd(search_root):
     process, address = start_background_server(search_root, "--corpora", "pubmedqa")
     yield address
-    process.send_signal(signal.SIGTERM)
-    assert process.wait(timeout=60) == 0
-    log = process.log_path.read_text()  # searchd says why and when it stops
+    log = stop_server(process)  # searchd says why and when it stops
     assert '"shutdown": "SIGTERM: finishing the calls in flight' in log and '"shutdown": "stopped"' in log
 
 

@@ -17,7 +17,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from conftest import REPO, SAMPLES
-from helpers import rss_mb
+from helpers import rss_mb, stop_server
 from medsnip.queries import query_texts
 from medsnip.v1 import search_pb2
 from searchd.client import SearchClient
@@ -38,11 +38,6 @@ def open_descriptors(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
-def stop(process: subprocess.Popen) -> None:
-    process.send_signal(signal.SIGTERM)
-    assert process.wait(timeout=60) == 0
-
-
 @pytest.fixture
 def hybrid_server(search_root_server):
     return search_root_server[:2]
@@ -55,7 +50,7 @@ def small_limits_server(search_root):
         search_root, "--corpora", "textbooks", "--max-reply-mb", "1", "--max-connections", "30", "--idle-timeout", "1"
     )
     yield process, address
-    stop(process)
+    stop_server(process)
 
 
 def test_calls_without_a_deadline_get_answers(hybrid_server):
