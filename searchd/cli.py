@@ -182,7 +182,7 @@ def serve(
     # docs/benchmarks.md). It must be set before torch loads its OpenMP runtime; a user's value wins.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     from searchd.auth import read_token
-    from searchd.daemon import ConnectionLimits, build_server, serve_forever
+    from searchd.daemon import ConnectionLimits, announce_serving, build_server, serve_forever
     from searchd.engine import SearchEngine, ServingError, discover_corpora
     from searchd.hot_swap import EngineHolder, root_state, settle_loaded_objects
     from searchd.listening import BindError
@@ -268,6 +268,7 @@ def serve(
             running.server.stop(0)
             engine.close()
             fail(f"refusing to start: {error}")
+    announce_serving(running)
     if pid_file:
         from searchd.process_check import write_pid_file
 

@@ -156,15 +156,22 @@ def build_server(
     if bound == 0 or (port and bound != port):
         raise BindError(f"cannot listen on {address}")
     server.start()
+    for service in ("", SERVICE_NAME, GENERATION_HEALTH):  # until announce_serving: every listener is up then
+        health_servicer.set(service, health_pb2.HealthCheckResponse.NOT_SERVING)
+    return RunningServer(server, bound, health_servicer, servicer)
+
+
+def announce_serving(running: RunningServer) -> None:
+    """Health says SERVING once every listener is up (gRPC, and HTTP when asked for): a launcher that waits
+    for gRPC's health and then calls `/retrieve` never finds the HTTP port still closed."""
     for service in ("", SERVICE_NAME):
-        health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
-    health_servicer.set(
+        running.health.set(service, health_pb2.HealthCheckResponse.SERVING)
+    running.health.set(
         GENERATION_HEALTH,
         health_pb2.HealthCheckResponse.SERVING
-        if servicer.engines.complete()
+        if running.servicer.engines.complete()
         else health_pb2.HealthCheckResponse.NOT_SERVING,
     )
-    return RunningServer(server, bound, health_servicer, servicer)
 
 
 def _reload(running: RunningServer) -> None:

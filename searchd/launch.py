@@ -17,14 +17,21 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 
 def wait_serving(address: str, timeout: float = 60.0) -> None:
-    """Block until the server's health service says SERVING."""
+    """Block until the server's health service says SERVING (a starting searchd says NOT_SERVING until its
+    HTTP listener is up too); raises if it does not within `timeout` seconds."""
+    deadline = time.monotonic() + timeout
     with grpc.insecure_channel(address) as channel:
         stub = health_pb2_grpc.HealthStub(channel)
-        response = stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=timeout, wait_for_ready=True)
-    if response.status != health_pb2.HealthCheckResponse.SERVING:
-        raise RuntimeError(
-            f"searchd at {address} is {health_pb2.HealthCheckResponse.ServingStatus.Name(response.status)}"
-        )
+        while True:
+            left = max(deadline - time.monotonic(), 0.1)
+            response = stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=left, wait_for_ready=True)
+            if response.status == health_pb2.HealthCheckResponse.SERVING:
+                return
+            if time.monotonic() >= deadline:
+                raise RuntimeError(
+                    f"searchd at {address} is {health_pb2.HealthCheckResponse.ServingStatus.Name(response.status)}"
+                )
+            time.sleep(0.05)
 
 
 def start_background_server(

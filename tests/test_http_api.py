@@ -14,12 +14,13 @@ import sys
 import threading
 import time
 
+import grpc
 import pytest
 import requests
 from google.protobuf import json_format
 
 from conftest import REPO, SAMPLES
-from helpers import rss_mb, self_signed, start_http, stop_server
+from helpers import free_port, rss_mb, self_signed, start_http, stop_server
 from medsnip.queries import query_texts
 from searchd.client import SearchClient
 
@@ -181,6 +182,41 @@ def test_a_cross_site_request_is_refused(served):
         f"{url}/retrieve", json={"queries": ["statins"]}, headers={"Origin": "https://evil.test"}, timeout=60
     )
     assert not any(h.lower().startswith("access-control") for h in answer.headers)
+
+
+def test_health_says_serving_only_once_the_http_port_answers(search_root, tmp_path):
+    """A launcher that waits for gRPC's health (as the README's examples and `searchd.launch` do) and then
+    calls `/retrieve` at once: the first SERVING it reads finds the HTTP port open (before, health turned
+    SERVING while the HTTP side was still importing and binding, and the call was refused)."""
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    grpc_port, http_port = free_port(), free_port()
+    command = [sys.executable, "-m", "searchd.cli", "serve", "--root", search_root, "--corpora", "textbooks"]
+    command += ["--port", grpc_port, "--http-port", http_port]
+    process = subprocess.Popen(list(map(str, command)), cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        # reconnect every 5 ms, not after gRPC's default backoff (1 s and growing): the window is that short
+        backoff = [(f"grpc.{name}_reconnect_backoff_ms", 5) for name in ("initial", "min", "max")]
+        with grpc.insecure_channel(f"127.0.0.1:{grpc_port}", options=backoff) as channel:
+            check = health_pb2_grpc.HealthStub(channel).Check
+            while True:
+                assert process.poll() is None and time.monotonic() < deadline, process.stderr.read().decode()[-2000:]
+                try:
+                    if (
+                        check(health_pb2.HealthCheckRequest(), timeout=1).status
+                        == health_pb2.HealthCheckResponse.SERVING
+                    ):
+                        break
+                except grpc.RpcError:  # not listening yet
+                    pass
+                time.sleep(0.005)
+        body = {"queries": ["anatomy of the heart"], "topk": 3}
+        answer = requests.post(f"http://127.0.0.1:{http_port}/retrieve", json=body, timeout=30)
+        assert answer.status_code == 200 and len(answer.json()["result"][0]) == 3
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) == 0
 
 
 def test_floods_garbage_and_slow_clients_leave_the_server_serving(search_root, tmp_path):

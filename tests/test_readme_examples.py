@@ -278,7 +278,7 @@ def start_server(where: str, text: str, workdir: Path, env: dict, address: str) 
         try:
             wait_serving(address, timeout=2)
             return process
-        except grpc.RpcError:
+        except (grpc.RpcError, RuntimeError):  # not listening yet, or NOT_SERVING while its HTTP side starts
             assert time.monotonic() < deadline, f"{where}: searchd did not start in 300 s"
 
 
