@@ -28,7 +28,10 @@ A batch's length is what a small call waits for twice: for the batch being serve
 So while several callers wait, a batch holds at most what the batcher serves in `batch_seconds` (measured from its
 last batches: on two busy CPU cores ~10-30 questions for MiniLM, the full `max_batch` on a GPU), and a
 batch led by a caller with at most `FEW` items waiting takes at most `FEW_BATCH` items of bulk callers after the
-small callers' own. A caller alone is served in full batches: nobody waits behind it.
+small callers' own. A caller alone is served in batches of up to `lone_seconds` of work (never fewer than
+LONE_MIN_BATCH items): the whole `max_batch` on a GPU, a few hundred MiniLM questions on two busy CPU cores, where a
+batch's fixed costs are long amortised, and a small call arriving behind a 4,096-question call waits for one such
+batch, not for all of it.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ _STOP = object()
 FEW = FEW_QUESTIONS  # a caller with at most this many items waiting is a small one (searchd.admission)
 FEW_BATCH = 8  # bulk items a batch led by a small caller takes at most
 MIN_BATCH = 8  # the time bound never cuts a batch below this (each batch has a fixed cost)
+LONE_MIN_BATCH = 64  # nor a lone caller's below this: its throughput is what it waits for
 
 
 class BatcherClosed(Exception):
@@ -62,9 +66,11 @@ class MicroBatcher:
         expect_ms: float = 10.0,
         on_exit: Callable[[], None] | None = None,
         batch_seconds: float = 0.1,
+        lone_seconds: float = 1.0,
     ):
         """`on_exit`: run in the worker thread as it ends (a thread that called into the JVM detaches);
-        `batch_seconds`: how long a batch may take while other callers wait (the module's rule)."""
+        `batch_seconds`: how long a batch may take while other callers wait, `lone_seconds` while one caller is
+        alone (the module's rule)."""
         self._function = function
         self._on_exit = on_exit
         self._max_batch = max_batch
@@ -72,6 +78,7 @@ class MicroBatcher:
         self._expect_wait = max(expect_ms, wait_ms) / 1000.0
         self._expected = 1  # the size of the last batch served
         self._batch_seconds = batch_seconds
+        self._lone_seconds = lone_seconds
         self._item_seconds = 0.0  # what an item of a full batch has cost lately (0: not known yet)
         self._waiting: dict[Hashable, deque] = {}  # caller -> its items, callers in the order they came
         self._stopping = False
@@ -126,13 +133,14 @@ class MicroBatcher:
             return item, few, caller
 
     def _limit(self) -> int:
-        """How many items the next batch may hold: all of `max_batch` for a caller alone, else what is served in
-        `batch_seconds` (the module's rule)."""
+        """How many items the next batch may hold: what is served in `lone_seconds` for a caller alone, else in
+        `batch_seconds` (the module's rule); all of `max_batch` while an item's cost is not known yet."""
         with self._lock:
             alone = len(self._waiting) <= 1
-        if alone or not self._item_seconds:
+        if not self._item_seconds:
             return self._max_batch
-        return max(MIN_BATCH, min(self._max_batch, int(self._batch_seconds / self._item_seconds)))
+        seconds, least = (self._lone_seconds, LONE_MIN_BATCH) if alone else (self._batch_seconds, MIN_BATCH)
+        return min(self._max_batch, max(least, int(seconds / self._item_seconds)))
 
     def __call__(self, item: Any, timeout: float | None = None) -> Any:
         return self.submit(item).result(timeout)

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from searchd.admission import Slots, reserved_for_small
-from searchd.batching import FEW_BATCH, MicroBatcher
+from searchd.batching import FEW_BATCH, LONE_MIN_BATCH, MicroBatcher
 
 
 def test_a_wave_that_trickles_in_stays_one_batch_like_the_last():
@@ -168,7 +168,8 @@ def test_while_callers_wait_a_batch_lasts_about_batch_seconds_and_a_small_caller
     try:
         alone = [batcher.submit(n, caller="alone") for n in range(300)]
         assert [f.result(30) for f in alone] == list(range(300))
-        assert max(len(batch) for batch in served) == 256  # a caller alone: full batches, nobody waits behind it
+        # a caller alone: the whole max_batch while an item's cost is unknown, then what lone_seconds (1 s) holds
+        assert [len(batch) for batch in served] == [256, 44]
         served.clear()
         bulk = [batcher.submit(("bulk", n), caller="bulk") for n in range(300)]
         other = [batcher.submit(("other", n), caller="other") for n in range(300)]
@@ -182,6 +183,36 @@ def test_while_callers_wait_a_batch_lasts_about_batch_seconds_and_a_small_caller
         assert timed and max(timed) <= 40, timed  # (once one bulk caller is done, the other is alone: full batches)
         own = served[at]
         assert own[0] == ("small", 0) and len(own) <= 1 + FEW_BATCH, own
+    finally:
+        batcher.close()
+
+
+def test_a_lone_bulk_callers_batches_last_about_lone_seconds_so_a_small_call_waits_for_one_of_them():
+    """A caller alone gets the whole max_batch while an item's cost is unknown, then batches of about
+    `lone_seconds` of work (never below LONE_MIN_BATCH): a one-item call arriving meanwhile is answered after the
+    batch being served, not after the next max_batch of the bulk call (what it waited for before, 1 s here)."""
+    served: list[list] = []
+
+    def serve(items: list) -> list:
+        time.sleep(0.001 * len(items))  # 1 ms an item: lone_seconds (0.15 s) holds 150
+        served.append(list(items))
+        return items
+
+    batcher = MicroBatcher(serve, max_batch=1024, wait_ms=0.0, expect_ms=0.0, name="lone", lone_seconds=0.15)
+    try:
+        bulk = batcher.submit_many([("bulk", n) for n in range(3000)], caller="bulk")
+        deadline = time.monotonic() + 30
+        while not served:  # the first batch (1,024: the cost was unknown) is over
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        asked = time.monotonic()
+        assert batcher.submit(("small", 0), caller="small").result(30) == ("small", 0)
+        waited = time.monotonic() - asked
+        assert [f.result(30) for f in bulk] == [("bulk", n) for n in range(3000)]
+        sizes = [len(batch) for batch in served]
+        assert sizes[0] == 1024 and waited < 0.6, (waited, sizes)
+        bulk_batches = [len(batch) for batch in served[1:] if ("small", 0) not in batch][:-1]  # the last: what was left
+        assert all(LONE_MIN_BATCH <= size <= 200 for size in bulk_batches), sizes
     finally:
         batcher.close()
 
