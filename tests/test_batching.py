@@ -168,8 +168,7 @@ def test_while_callers_wait_a_batch_lasts_about_batch_seconds_and_a_small_caller
     try:
         alone = [batcher.submit(n, caller="alone") for n in range(300)]
         assert [f.result(30) for f in alone] == list(range(300))
-        # a caller alone: the whole max_batch while an item's cost is unknown, then what lone_seconds (1 s) holds
-        assert [len(batch) for batch in served] == [256, 44]
+        assert [len(batch) for batch in served] == [256, 44]  # a caller alone, nobody else seen: full batches
         served.clear()
         bulk = [batcher.submit(("bulk", n), caller="bulk") for n in range(300)]
         other = [batcher.submit(("other", n), caller="other") for n in range(300)]
@@ -187,10 +186,11 @@ def test_while_callers_wait_a_batch_lasts_about_batch_seconds_and_a_small_caller
         batcher.close()
 
 
-def test_a_lone_bulk_callers_batches_last_about_lone_seconds_so_a_small_call_waits_for_one_of_them():
-    """A caller alone gets the whole max_batch while an item's cost is unknown, then batches of about
-    `lone_seconds` of work (never below LONE_MIN_BATCH): a one-item call arriving meanwhile is answered after the
-    batch being served, not after the next max_batch of the bulk call (what it waited for before, 1 s here)."""
+def test_a_lone_bulk_callers_batches_last_about_lone_seconds_where_small_calls_come_too():
+    """Once a small call came while a bulk call was served, the bulk caller alone gets batches of about
+    `lone_seconds` of work (never below LONE_MIN_BATCH), not the whole max_batch: the next small call is answered
+    after the batch being served, not after a full one (1 s here). One client's calls one after another, each from
+    another thread, never overlap and keep full batches."""
     served: list[list] = []
 
     def serve(items: list) -> list:
@@ -200,19 +200,25 @@ def test_a_lone_bulk_callers_batches_last_about_lone_seconds_so_a_small_call_wai
 
     batcher = MicroBatcher(serve, max_batch=1024, wait_ms=0.0, expect_ms=0.0, name="lone", lone_seconds=0.15)
     try:
+        for _ in range(2):  # one client, two calls one after another from two threads: full batches
+            served.clear()
+            sequential = threading.Thread(target=lambda: [f.result(30) for f in batcher.submit_many(list(range(1500)))])
+            sequential.start()
+            sequential.join(30)
+            assert [len(batch) for batch in served] == [1024, 476]
+        served.clear()
         bulk = batcher.submit_many([("bulk", n) for n in range(3000)], caller="bulk")
-        deadline = time.monotonic() + 30
-        while not served:  # the first batch (1,024: the cost was unknown) is over
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
+        time.sleep(0.1)
+        assert batcher.submit(("small", -1), caller="small").result(30) == ("small", -1)  # came while bulk was served
         asked = time.monotonic()
         assert batcher.submit(("small", 0), caller="small").result(30) == ("small", 0)
         waited = time.monotonic() - asked
         assert [f.result(30) for f in bulk] == [("bulk", n) for n in range(3000)]
         sizes = [len(batch) for batch in served]
         assert sizes[0] == 1024 and waited < 0.6, (waited, sizes)
-        bulk_batches = [len(batch) for batch in served[1:] if ("small", 0) not in batch][:-1]  # the last: what was left
-        assert all(LONE_MIN_BATCH <= size <= 200 for size in bulk_batches), sizes
+        after = next(n for n, batch in enumerate(served) if ("small", 0) in batch)
+        bulk_batches = [len(batch) for batch in served[after + 1 :]][:-1]  # the last: what was left
+        assert bulk_batches and all(LONE_MIN_BATCH <= size <= 200 for size in bulk_batches), sizes
     finally:
         batcher.close()
 
