@@ -166,12 +166,13 @@ def announce_serving(running: RunningServer) -> None:
     for gRPC's health and then calls `/retrieve` never finds the HTTP port still closed."""
     for service in ("", SERVICE_NAME):
         running.health.set(service, health_pb2.HealthCheckResponse.SERVING)
-    running.health.set(
-        GENERATION_HEALTH,
-        health_pb2.HealthCheckResponse.SERVING
-        if running.servicer.engines.complete()
-        else health_pb2.HealthCheckResponse.NOT_SERVING,
-    )
+    _say_generation(running, running.servicer.engines.complete())
+
+
+def _say_generation(running: RunningServer, loaded: bool) -> None:
+    """Health's `searchd.generation`: SERVING while the newest generation loaded whole, else NOT_SERVING."""
+    status = health_pb2.HealthCheckResponse.SERVING if loaded else health_pb2.HealthCheckResponse.NOT_SERVING
+    running.health.set(GENERATION_HEALTH, status)
 
 
 def _reload(running: RunningServer) -> None:
@@ -180,9 +181,7 @@ def _reload(running: RunningServer) -> None:
     from indexer.jvm import detach_thread
 
     try:
-        loaded = running.servicer.engines.reload() and running.servicer.engines.complete()
-        status = health_pb2.HealthCheckResponse.SERVING if loaded else health_pb2.HealthCheckResponse.NOT_SERVING
-        running.health.set(GENERATION_HEALTH, status)
+        _say_generation(running, running.servicer.engines.reload() and running.servicer.engines.complete())
     finally:
         detach_thread()
 

@@ -193,7 +193,9 @@ def test_health_says_serving_only_once_the_http_port_answers(search_root, tmp_pa
     grpc_port, http_port = free_port(), free_port()
     command = [sys.executable, "-m", "searchd.cli", "serve", "--root", search_root, "--corpora", "textbooks"]
     command += ["--port", grpc_port, "--http-port", http_port]
-    process = subprocess.Popen(list(map(str, command)), cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    with open(tmp_path / "searchd.log", "w") as log:  # its request log: a file, never a pipe nobody reads
+        process = subprocess.Popen(list(map(str, command)), cwd=REPO, stdout=subprocess.DEVNULL, stderr=log)
+    process.log_path = tmp_path / "searchd.log"
     try:
         deadline = time.monotonic() + 120
         # reconnect every 5 ms, not after gRPC's default backoff (1 s and growing): the window is that short
@@ -201,7 +203,7 @@ def test_health_says_serving_only_once_the_http_port_answers(search_root, tmp_pa
         with grpc.insecure_channel(f"127.0.0.1:{grpc_port}", options=backoff) as channel:
             check = health_pb2_grpc.HealthStub(channel).Check
             while True:
-                assert process.poll() is None and time.monotonic() < deadline, process.stderr.read().decode()[-2000:]
+                assert process.poll() is None and time.monotonic() < deadline, process.log_path.read_text()[-2000:]
                 try:
                     if (
                         check(health_pb2.HealthCheckRequest(), timeout=1).status
@@ -215,8 +217,7 @@ def test_health_says_serving_only_once_the_http_port_answers(search_root, tmp_pa
         answer = requests.post(f"http://127.0.0.1:{http_port}/retrieve", json=body, timeout=30)
         assert answer.status_code == 200 and len(answer.json()["result"][0]) == 3
     finally:
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=60) == 0
+        stop_server(process)
 
 
 def test_floods_garbage_and_slow_clients_leave_the_server_serving(search_root, tmp_path):
