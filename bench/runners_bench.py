@@ -37,6 +37,7 @@ import requests
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from scale_retrieval import _memory  # noqa: E402
 
+from medsnip.encoders.transformer import PAD_MULTIPLE  # noqa: E402  (how medsnip pads queries)
 from searchd.engine import STAGES  # noqa: E402  (where a search's time goes, as Info reports it)
 
 REPO = Path(__file__).resolve().parents[1]
@@ -387,9 +388,10 @@ def findings(results: dict) -> list[str]:
     lines.append(
         "- Which setting made the difference between this bench and an independent run of the same comparison "
         "(0.50x here, 1.14x there, hybrid at 512): the reference's query encoding. This bench's reference used "
-        "to encode with medsnip's own encoder (length buckets of 16 tokens, batches run side by side on one "
-        "thread each); Search-R1's encoder pads each batch of 512 questions to its longest, which costs MiniLM "
-        "2.4x the time on these questions. The reference now pads as Search-R1 does; the row 'the same, "
+        "to encode with medsnip's own encoder (queries padded to multiples of "
+        f"{PAD_MULTIPLE} tokens, batches run side by side on one thread each); Search-R1's encoder pads each batch "
+        "of 512 questions to its longest, which cost MiniLM 2.4x the time on these questions (measured against "
+        "multiples of 16 tokens). The reference now pads as Search-R1 does; the row 'the same, "
         "medsnip's encoder' keeps the other setting: against it, on the realistic root, searchd dense "
         f"{cells(realistic, 'searchd dense', 'reference bucketed')} and hybrid "
         f"{cells(realistic, 'searchd hybrid', 'reference bucketed')}."

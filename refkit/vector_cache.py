@@ -5,7 +5,8 @@ machine.
 The bundled MiniLM's query vectors are independent of their batch (medsnip.encoders: `encode_queries`
 with `independent`), so a stored vector is bit for bit the one a new run would compute, and outputs stay
 byte-identical with or without the cache. Vectors are stored normalised (float32) in a SQLite file in
-`medsnip.cache.cache_folder()`, named by the sha256 of the model's files and keyed by the sha256 of each text; SQLite's
+`medsnip.cache.cache_folder()`, named by the sha256 of the model's files and the padding the vectors were computed
+with (medsnip.encoders.transformer.PAD_MULTIPLE), and keyed by the sha256 of each text; SQLite's
 locking lets several processes (parallel tests, two noise runs) share it.
 """
 
@@ -41,9 +42,11 @@ class TextVectors:
 
     def __init__(self, cache: Path | None = None):
         from medsnip.encoders import preset
+        from medsnip.encoders.transformer import PAD_MULTIPLE
 
         self.spec = preset("minilm")
-        self.path = Path(cache or cache_folder()) / f"minilm-vectors-{model_digest(Path(self.spec.model))[:16]}.sqlite"
+        name = f"minilm-vectors-{model_digest(Path(self.spec.model))[:16]}-pad{PAD_MULTIPLE}.sqlite"
+        self.path = Path(cache or cache_folder()) / name
         self._encoder = None
         self._memory: dict[str, np.ndarray] = {}
         self._db: sqlite3.Connection | None = None

@@ -108,8 +108,8 @@ def limit_options(command):
 @click.option(
     "--padded-query-batches",
     is_flag=True,
-    help="Pad micro-batched queries to the longest (faster encoder; dense scores then vary in the "
-    "6th-7th digit with the batch instead of reproducing exactly).",
+    help="Pad micro-batched queries to the longest (fewer, larger encoder batches, for a GPU; slower on a CPU; "
+    "dense scores then vary in the 6th-7th digit with the batch instead of reproducing exactly).",
 )
 @click.option(
     "--watch",
@@ -177,10 +177,11 @@ def serve(
 
     SIGHUP (`searchd reload`) or --watch loads the root again beside the serving generation and switches
     with no failed call; the versions it serves are leased against `medsnip prune`."""
-    # The query encoder and the Lucene threads share the cores: OpenMP's default of spinning after
-    # each operation burns CPU the other needs (about a third of the server's CPU per hybrid query in
-    # docs/benchmarks.md). It must be set before torch loads its OpenMP runtime; a user's value wins.
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    # The query encoder and the Lucene threads share the cores (about a third of the server's CPU per hybrid
+    # query went to OpenMP spinning in docs/benchmarks.md): set before anything loads torch.
+    from medsnip.encoders.transformer import prefer_passive_openmp
+
+    prefer_passive_openmp()
     from searchd.auth import read_token
     from searchd.daemon import ConnectionLimits, announce_serving, build_server, serve_forever
     from searchd.engine import SearchEngine, ServingError, discover_corpora
