@@ -90,3 +90,15 @@ def test_a_lexicon_and_its_rewriter_are_the_same_from_a_cold_cache_and_a_warm_on
     assert len(list(cache.glob("names-matcher-*.pickle"))) == 1  # the rewriter read the lexicon build's matcher
     assert found["warm"] == found["none"]
     assert {"statins", "myopathy", "warfarin"} <= {text.lower() for text, _, _ in found["warm"]}, found
+
+
+def test_minilm_vectors_are_stored_per_padding(tmp_path, monkeypatch):
+    """A query vector's last bits depend on the padding it was computed with (PAD_MULTIPLE): vectors stored
+    under one padding are never read under another, so a cached run stays byte-identical to an uncached one."""
+    from medsnip.encoders import transformer
+    from refkit.vector_cache import TextVectors
+
+    now = TextVectors(tmp_path).path
+    monkeypatch.setattr(transformer, "PAD_MULTIPLE", transformer.PAD_MULTIPLE * 4)
+    other = TextVectors(tmp_path).path
+    assert now != other and now.parent == other.parent == tmp_path
