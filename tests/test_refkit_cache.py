@@ -1,6 +1,6 @@
 """refkit.disk_cache: an entry is read instead of rebuilt, never for other inputs or other code, a damaged one is
 rebuilt, `MEDSNIP_REFKIT_CACHE=off` writes nothing; and a real lexicon build and noise's rewriter over it give the
-same from a cold cache, a warm one and none."""
+same from a cold cache, a warm one and none; refkit's MiniLM vectors are stored per padding (refkit.vector_cache)."""
 
 from __future__ import annotations
 
