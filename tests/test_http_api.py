@@ -186,8 +186,8 @@ def test_a_cross_site_request_is_refused(served):
 
 def test_health_says_serving_only_once_the_http_port_answers(search_root, tmp_path):
     """A launcher that waits for gRPC's health (as the README's examples and `searchd.launch` do) and then
-    calls `/retrieve` at once: the first SERVING it reads finds the HTTP port open (before, health turned
-    SERVING while the HTTP side was still importing and binding, and the call was refused)."""
+    calls `/retrieve` at once: the first SERVING it reads finds the HTTP port open (health that said SERVING
+    while the HTTP side was still importing and binding would have the call refused)."""
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
     grpc_port, http_port = free_port(), free_port()
